@@ -1,0 +1,146 @@
+//! The Internet checksum (RFC 1071), pseudo-headers for UDP/TCP/ICMPv6, and incremental
+//! updates (RFC 1624) so that a TTL decrement or an address rewrite does not re-sum the
+//! whole header.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// Adds `data` as big-endian 16-bit words to `acc` (one's-complement sum, not yet folded).
+/// An odd trailing byte is padded with zero, as RFC 1071 section 4.1 does.
+pub fn accumulate(mut acc: u64, data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        // Summing 32-bit halves into a 64-bit accumulator keeps the carries; folding
+        // later gives the same result as 16-bit word sums (RFC 1071 section 2(B)).
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        acc += u64::from(u32::from_be_bytes([w[4], w[5], w[6], w[7]]));
+    }
+    let mut rest = words.remainder().chunks_exact(2);
+    for w in &mut rest {
+        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    if let [last] = rest.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    acc
+}
+
+/// Folds a one's-complement sum to 16 bits (not inverted).
+pub fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// The checksum field value for `data` (whose checksum field must be zero).
+pub fn checksum(data: &[u8]) -> u16 {
+    !fold(accumulate(0, data))
+}
+
+/// True when `data`, including its checksum field, sums to all ones.
+pub fn verify(data: &[u8]) -> bool {
+    fold(accumulate(0, data)) == 0xffff
+}
+
+/// The IPv4 pseudo-header sum for UDP and TCP (RFC 768, RFC 9293 section 3.1).
+pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u64 {
+    let mut acc = accumulate(0, &src.octets());
+    acc = accumulate(acc, &dst.octets());
+    acc + u64::from(protocol) + u64::from(length)
+}
+
+/// The IPv6 pseudo-header sum for UDP, TCP and ICMPv6 (RFC 8200 section 8.1).
+pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u32) -> u64 {
+    let mut acc = accumulate(0, &src.octets());
+    acc = accumulate(acc, &dst.octets());
+    acc + u64::from(length) + u64::from(next_header)
+}
+
+/// The checksum of `data` under a pseudo-header sum (`data`'s checksum field zero).
+pub fn checksum_with(pseudo: u64, data: &[u8]) -> u16 {
+    !fold(accumulate(pseudo, data))
+}
+
+/// True when `data` (checksum field included) verifies under a pseudo-header sum.
+pub fn verify_with(pseudo: u64, data: &[u8]) -> bool {
+    fold(accumulate(pseudo, data)) == 0xffff
+}
+
+/// RFC 1624 equation 3: the new checksum after one 16-bit word of the covered data
+/// changes from `old` to `new`: `HC' = ~(~HC + ~m + m')`.
+pub fn update16(checksum: u16, old: u16, new: u16) -> u16 {
+    let acc = u64::from(!checksum) + u64::from(!old) + u64::from(new);
+    !fold(acc)
+}
+
+/// [`update16`] for a 32-bit field (an IPv4 address), as two 16-bit words.
+pub fn update32(checksum: u16, old: u32, new: u32) -> u16 {
+    let c = update16(checksum, (old >> 16) as u16, (new >> 16) as u16);
+    update16(c, old as u16, new as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// RFC 1071 section 3 example: the words 0001 f203 f4f5 f6f7 sum to ddf2.
+    #[test]
+    fn rfc1071_example() {
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(accumulate(0, &data)), 0xddf2);
+        assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn odd_length_pads_with_zero() {
+        assert_eq!(fold(accumulate(0, &[0xab])), 0xab00);
+        assert_eq!(fold(accumulate(0, &[0x12, 0x34, 0xab])), 0x1234 + 0xab00);
+    }
+
+    /// A known IPv4 header (from scapy: IP(src="192.168.0.1", dst="192.168.0.199", ttl=64,
+    /// id=1)/UDP()), checksum 0xf8b7.
+    #[test]
+    fn ipv4_header_checksum_matches_scapy() {
+        let hdr = hex("4500001c000100004011f8b7c0a80001c0a800c7");
+        assert!(verify(&hdr));
+        let mut zeroed = hdr.clone();
+        zeroed[10] = 0;
+        zeroed[11] = 0;
+        assert_eq!(checksum(&zeroed), 0xf8b7);
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn incremental_update_equals_full_recompute(
+            mut data in proptest::collection::vec(any::<u8>(), 2..64),
+            word in 0usize..32,
+            new in any::<u16>(),
+        ) {
+            if data.len() % 2 == 1 { data.push(0); }
+            let word = word % (data.len() / 2);
+            let before = checksum(&data);
+            let old = u16::from_be_bytes([data[2 * word], data[2 * word + 1]]);
+            data[2 * word..2 * word + 2].copy_from_slice(&new.to_be_bytes());
+            let after = checksum(&data);
+            let incr = update16(before, old, new);
+            // 0x0000 and 0xffff are the same one's-complement value (RFC 1624 section 3).
+            prop_assert!(incr == after || (incr == 0 && after == 0xffff) || (incr == 0xffff && after == 0));
+        }
+
+        #[test]
+        fn a_summed_buffer_verifies(data in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let mut data = data;
+            if data.len() % 2 == 1 { data.push(0); }
+            data.extend_from_slice(&[0, 0]);
+            let n = data.len();
+            let c = checksum(&data);
+            data[n - 2..].copy_from_slice(&c.to_be_bytes());
+            prop_assert!(verify(&data));
+        }
+    }
+}
