@@ -8,8 +8,9 @@
 //!   same changes there. Readers never lock and see one consistent version per vector.
 //! - the flow table is owned by one worker (flows are sharded by a symmetric flow hash), so
 //!   its reader is its writer and it needs no synchronisation at all.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod flow;
 pub mod lpm4;
 pub mod lpm6;
+pub mod prefetch;
