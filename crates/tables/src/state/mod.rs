@@ -1,0 +1,351 @@
+//! The forwarding state shared with the dataplane: all control-plane tables together,
+//! double-buffered with the left-right crate.
+//!
+//! Why double buffering: the dataplane must read without locks and see one consistent
+//! version of every table for the whole vector it is processing, while the control plane
+//! applies bursts of changes. The writer validates a batch against the published state,
+//! applies it to the copy no reader uses, swaps the copies (one atomic pointer store), waits
+//! until readers have left the old copy, and replays the batch there. Readers pay one
+//! atomic increment when they enter and one when they leave (per vector, not per packet).
+//! The cost is memory (two copies) and applying each change twice; both are cheap next to
+//! the alternatives (cloning whole tables per change, or locking).
+
+mod op;
+mod validate;
+
+pub use op::TableOp;
+pub use validate::{BatchError, TableError};
+
+use crate::ids::{InterfaceId, NextHopId, VrfId};
+use crate::interface::{Interface, InterfaceTable};
+use crate::label::LabelTable;
+use crate::nexthop::NextHop;
+use crate::prefix::IpPrefix;
+use crate::vrf::Vrf;
+use core::net::IpAddr;
+use left_right::{Absorb, ReadGuard, ReadHandle, ReadHandleFactory, WriteHandle};
+use std::collections::HashMap;
+
+/// Highest interface id + 1.
+pub const MAX_INTERFACES: u32 = 1 << 16;
+/// Highest VRF id + 1.
+pub const MAX_VRFS: u32 = 1 << 16;
+/// Highest next-hop id + 1.
+pub const MAX_NEXTHOPS: u32 = 1 << 20;
+
+/// Every control-plane table, one consistent version of them.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardingState {
+    interfaces: InterfaceTable,
+    vrfs: Vec<Option<Box<Vrf>>>,
+    vni_to_vrf: HashMap<u32, VrfId>,
+    nexthops: Vec<Option<NextHop>>,
+    labels: LabelTable,
+    refs: Refs,
+}
+
+/// Who refers to what, so that nothing in use is removed.
+#[derive(Debug, Clone, Default)]
+struct Refs {
+    /// Routes, labels, bridge entries and composites naming a next hop.
+    nexthop: HashMap<NextHopId, u32>,
+    /// Next hops sending through an interface.
+    interface: HashMap<InterfaceId, u32>,
+    /// Interfaces belonging to a VRF.
+    vrf: HashMap<VrfId, u32>,
+}
+
+fn bump<K: core::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K, up: bool) {
+    let n = m.entry(k).or_default();
+    *n = if up { *n + 1 } else { n.saturating_sub(1) };
+}
+
+impl ForwardingState {
+    pub fn interface(&self, id: InterfaceId) -> Option<&Interface> {
+        self.interfaces.get(id)
+    }
+
+    pub fn interfaces(&self) -> &InterfaceTable {
+        &self.interfaces
+    }
+
+    #[inline]
+    pub fn vrf(&self, id: VrfId) -> Option<&Vrf> {
+        self.vrfs.get(id.0 as usize)?.as_deref()
+    }
+
+    /// The VRF a VXLAN packet with this VNI belongs to.
+    #[inline]
+    pub fn vrf_by_vni(&self, vni: u32) -> Option<&Vrf> {
+        self.vrf(*self.vni_to_vrf.get(&vni)?)
+    }
+
+    pub fn vrfs(&self) -> impl Iterator<Item = &Vrf> {
+        self.vrfs.iter().flatten().map(|v| &**v)
+    }
+
+    #[inline]
+    pub fn nexthop(&self, id: NextHopId) -> Option<&NextHop> {
+        self.nexthops.get(id.0 as usize)?.as_ref()
+    }
+
+    pub fn nexthops(&self) -> impl Iterator<Item = (NextHopId, &NextHop)> {
+        self.nexthops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| Some((NextHopId(i as u32), n.as_ref()?)))
+    }
+
+    /// How many routes, labels, bridge entries and composites use this next hop.
+    pub fn nexthop_refs(&self, id: NextHopId) -> u32 {
+        self.refs.nexthop.get(&id).copied().unwrap_or(0)
+    }
+
+    pub fn labels(&self) -> &LabelTable {
+        &self.labels
+    }
+
+    /// The next hop of exactly this route (not a longest-prefix match).
+    pub fn route(&self, vrf: VrfId, prefix: IpPrefix) -> Option<NextHopId> {
+        let v = self.vrf(vrf)?;
+        match prefix.addr() {
+            IpAddr::V4(a) => v.fib4.exact(a, prefix.len()),
+            IpAddr::V6(a) => v.fib6.exact(a, prefix.len()),
+        }
+    }
+
+    fn vrf_mut(&mut self, id: VrfId) -> Option<&mut Vrf> {
+        self.vrfs.get_mut(id.0 as usize)?.as_deref_mut()
+    }
+
+    fn count_nexthop_refs(&mut self, nh: &NextHop, up: bool) {
+        if let Some(i) = nh.interface() {
+            bump(&mut self.refs.interface, i, up);
+        }
+        for m in nh.members() {
+            bump(&mut self.refs.nexthop, *m, up);
+        }
+    }
+
+    /// Replaces what a table entry points to, keeping the reference counts.
+    fn repoint(&mut self, old: Option<NextHopId>, new: Option<NextHopId>) {
+        if let Some(o) = old {
+            bump(&mut self.refs.nexthop, o, false);
+        }
+        if let Some(n) = new {
+            bump(&mut self.refs.nexthop, n, true);
+        }
+    }
+
+    /// Applies one validated change. Never panics: a change that no longer fits (which
+    /// validation rules out) is ignored.
+    fn apply(&mut self, op: &TableOp) {
+        match op {
+            TableOp::UpsertInterface(iface) => {
+                if let Some(v) = self.interfaces.get(iface.id).and_then(|o| o.vrf) {
+                    bump(&mut self.refs.vrf, v, false);
+                }
+                if let Some(v) = iface.vrf {
+                    bump(&mut self.refs.vrf, v, true);
+                }
+                self.interfaces.upsert(iface.clone());
+            }
+            TableOp::RemoveInterface(id) => {
+                if let Some(v) = self.interfaces.remove(*id).and_then(|o| o.vrf) {
+                    bump(&mut self.refs.vrf, v, false);
+                }
+            }
+            TableOp::UpsertVrf { id, name, vni } => {
+                let i = id.0 as usize;
+                if self.vrfs.len() <= i {
+                    self.vrfs.resize_with(i + 1, || None);
+                }
+                let old_vni = match &mut self.vrfs[i] {
+                    Some(v) => {
+                        v.name.clone_from(name);
+                        core::mem::replace(&mut v.vni, *vni)
+                    }
+                    slot @ None => {
+                        *slot = Some(Box::new(Vrf::new(*id, name.clone(), *vni)));
+                        None
+                    }
+                };
+                if let Some(o) = old_vni {
+                    self.vni_to_vrf.remove(&o);
+                }
+                if let Some(n) = vni {
+                    self.vni_to_vrf.insert(*n, *id);
+                }
+            }
+            TableOp::RemoveVrf(id) => {
+                if let Some(v) = self.vrfs.get_mut(id.0 as usize).and_then(Option::take) {
+                    if let Some(vni) = v.vni {
+                        self.vni_to_vrf.remove(&vni);
+                    }
+                }
+            }
+            TableOp::UpsertNextHop(id, nh) => {
+                let i = id.0 as usize;
+                if self.nexthops.len() <= i {
+                    self.nexthops.resize_with(i + 1, || None);
+                }
+                let old = self.nexthops[i].take();
+                if let Some(o) = &old {
+                    self.count_nexthop_refs(o, false);
+                }
+                let new = match (old, nh) {
+                    // Keep the bucket assignment so that only moved members' flows move.
+                    (Some(NextHop::Composite(mut e)), NextHop::Composite(n)) => {
+                        e.set_members(n.members());
+                        NextHop::Composite(e)
+                    }
+                    _ => nh.clone(),
+                };
+                self.count_nexthop_refs(&new, true);
+                self.nexthops[i] = Some(new);
+            }
+            TableOp::RemoveNextHop(id) => {
+                if let Some(old) = self.nexthops.get_mut(id.0 as usize).and_then(Option::take) {
+                    self.count_nexthop_refs(&old, false);
+                }
+            }
+            TableOp::AddRoute { vrf, prefix, nh } => {
+                let Some(v) = self.vrf_mut(*vrf) else { return };
+                let old = match prefix.addr() {
+                    IpAddr::V4(a) => v.fib4.insert(a, prefix.len(), *nh).ok(),
+                    IpAddr::V6(a) => v.fib6.insert(a, prefix.len(), *nh).ok(),
+                };
+                if let Some(old) = old {
+                    self.repoint(old, Some(*nh));
+                }
+            }
+            TableOp::RemoveRoute { vrf, prefix } => {
+                let Some(v) = self.vrf_mut(*vrf) else { return };
+                let old = match prefix.addr() {
+                    IpAddr::V4(a) => v.fib4.remove(a, prefix.len()),
+                    IpAddr::V6(a) => v.fib6.remove(a, prefix.len()),
+                };
+                self.repoint(old, None);
+            }
+            TableOp::AddLabel { label, nh } => {
+                let old = self.labels.insert(*label, *nh);
+                self.repoint(old, Some(*nh));
+            }
+            TableOp::RemoveLabel(label) => {
+                let old = self.labels.remove(*label);
+                self.repoint(old, None);
+            }
+            TableOp::AddBridge { vrf, mac, nh } => {
+                let Some(v) = self.vrf_mut(*vrf) else { return };
+                let old = v.bridge.insert(*mac, *nh);
+                self.repoint(old, Some(*nh));
+            }
+            TableOp::RemoveBridge { vrf, mac } => {
+                let Some(v) = self.vrf_mut(*vrf) else { return };
+                let old = v.bridge.remove(mac);
+                self.repoint(old, None);
+            }
+            TableOp::SetPolicy { vrf, policy } => {
+                if let Some(v) = self.vrf_mut(*vrf) {
+                    v.policy = policy.clone();
+                }
+            }
+        }
+    }
+}
+
+impl Absorb<TableOp> for ForwardingState {
+    fn absorb_first(&mut self, op: &mut TableOp, _other: &Self) {
+        self.apply(op);
+    }
+
+    fn absorb_second(&mut self, op: TableOp, _other: &Self) {
+        self.apply(&op);
+    }
+
+    fn sync_with(&mut self, first: &Self) {
+        // Called once, at the first publish, which `Tables::new` does on an empty state.
+        self.clone_from(first);
+    }
+}
+
+/// The writer side: validates batches and publishes them. There is one writer.
+pub struct TablesWriter {
+    handle: WriteHandle<ForwardingState, TableOp>,
+}
+
+impl core::fmt::Debug for TablesWriter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TablesWriter").finish_non_exhaustive()
+    }
+}
+
+/// A dataplane worker's read handle (one per thread: it is `Send` but not `Sync`).
+pub struct TablesReader {
+    handle: ReadHandle<ForwardingState>,
+}
+
+impl core::fmt::Debug for TablesReader {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TablesReader").finish_non_exhaustive()
+    }
+}
+
+/// Makes read handles for new worker threads (`Send + Sync`).
+#[derive(Clone)]
+pub struct TablesReaderFactory {
+    factory: ReadHandleFactory<ForwardingState>,
+}
+
+impl TablesReaderFactory {
+    pub fn reader(&self) -> TablesReader {
+        TablesReader { handle: self.factory.handle() }
+    }
+}
+
+impl TablesReader {
+    /// The current version of the tables, held until the guard drops: take it once per
+    /// vector. `None` only once the writer is gone (shutdown).
+    #[inline]
+    pub fn enter(&self) -> Option<ReadGuard<'_, ForwardingState>> {
+        self.handle.enter()
+    }
+
+    pub fn factory(&self) -> TablesReaderFactory {
+        TablesReaderFactory { factory: self.handle.factory() }
+    }
+}
+
+/// Creates empty tables: the writer and a first reader.
+pub fn new_tables() -> (TablesWriter, TablesReader) {
+    let (mut handle, reader) = left_right::new_from_empty(ForwardingState::default());
+    handle.publish();
+    (TablesWriter { handle }, TablesReader { handle: reader })
+}
+
+impl TablesWriter {
+    /// Validates the whole batch against the published state and, if every change is
+    /// valid, publishes it; otherwise changes nothing and names the first bad change.
+    pub fn commit(&mut self, ops: Vec<TableOp>) -> Result<(), BatchError> {
+        {
+            let current = self.handle.enter().ok_or(BatchError::closed())?;
+            validate::validate(&current, &ops)?;
+        }
+        self.handle.extend(ops);
+        self.handle.publish();
+        Ok(())
+    }
+
+    /// A reader factory for worker threads.
+    pub fn readers(&self) -> TablesReaderFactory {
+        TablesReaderFactory { factory: self.handle.factory() }
+    }
+
+    /// Reads the published state (the control plane's own view).
+    pub fn read(&self) -> Option<ReadGuard<'_, ForwardingState>> {
+        self.handle.enter()
+    }
+}
+
+#[cfg(test)]
+mod tests;

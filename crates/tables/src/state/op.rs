@@ -1,0 +1,30 @@
+//! Changes to the forwarding state. A batch of them is validated as a whole, then applied
+//! to both copies of the tables; an op that passed validation cannot fail to apply.
+
+use crate::ids::{InterfaceId, NextHopId, VrfId};
+use crate::interface::Interface;
+use crate::nexthop::NextHop;
+use crate::policy::Policy;
+use crate::prefix::IpPrefix;
+use ovr_wire::ethernet::MacAddr;
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub enum TableOp {
+    UpsertInterface(Interface),
+    RemoveInterface(InterfaceId),
+    UpsertVrf { id: VrfId, name: String, vni: Option<u32> },
+    /// Only an empty VRF (no routes, bridge entries or interfaces) can be removed.
+    RemoveVrf(VrfId),
+    /// Replacing a composite keeps its members' buckets where it can (see `Ecmp`).
+    UpsertNextHop(NextHopId, NextHop),
+    RemoveNextHop(NextHopId),
+    /// Adds or replaces the route for exactly this prefix.
+    AddRoute { vrf: VrfId, prefix: IpPrefix, nh: NextHopId },
+    RemoveRoute { vrf: VrfId, prefix: IpPrefix },
+    AddLabel { label: u32, nh: NextHopId },
+    RemoveLabel(u32),
+    AddBridge { vrf: VrfId, mac: MacAddr, nh: NextHopId },
+    RemoveBridge { vrf: VrfId, mac: MacAddr },
+    SetPolicy { vrf: VrfId, policy: Arc<Policy> },
+}
