@@ -14,4 +14,9 @@ impl Lpm4 {
     pub fn exact(&self, a: Ipv4Addr, l: u8) -> Option<NextHopId> { self.routes.get(&(a, l)).copied() }
     pub fn len(&self) -> usize { self.routes.len() }
     pub fn is_empty(&self) -> bool { self.routes.is_empty() }
+    pub fn lookup_batch(&self, addrs: &[u32], out: &mut [Option<NextHopId>]) {
+        for (a, o) in addrs.iter().zip(out.iter_mut()) {
+            *o = self.routes.iter().filter(|((p, l), _)| u32::from(*p) == a & u32::MAX.checked_shl(32 - u32::from(*l)).unwrap_or(0)).max_by_key(|((_, l), _)| *l).map(|(_, n)| *n);
+        }
+    }
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs cargo-fuzz targets for SECONDS each.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 15 s, every target)
+# A long run, for development: scripts/fuzz.sh 600 pipeline
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+secs=${1:-15}
+shift || true
+
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    rustup toolchain install nightly --profile minimal \
+        || { echo "fuzz: no nightly toolchain could be installed; fuzzing skipped"; exit 0; }
+fi
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+
+cd fuzz
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for t in "${targets[@]}"; do
+    if cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=4096 >"$log" 2>&1; then
+        echo "fuzz: $t: $(grep -Eo '#[0-9]+ +DONE.*' "$log" | tail -n 1)"
+    else
+        tail -n 40 "$log"
+        echo "fuzz: $t FAILED (reproduce: cd fuzz && cargo +nightly fuzz run $t artifacts/$t/...)"
+        exit 1
+    fi
+done

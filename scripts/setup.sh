@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what building and testing ovr needs, on Debian as root. Idempotent: each
+# step runs only when its tool is missing.
+set -euo pipefail
+
+need_apt=()
+command -v tshark >/dev/null || need_apt+=(tshark)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v curl >/dev/null || need_apt+=(curl ca-certificates)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: apt-get install ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! python3 -c 'import scapy, pytest' 2>/dev/null; then
+    echo "setup: pip install scapy pytest"
+    python3 -m pip install -q scapy pytest 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages scapy pytest
+fi
+
+if ! command -v cargo >/dev/null; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    else
+        echo "setup: installing Rust with rustup"
+        curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain 1.95.0 -c rustfmt,clippy
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+fi

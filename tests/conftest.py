@@ -1,0 +1,3 @@
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
