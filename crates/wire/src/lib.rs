@@ -13,6 +13,8 @@
 pub mod checksum;
 pub mod error;
 mod field;
+#[cfg(test)]
+mod fixtures;
 
 pub mod arp;
 pub mod ethernet;
