@@ -5,7 +5,6 @@
 //! as an out-of-bounds read.
 
 pub(crate) type Field = core::ops::Range<usize>;
-pub(crate) type Rest = core::ops::RangeFrom<usize>;
 
 #[inline]
 pub(crate) fn read_u16(b: &[u8], at: usize) -> u16 {
