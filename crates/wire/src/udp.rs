@@ -52,7 +52,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 
     #[inline]
-    pub fn len(&self) -> u16 {
+    pub fn length(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::LENGTH)
     }
 
@@ -64,17 +64,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// The payload, up to the length field.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
+        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.length())]
     }
 
     fn datagram(&self) -> &[u8] {
-        &self.buffer.as_ref()[..usize::from(self.len())]
+        &self.buffer.as_ref()[..usize::from(self.length())]
     }
 
     /// Over IPv4 a zero checksum means "not computed" and is accepted (RFC 768).
     pub fn verify_v4(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         self.checksum() == 0
-            || checksum::verify_with(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.len()), self.datagram())
+            || checksum::verify_with(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()), self.datagram())
     }
 
     /// Over IPv6 the checksum is mandatory (RFC 8200 section 8.1): zero is refused.
@@ -83,7 +83,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     pub fn verify_v6(&self, src: Ipv6Addr, dst: Ipv6Addr) -> bool {
         self.checksum() != 0
             && checksum::verify_with(
-                checksum::pseudo_header_v6(src, dst, ip_proto::UDP, u32::from(self.len())),
+                checksum::pseudo_header_v6(src, dst, ip_proto::UDP, u32::from(self.length())),
                 self.datagram(),
             )
     }
@@ -113,11 +113,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     }
 
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
-        self.fill(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.len()));
+        self.fill(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()));
     }
 
     pub fn fill_checksum_v6(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
-        self.fill(checksum::pseudo_header_v6(src, dst, ip_proto::UDP, u32::from(self.len())));
+        self.fill(checksum::pseudo_header_v6(src, dst, ip_proto::UDP, u32::from(self.length())));
     }
 }
 
@@ -131,7 +131,7 @@ pub struct UdpRepr {
 
 impl UdpRepr {
     pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>) -> Self {
-        Self { src_port: p.src_port(), dst_port: p.dst_port(), payload_len: p.len() - HEADER_LEN as u16 }
+        Self { src_port: p.src_port(), dst_port: p.dst_port(), payload_len: p.length() - HEADER_LEN as u16 }
     }
 
     pub const fn buffer_len(&self) -> usize {
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn over_ipv4_from_scapy() {
         let p = UdpPacket::new_checked(&fixtures::ETH_IPV4_UDP[34..]).unwrap();
-        assert_eq!((p.src_port(), p.dst_port(), p.len()), (1234, 5678, 13));
+        assert_eq!((p.src_port(), p.dst_port(), p.length()), (1234, 5678, 13));
         assert_eq!(p.payload(), b"hello");
         assert!(p.verify_v4(V4.0, V4.1));
         assert!(!p.verify_v4(V4.0, Ipv4Addr::new(10, 0, 0, 3)));
