@@ -37,7 +37,11 @@ pub fn run(prefixes: usize, lookups: usize) -> Result<(), String> {
         let len = bgp_like_len(rng.next());
         let addr = (rng.next() as u32) & u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
         let nh = NextHopId((rng.next() % 4096) as u32);
-        if fib.insert(addr.into(), len, nh).map_err(|e| e.to_string())?.is_none() {
+        if fib
+            .insert(addr.into(), len, nh)
+            .map_err(|e| e.to_string())?
+            .is_none()
+        {
             installed += 1;
         }
     }

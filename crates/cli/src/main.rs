@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ovrctl", version, about = "Operate and inspect ovr, the overlay virtual router")]
+#[command(
+    name = "ovrctl",
+    version,
+    about = "Operate and inspect ovr, the overlay virtual router"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

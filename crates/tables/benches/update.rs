@@ -50,10 +50,17 @@ fn lookups(factory: TablesReaderFactory, stop: Arc<AtomicBool>, count: Arc<Atomi
 }
 
 fn main() {
-    let secs: f64 = std::env::args().filter_map(|a| a.parse().ok()).next().unwrap_or(5.0);
+    let secs: f64 = std::env::args()
+        .filter_map(|a| a.parse().ok())
+        .next()
+        .unwrap_or(5.0);
     let (mut w, _r) = new_tables();
     let mut setup = vec![
-        TableOp::UpsertVrf { id: VrfId(1), name: "bench".into(), vni: Some(1) },
+        TableOp::UpsertVrf {
+            id: VrfId(1),
+            name: "bench".into(),
+            vni: Some(1),
+        },
         TableOp::UpsertInterface(Interface {
             id: InterfaceId(1),
             name: "w1".into(),
@@ -69,7 +76,10 @@ fn main() {
     for n in 0..16 {
         setup.push(TableOp::UpsertNextHop(
             NextHopId(n),
-            NextHop::Interface { interface: InterfaceId(1), dst_mac: MacAddr([2, 0, 0, 0, 1, n as u8]) },
+            NextHop::Interface {
+                interface: InterfaceId(1),
+                dst_mac: MacAddr([2, 0, 0, 0, 1, n as u8]),
+            },
         ));
     }
     w.commit(setup).expect("setup");
@@ -77,11 +87,18 @@ fn main() {
     for chunk in (0..PRELOAD).collect::<Vec<_>>().chunks(BATCH * 16) {
         let ops = chunk
             .iter()
-            .map(|i| TableOp::AddRoute { vrf: VrfId(1), prefix: prefix24(*i), nh: NextHopId(i % 16) })
+            .map(|i| TableOp::AddRoute {
+                vrf: VrfId(1),
+                prefix: prefix24(*i),
+                nh: NextHopId(i % 16),
+            })
             .collect();
         w.commit(ops).expect("preload");
     }
-    println!("preloaded {PRELOAD} /24 routes in {:.2} s", start.elapsed().as_secs_f64());
+    println!(
+        "preloaded {PRELOAD} /24 routes in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
 
     let run = |w: &mut ovr_tables::state::TablesWriter, churn: bool| -> (f64, f64) {
         let stop = Arc::new(AtomicBool::new(false));
@@ -101,8 +118,15 @@ fn main() {
                     .flat_map(|k| {
                         let i = next + k;
                         [
-                            TableOp::AddRoute { vrf: VrfId(1), prefix: prefix24(i), nh: NextHopId(i % 16) },
-                            TableOp::RemoveRoute { vrf: VrfId(1), prefix: prefix24(i - PRELOAD) },
+                            TableOp::AddRoute {
+                                vrf: VrfId(1),
+                                prefix: prefix24(i),
+                                nh: NextHopId(i % 16),
+                            },
+                            TableOp::RemoveRoute {
+                                vrf: VrfId(1),
+                                prefix: prefix24(i - PRELOAD),
+                            },
                         ]
                     })
                     .collect();

@@ -19,13 +19,18 @@ pub struct LabelTable {
 
 impl Default for LabelTable {
     fn default() -> Self {
-        Self { slots: vec![0; LABEL_SPACE], len: 0 }
+        Self {
+            slots: vec![0; LABEL_SPACE],
+            len: 0,
+        }
     }
 }
 
 impl core::fmt::Debug for LabelTable {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LabelTable").field("len", &self.len).finish()
+        f.debug_struct("LabelTable")
+            .field("len", &self.len)
+            .finish()
     }
 }
 

@@ -10,16 +10,16 @@
 //!   its reader is its writer and it needs no synchronisation at all.
 #![deny(unsafe_code)]
 
-pub mod flow;
-pub mod lpm4;
-pub mod lpm6;
-pub mod prefetch;
 pub mod bridge;
+pub mod flow;
 pub mod ids;
 pub mod interface;
 pub mod label;
+pub mod lpm4;
+pub mod lpm6;
 pub mod nexthop;
 pub mod policy;
+pub mod prefetch;
 pub mod prefix;
 pub mod state;
 pub mod vrf;

@@ -56,7 +56,11 @@ fn depth(e: u32) -> u8 {
 
 #[inline]
 fn resolve(e: u32, default: Option<NextHopId>) -> Option<NextHopId> {
-    if e == 0 { default } else { Some(NextHopId((e & NH_MASK) - 1)) }
+    if e == 0 {
+        default
+    } else {
+        Some(NextHopId((e & NH_MASK) - 1))
+    }
 }
 
 /// An IPv4 FIB.
@@ -79,13 +83,22 @@ impl Default for Lpm4 {
 
 impl core::fmt::Debug for Lpm4 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Lpm4").field("prefixes", &self.len()).field("groups", &self.groups_in_use()).finish()
+        f.debug_struct("Lpm4")
+            .field("prefixes", &self.len())
+            .field("groups", &self.groups_in_use())
+            .finish()
     }
 }
 
 impl Lpm4 {
     pub fn new() -> Self {
-        Self { tbl24: vec![0; 1 << 24], tbl8: Vec::new(), free_groups: Vec::new(), default: None, rib: HashMap::new() }
+        Self {
+            tbl24: vec![0; 1 << 24],
+            tbl8: Vec::new(),
+            free_groups: Vec::new(),
+            default: None,
+            rib: HashMap::new(),
+        }
     }
 
     /// Number of prefixes, the default route included.
@@ -106,7 +119,11 @@ impl Lpm4 {
     /// (an estimate: 4 KiB per page holding a non-empty entry is not tracked, so this
     /// counts the first level as written where a route of /8../24 spans).
     pub fn memory_bytes(&self) -> usize {
-        let touched_pages = self.tbl24.chunks(1024).filter(|p| p.iter().any(|e| *e != 0)).count();
+        let touched_pages = self
+            .tbl24
+            .chunks(1024)
+            .filter(|p| p.iter().any(|e| *e != 0))
+            .count();
         touched_pages * 4096 + self.tbl8.len() * 4
     }
 
@@ -121,7 +138,11 @@ impl Lpm4 {
     /// Every route, the default first, then in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (Ipv4Addr, u8, NextHopId)> + '_ {
         let d = self.default.map(|nh| (Ipv4Addr::UNSPECIFIED, 0, nh));
-        d.into_iter().chain(self.rib.iter().map(|((p, l), nh)| (Ipv4Addr::from(*p), *l, *nh)))
+        d.into_iter().chain(
+            self.rib
+                .iter()
+                .map(|((p, l), nh)| (Ipv4Addr::from(*p), *l, *nh)),
+        )
     }
 
     /// The longest-prefix match for `addr`.
@@ -161,7 +182,12 @@ impl Lpm4 {
     }
 
     /// Adds or replaces `prefix/len`, returning the next hop it replaced.
-    pub fn insert(&mut self, prefix: Ipv4Addr, len: u8, nh: NextHopId) -> Result<Option<NextHopId>, LpmError> {
+    pub fn insert(
+        &mut self,
+        prefix: Ipv4Addr,
+        len: u8,
+        nh: NextHopId,
+    ) -> Result<Option<NextHopId>, LpmError> {
         let p = u32::from(prefix);
         if len > 32 {
             return Err(LpmError::BadLength(len));
@@ -197,7 +223,9 @@ impl Lpm4 {
             let i = (p >> 8) as usize;
             let g = self.extend(i);
             let first = (p & 0xff) as usize;
-            self.group_mut(g)[first..first + (1 << (32 - len))].iter_mut().for_each(overwrite);
+            self.group_mut(g)[first..first + (1 << (32 - len))]
+                .iter_mut()
+                .for_each(overwrite);
         }
         Ok(old)
     }
@@ -234,7 +262,9 @@ impl Lpm4 {
             let e = self.tbl24[i];
             if e & EXT != 0 {
                 let first = (p & 0xff) as usize;
-                self.group_mut(e)[first..first + (1 << (32 - len))].iter_mut().for_each(restore);
+                self.group_mut(e)[first..first + (1 << (32 - len))]
+                    .iter_mut()
+                    .for_each(restore);
                 self.try_collapse(i);
             }
         }

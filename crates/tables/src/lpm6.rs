@@ -64,13 +64,19 @@ pub struct Lpm6 {
 
 impl core::fmt::Debug for Lpm6 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Lpm6").field("prefixes", &self.len()).field("lengths", &self.lengths).finish()
+        f.debug_struct("Lpm6")
+            .field("prefixes", &self.len())
+            .field("lengths", &self.lengths)
+            .finish()
     }
 }
 
 impl Lpm6 {
     pub fn new() -> Self {
-        Self { by_len: (0..=128).map(|_| Table::default()).collect(), ..Default::default() }
+        Self {
+            by_len: (0..=128).map(|_| Table::default()).collect(),
+            ..Default::default()
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -83,24 +89,29 @@ impl Lpm6 {
 
     /// Approximate heap bytes of the hash tables.
     pub fn memory_bytes(&self) -> usize {
-        self.by_len.iter().map(|t| t.capacity() * (16 + 4 + 1)).sum()
+        self.by_len
+            .iter()
+            .map(|t| t.capacity() * (16 + 4 + 1))
+            .sum()
     }
 
     pub fn exact(&self, prefix: Ipv6Addr, len: u8) -> Option<NextHopId> {
         if len == 0 {
             return self.default;
         }
-        self.by_len.get(usize::from(len))?.get(&u128::from(prefix)).copied()
+        self.by_len
+            .get(usize::from(len))?
+            .get(&u128::from(prefix))
+            .copied()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (Ipv6Addr, u8, NextHopId)> + '_ {
         let d = self.default.map(|nh| (Ipv6Addr::UNSPECIFIED, 0, nh));
-        d.into_iter().chain(
-            self.by_len
-                .iter()
-                .enumerate()
-                .flat_map(|(l, t)| t.iter().map(move |(p, nh)| (Ipv6Addr::from(*p), l as u8, *nh))),
-        )
+        d.into_iter()
+            .chain(self.by_len.iter().enumerate().flat_map(|(l, t)| {
+                t.iter()
+                    .map(move |(p, nh)| (Ipv6Addr::from(*p), l as u8, *nh))
+            }))
     }
 
     #[inline]
@@ -125,7 +136,12 @@ impl Lpm6 {
     }
 
     /// Adds or replaces `prefix/len`, returning the next hop it replaced.
-    pub fn insert(&mut self, prefix: Ipv6Addr, len: u8, nh: NextHopId) -> Result<Option<NextHopId>, LpmError> {
+    pub fn insert(
+        &mut self,
+        prefix: Ipv6Addr,
+        len: u8,
+        nh: NextHopId,
+    ) -> Result<Option<NextHopId>, LpmError> {
         let p = u128::from(prefix);
         if len > 128 {
             return Err(LpmError::BadLength(len));
@@ -176,22 +192,37 @@ mod tests {
     fn longest_match_and_remove() {
         let mut t = Lpm6::new();
         t.insert(Ipv6Addr::UNSPECIFIED, 0, NextHopId(1)).unwrap();
-        t.insert("2001:db8::".parse().unwrap(), 32, NextHopId(2)).unwrap();
-        t.insert("2001:db8:1::".parse().unwrap(), 48, NextHopId(3)).unwrap();
-        t.insert("2001:db8:1::1".parse().unwrap(), 128, NextHopId(4)).unwrap();
+        t.insert("2001:db8::".parse().unwrap(), 32, NextHopId(2))
+            .unwrap();
+        t.insert("2001:db8:1::".parse().unwrap(), 48, NextHopId(3))
+            .unwrap();
+        t.insert("2001:db8:1::1".parse().unwrap(), 128, NextHopId(4))
+            .unwrap();
         assert_eq!(t.lookup(a("2001:db8:1::1")), Some(NextHopId(4)));
         assert_eq!(t.lookup(a("2001:db8:1::2")), Some(NextHopId(3)));
         assert_eq!(t.lookup(a("2001:db8:2::2")), Some(NextHopId(2)));
         assert_eq!(t.lookup(a("3000::")), Some(NextHopId(1)));
-        assert_eq!(t.remove("2001:db8:1::".parse().unwrap(), 48), Some(NextHopId(3)));
+        assert_eq!(
+            t.remove("2001:db8:1::".parse().unwrap(), 48),
+            Some(NextHopId(3))
+        );
         assert_eq!(t.lookup(a("2001:db8:1::2")), Some(NextHopId(2)));
-        assert_eq!(t.insert("2001:db8::1".parse().unwrap(), 32, NextHopId(1)), Err(LpmError::HostBits));
-        assert_eq!(t.insert("2001:db8::".parse().unwrap(), 129, NextHopId(1)), Err(LpmError::BadLength(129)));
+        assert_eq!(
+            t.insert("2001:db8::1".parse().unwrap(), 32, NextHopId(1)),
+            Err(LpmError::HostBits)
+        );
+        assert_eq!(
+            t.insert("2001:db8::".parse().unwrap(), 129, NextHopId(1)),
+            Err(LpmError::BadLength(129))
+        );
         assert_eq!(t.len(), 3);
     }
 
     fn oracle(m: &HashMap<(u128, u8), u32>, addr: u128) -> Option<NextHopId> {
-        m.iter().filter(|((p, l), _)| addr & mask(*l) == *p).max_by_key(|((_, l), _)| *l).map(|(_, n)| NextHopId(*n))
+        m.iter()
+            .filter(|((p, l), _)| addr & mask(*l) == *p)
+            .max_by_key(|((_, l), _)| *l)
+            .map(|(_, n)| NextHopId(*n))
     }
 
     proptest! {

@@ -39,7 +39,10 @@ pub enum NextHop {
     Receive,
     /// Send out of a local interface with this destination MAC (L2/L3 rewrite; the
     /// source MAC is the interface's).
-    Interface { interface: InterfaceId, dst_mac: MacAddr },
+    Interface {
+        interface: InterfaceId,
+        dst_mac: MacAddr,
+    },
     /// Encapsulate towards a remote VTEP.
     Tunnel(Tunnel),
     /// Spread flows over members (ECMP).
@@ -84,7 +87,10 @@ impl Ecmp {
     /// A group spreading over `members` (which must be non-empty and distinct: the
     /// caller validates).
     pub fn new(members: &[NextHopId]) -> Self {
-        let mut e = Ecmp { members: Vec::new(), buckets: Box::from([]) };
+        let mut e = Ecmp {
+            members: Vec::new(),
+            buckets: Box::from([]),
+        };
         e.set_members(members);
         e
     }
@@ -111,7 +117,9 @@ impl Ecmp {
         }
         if self.buckets.is_empty() {
             self.members = members.to_vec();
-            self.buckets = (0..ECMP_BUCKETS).map(|i| members[i % members.len()]).collect();
+            self.buckets = (0..ECMP_BUCKETS)
+                .map(|i| members[i % members.len()])
+                .collect();
             return;
         }
         // Buckets of members that go become free; so do buckets above a fair share.
@@ -140,7 +148,10 @@ impl Ecmp {
             if counts[hi] - counts[lo] <= 1 {
                 break;
             }
-            if let Some(i) = (0..ECMP_BUCKETS).rev().find(|&i| self.buckets[i] == members[hi]) {
+            if let Some(i) = (0..ECMP_BUCKETS)
+                .rev()
+                .find(|&i| self.buckets[i] == members[hi])
+            {
                 self.buckets[i] = members[lo];
             }
             counts[hi] -= 1;
@@ -152,12 +163,16 @@ impl Ecmp {
 
 /// Index of the smallest count (the first on ties: deterministic).
 fn argmin(counts: &[usize]) -> usize {
-    (0..counts.len()).min_by_key(|&i| (counts[i], i)).unwrap_or(0)
+    (0..counts.len())
+        .min_by_key(|&i| (counts[i], i))
+        .unwrap_or(0)
 }
 
 /// Index of the largest count (the first on ties).
 fn argmax(counts: &[usize]) -> usize {
-    (0..counts.len()).max_by_key(|&i| (counts[i], usize::MAX - i)).unwrap_or(0)
+    (0..counts.len())
+        .max_by_key(|&i| (counts[i], usize::MAX - i))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -203,7 +218,9 @@ mod tests {
         let before = e.buckets.clone();
         e.set_members(&ids(&[1, 2, 3, 9]));
         assert!(balanced(&e));
-        let moved = (0..ECMP_BUCKETS).filter(|&i| e.buckets[i] != before[i]).count();
+        let moved = (0..ECMP_BUCKETS)
+            .filter(|&i| e.buckets[i] != before[i])
+            .count();
         assert_eq!(moved, e.share(NextHopId(9)));
         assert_eq!(moved, ECMP_BUCKETS / 4);
     }

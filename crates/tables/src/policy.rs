@@ -25,7 +25,10 @@ pub struct PortRange {
 }
 
 impl PortRange {
-    pub const ANY: PortRange = PortRange { first: 0, last: u16::MAX };
+    pub const ANY: PortRange = PortRange {
+        first: 0,
+        last: u16::MAX,
+    };
 
     pub fn is_any(&self) -> bool {
         *self == Self::ANY
@@ -90,11 +93,16 @@ impl Policy {
         for (i, r) in rules.iter().enumerate() {
             for p in [r.src_ports, r.dst_ports] {
                 if p.first > p.last {
-                    return Err(PolicyError::EmptyPortRange { rule: i, first: p.first, last: p.last });
+                    return Err(PolicyError::EmptyPortRange {
+                        rule: i,
+                        first: p.first,
+                        last: p.last,
+                    });
                 }
             }
             let has_ports = matches!(r.protocol, Some(ip_proto::TCP | ip_proto::UDP));
-            if !has_ports && !(r.src_ports.is_any() && r.dst_ports.is_any()) {
+            let any_port = r.src_ports.is_any() && r.dst_ports.is_any();
+            if !has_ports && !any_port {
                 return Err(PolicyError::PortsWithoutPortProtocol { rule: i });
             }
         }
@@ -109,7 +117,10 @@ impl Policy {
     /// between networks is denied.
     pub fn evaluate(&self, q: &PolicyQuery) -> Verdict {
         match self.rules.iter().position(|r| matches(r, q)) {
-            Some(i) => Verdict { action: self.rules[i].action, rule: Some(i) },
+            Some(i) => Verdict {
+                action: self.rules[i].action,
+                rule: Some(i),
+            },
             None => default_verdict(q),
         }
     }
@@ -117,7 +128,11 @@ impl Policy {
 
 /// The verdict when no policy or no rule applies.
 pub fn default_verdict(q: &PolicyQuery) -> Verdict {
-    let action = if q.src_net == q.dst_net { PolicyAction::Allow } else { PolicyAction::Deny };
+    let action = if q.src_net == q.dst_net {
+        PolicyAction::Allow
+    } else {
+        PolicyAction::Deny
+    };
     Verdict { action, rule: None }
 }
 
@@ -173,14 +188,35 @@ mod tests {
             dst_net: Some(VrfId(2)),
             dst: Some("10.2.0.0/16".parse().unwrap()),
             protocol: Some(ip_proto::TCP),
-            dst_ports: PortRange { first: 80, last: 443 },
+            dst_ports: PortRange {
+                first: 80,
+                last: 443,
+            },
             ..rule(PolicyAction::Allow)
         };
         let deny_all = rule(PolicyAction::Deny);
         let p = Policy::new(vec![web, deny_all]).unwrap();
-        assert_eq!(p.evaluate(&query(1, 2, 6, 443)), Verdict { action: PolicyAction::Allow, rule: Some(0) });
-        assert_eq!(p.evaluate(&query(1, 2, 6, 444)), Verdict { action: PolicyAction::Deny, rule: Some(1) });
-        assert_eq!(p.evaluate(&query(1, 2, 17, 80)), Verdict { action: PolicyAction::Deny, rule: Some(1) });
+        assert_eq!(
+            p.evaluate(&query(1, 2, 6, 443)),
+            Verdict {
+                action: PolicyAction::Allow,
+                rule: Some(0)
+            }
+        );
+        assert_eq!(
+            p.evaluate(&query(1, 2, 6, 444)),
+            Verdict {
+                action: PolicyAction::Deny,
+                rule: Some(1)
+            }
+        );
+        assert_eq!(
+            p.evaluate(&query(1, 2, 17, 80)),
+            Verdict {
+                action: PolicyAction::Deny,
+                rule: Some(1)
+            }
+        );
         assert_eq!(p.evaluate(&query(1, 3, 6, 80)).rule, Some(1));
     }
 
@@ -188,10 +224,16 @@ mod tests {
     fn refuses_rules_that_cannot_match() {
         let bad_range = PolicyRule {
             protocol: Some(ip_proto::TCP),
-            dst_ports: PortRange { first: 90, last: 80 },
+            dst_ports: PortRange {
+                first: 90,
+                last: 80,
+            },
             ..rule(PolicyAction::Allow)
         };
-        assert!(matches!(Policy::new(vec![bad_range]), Err(PolicyError::EmptyPortRange { rule: 0, .. })));
+        assert!(matches!(
+            Policy::new(vec![bad_range]),
+            Err(PolicyError::EmptyPortRange { rule: 0, .. })
+        ));
         let icmp_ports = PolicyRule {
             protocol: Some(ip_proto::ICMP),
             dst_ports: PortRange { first: 1, last: 2 },

@@ -11,7 +11,11 @@ pub enum PrefixError {
     #[error("prefix length {len} is longer than {max} bits")]
     Length { len: u8, max: u8 },
     #[error("{addr}/{len} has bits set past the prefix length (did you mean {masked}/{len}?)")]
-    HostBits { addr: IpAddr, len: u8, masked: IpAddr },
+    HostBits {
+        addr: IpAddr,
+        len: u8,
+        masked: IpAddr,
+    },
 }
 
 /// An IPv4 or IPv6 prefix with no bits set past its length.
@@ -42,7 +46,7 @@ impl IpPrefix {
         self.addr
     }
 
-    pub fn len(&self) -> u8 {
+    pub fn prefix_len(&self) -> u8 {
         self.len
     }
 
@@ -106,15 +110,32 @@ mod tests {
         assert!(!p.contains("::1".parse().unwrap()));
         let d: IpPrefix = "::/0".parse().unwrap();
         assert!(d.is_default() && d.contains("2001:db8::1".parse().unwrap()));
-        assert!("0.0.0.0/0".parse::<IpPrefix>().unwrap().contains("1.2.3.4".parse().unwrap()));
+        assert!(
+            "0.0.0.0/0"
+                .parse::<IpPrefix>()
+                .unwrap()
+                .contains("1.2.3.4".parse().unwrap())
+        );
     }
 
     #[test]
     fn refuses_what_is_wrong() {
-        assert!(matches!("10.0.0.1/8".parse::<IpPrefix>(), Err(PrefixError::HostBits { .. })));
-        assert!(matches!("10.0.0.0/33".parse::<IpPrefix>(), Err(PrefixError::Length { .. })));
-        assert!(matches!("10.0.0.0".parse::<IpPrefix>(), Err(PrefixError::Syntax(_))));
-        assert!(matches!("x/8".parse::<IpPrefix>(), Err(PrefixError::Syntax(_))));
+        assert!(matches!(
+            "10.0.0.1/8".parse::<IpPrefix>(),
+            Err(PrefixError::HostBits { .. })
+        ));
+        assert!(matches!(
+            "10.0.0.0/33".parse::<IpPrefix>(),
+            Err(PrefixError::Length { .. })
+        ));
+        assert!(matches!(
+            "10.0.0.0".parse::<IpPrefix>(),
+            Err(PrefixError::Syntax(_))
+        ));
+        assert!(matches!(
+            "x/8".parse::<IpPrefix>(),
+            Err(PrefixError::Syntax(_))
+        ));
         let e = "10.0.0.1/8".parse::<IpPrefix>().unwrap_err().to_string();
         assert!(e.contains("did you mean 10.0.0.0/8"), "{e}");
     }

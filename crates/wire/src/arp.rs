@@ -177,11 +177,17 @@ mod tests {
     fn truncated_and_unsupported() {
         let p = &fixtures::ARP_REQUEST[14..];
         for n in 0..PACKET_LEN {
-            assert_eq!(ArpPacket::new_checked(&p[..n]).unwrap_err(), WireError::ArpTruncated);
+            assert_eq!(
+                ArpPacket::new_checked(&p[..n]).unwrap_err(),
+                WireError::ArpTruncated
+            );
         }
         let mut bad = p.to_vec();
         bad[1] = 6; // IEEE 802 hardware type
-        assert_eq!(ArpPacket::new_checked(&bad[..]).unwrap_err(), WireError::ArpUnsupported);
+        assert_eq!(
+            ArpPacket::new_checked(&bad[..]).unwrap_err(),
+            WireError::ArpUnsupported
+        );
     }
 
     proptest! {

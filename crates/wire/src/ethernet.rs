@@ -37,7 +37,11 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
     }
 }
 
@@ -111,12 +115,20 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     #[inline]
     pub fn dst(&self) -> MacAddr {
-        MacAddr(self.buffer.as_ref()[field::DST].try_into().unwrap_or_default())
+        MacAddr(
+            self.buffer.as_ref()[field::DST]
+                .try_into()
+                .unwrap_or_default(),
+        )
     }
 
     #[inline]
     pub fn src(&self) -> MacAddr {
-        MacAddr(self.buffer.as_ref()[field::SRC].try_into().unwrap_or_default())
+        MacAddr(
+            self.buffer.as_ref()[field::SRC]
+                .try_into()
+                .unwrap_or_default(),
+        )
     }
 
     /// The first EtherType (a VLAN TPID when the frame is tagged).
@@ -166,7 +178,12 @@ pub struct VlanTag {
 
 impl VlanTag {
     fn from_tci(tpid: u16, tci: u16) -> Self {
-        Self { tpid, pcp: (tci >> 13) as u8, dei: tci & 0x1000 != 0, vid: tci & 0x0fff }
+        Self {
+            tpid,
+            pcp: (tci >> 13) as u8,
+            dei: tci & 0x1000 != 0,
+            vid: tci & 0x0fff,
+        }
     }
 
     fn tci(&self) -> u16 {
@@ -237,7 +254,12 @@ pub struct EthernetRepr {
 impl EthernetRepr {
     pub fn parse(frame: &[u8]) -> Result<Self, WireError> {
         let h = parse_l2(frame)?;
-        Ok(Self { dst: h.dst, src: h.src, tags: [h.outer, h.inner], ethertype: h.ethertype })
+        Ok(Self {
+            dst: h.dst,
+            src: h.src,
+            tags: [h.outer, h.inner],
+            ethertype: h.ethertype,
+        })
     }
 
     pub fn buffer_len(&self) -> usize {
@@ -279,19 +301,47 @@ mod tests {
     #[test]
     fn dot1q_and_qinq_from_scapy() {
         let h = parse_l2(fixtures::ETH_DOT1Q).unwrap();
-        assert_eq!(h.outer, Some(VlanTag { tpid: 0x8100, pcp: 5, dei: false, vid: 100 }));
+        assert_eq!(
+            h.outer,
+            Some(VlanTag {
+                tpid: 0x8100,
+                pcp: 5,
+                dei: false,
+                vid: 100
+            })
+        );
         assert_eq!(h.inner, None);
         assert_eq!((h.ethertype, h.payload_offset), (ethertype::IPV4, 18));
 
         let h = parse_l2(fixtures::ETH_QINQ).unwrap();
-        assert_eq!(h.outer, Some(VlanTag { tpid: 0x88a8, pcp: 0, dei: false, vid: 300 }));
-        assert_eq!(h.inner, Some(VlanTag { tpid: 0x8100, pcp: 3, dei: true, vid: 42 }));
+        assert_eq!(
+            h.outer,
+            Some(VlanTag {
+                tpid: 0x88a8,
+                pcp: 0,
+                dei: false,
+                vid: 300
+            })
+        );
+        assert_eq!(
+            h.inner,
+            Some(VlanTag {
+                tpid: 0x8100,
+                pcp: 3,
+                dei: true,
+                vid: 42
+            })
+        );
         assert_eq!((h.ethertype, h.payload_offset), (ethertype::IPV6, 22));
     }
 
     #[test]
     fn emit_reproduces_scapy_headers() {
-        for f in [fixtures::ETH_IPV4_UDP, fixtures::ETH_DOT1Q, fixtures::ETH_QINQ] {
+        for f in [
+            fixtures::ETH_IPV4_UDP,
+            fixtures::ETH_DOT1Q,
+            fixtures::ETH_QINQ,
+        ] {
             let r = EthernetRepr::parse(f).unwrap();
             let mut buf = vec![0u8; r.buffer_len()];
             r.emit(&mut buf);
@@ -309,7 +359,11 @@ mod tests {
         assert_eq!(parse_l2(&f), Err(WireError::VlanTooManyTags));
         for n in 0..22 {
             let e = parse_l2(&fixtures::ETH_QINQ[..n]).unwrap_err();
-            let want = if n < 14 { WireError::EthernetTruncated } else { WireError::VlanTruncated };
+            let want = if n < 14 {
+                WireError::EthernetTruncated
+            } else {
+                WireError::VlanTruncated
+            };
             assert_eq!(e, want, "cut at {n}");
         }
     }
@@ -319,14 +373,30 @@ mod tests {
         let m: MacAddr = "02:0a:ff:00:00:01".parse().unwrap();
         assert_eq!(m.to_string(), "02:0a:ff:00:00:01");
         assert!(!m.is_multicast() && MacAddr::BROADCAST.is_multicast());
-        for bad in ["", "02:00:00:00:00", "02:00:00:00:00:00:00", "0g:00:00:00:00:00", "002:00:00:00:00:0"] {
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:00:00",
+            "0g:00:00:00:00:00",
+            "002:00:00:00:00:0",
+        ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
         }
     }
 
     fn tag() -> impl Strategy<Value = VlanTag> {
-        (prop_oneof![Just(0x8100u16), Just(0x88a8)], 0u8..8, any::<bool>(), 0u16..4096)
-            .prop_map(|(tpid, pcp, dei, vid)| VlanTag { tpid, pcp, dei, vid })
+        (
+            prop_oneof![Just(0x8100u16), Just(0x88a8)],
+            0u8..8,
+            any::<bool>(),
+            0u16..4096,
+        )
+            .prop_map(|(tpid, pcp, dei, vid)| VlanTag {
+                tpid,
+                pcp,
+                dei,
+                vid,
+            })
     }
 
     proptest! {

@@ -17,6 +17,7 @@ pub const IPV6_EXT_CHAIN: &[u8] = include_bytes!("../fixtures/ipv6_ext_chain.bin
 pub const IPV6_TCP: &[u8] = include_bytes!("../fixtures/ipv6_tcp.bin");
 pub const IPV6_UDP: &[u8] = include_bytes!("../fixtures/ipv6_udp.bin");
 pub const MPLS_IN_GRE: &[u8] = include_bytes!("../fixtures/mpls_in_gre.bin");
-pub const MPLS_IN_GRE_CSUM_KEY_SEQ: &[u8] = include_bytes!("../fixtures/mpls_in_gre_csum_key_seq.bin");
+pub const MPLS_IN_GRE_CSUM_KEY_SEQ: &[u8] =
+    include_bytes!("../fixtures/mpls_in_gre_csum_key_seq.bin");
 pub const MPLS_IN_UDP: &[u8] = include_bytes!("../fixtures/mpls_in_udp.bin");
 pub const VXLAN: &[u8] = include_bytes!("../fixtures/vxlan.bin");

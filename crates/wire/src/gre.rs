@@ -79,7 +79,10 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     /// The header length: 4, plus 4 for each of checksum, key and sequence present.
     #[inline]
     pub fn header_len(&self) -> usize {
-        BASE_LEN + 4 * (usize::from(self.has_checksum()) + usize::from(self.has_key()) + usize::from(self.has_sequence()))
+        BASE_LEN
+            + 4 * (usize::from(self.has_checksum())
+                + usize::from(self.has_key())
+                + usize::from(self.has_sequence()))
     }
 
     fn key_at(&self) -> usize {
@@ -87,16 +90,19 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     }
 
     pub fn checksum(&self) -> Option<u16> {
-        self.has_checksum().then(|| read_u16(self.buffer.as_ref(), BASE_LEN))
+        self.has_checksum()
+            .then(|| read_u16(self.buffer.as_ref(), BASE_LEN))
     }
 
     pub fn key(&self) -> Option<u32> {
-        self.has_key().then(|| read_u32(self.buffer.as_ref(), self.key_at()))
+        self.has_key()
+            .then(|| read_u32(self.buffer.as_ref(), self.key_at()))
     }
 
     pub fn sequence(&self) -> Option<u32> {
         let at = self.key_at() + 4 * usize::from(self.has_key());
-        self.has_sequence().then(|| read_u32(self.buffer.as_ref(), at))
+        self.has_sequence()
+            .then(|| read_u32(self.buffer.as_ref(), at))
     }
 
     /// True when there is no checksum or it verifies (it covers header and payload).
@@ -138,11 +144,19 @@ impl GreRepr {
         if !p.verify_checksum() {
             return Err(WireError::GreBadChecksum);
         }
-        Ok(Self { protocol_type: p.protocol_type(), checksum: p.has_checksum(), key: p.key(), sequence: p.sequence() })
+        Ok(Self {
+            protocol_type: p.protocol_type(),
+            checksum: p.has_checksum(),
+            key: p.key(),
+            sequence: p.sequence(),
+        })
     }
 
     pub fn buffer_len(&self) -> usize {
-        BASE_LEN + 4 * (usize::from(self.checksum) + usize::from(self.key.is_some()) + usize::from(self.sequence.is_some()))
+        BASE_LEN
+            + 4 * (usize::from(self.checksum)
+                + usize::from(self.key.is_some())
+                + usize::from(self.sequence.is_some()))
     }
 
     /// Writes the header into the front of `buf`. With a checksum, call
@@ -184,9 +198,20 @@ mod tests {
         let b = &fixtures::MPLS_IN_GRE[GRE_AT..];
         let p = GrePacket::new_checked(b).unwrap();
         let r = GreRepr::parse(&p).unwrap();
-        assert_eq!(r, GreRepr { protocol_type: ethertype::MPLS, checksum: false, key: None, sequence: None });
+        assert_eq!(
+            r,
+            GreRepr {
+                protocol_type: ethertype::MPLS,
+                checksum: false,
+                key: None,
+                sequence: None
+            }
+        );
         let s = LabelStack::parse(p.payload()).unwrap();
-        assert_eq!((s.top().label, s.top().bottom, s.top().ttl), (500, true, 64));
+        assert_eq!(
+            (s.top().label, s.top().bottom, s.top().ttl),
+            (500, true, 64)
+        );
         let mut h = [0u8; 4];
         r.emit(&mut h);
         assert_eq!(&h[..], &b[..4]);
@@ -198,23 +223,39 @@ mod tests {
         let p = GrePacket::new_checked(b).unwrap();
         assert_eq!(p.header_len(), 16);
         let r = GreRepr::parse(&p).unwrap();
-        assert_eq!(r, GreRepr { protocol_type: ethertype::MPLS, checksum: true, key: Some(0xdeadbeef), sequence: Some(7) });
+        assert_eq!(
+            r,
+            GreRepr {
+                protocol_type: ethertype::MPLS,
+                checksum: true,
+                key: Some(0xdeadbeef),
+                sequence: Some(7)
+            }
+        );
         assert_eq!(LabelStack::parse(p.payload()).unwrap().top().label, 600);
         let mut x = b.to_vec();
         r.emit(&mut x);
         GrePacket::new_unchecked(&mut x[..]).fill_checksum();
         assert_eq!(x, b, "header and checksum as scapy made them");
         x[20] ^= 0xff;
-        assert_eq!(GreRepr::parse(&GrePacket::new_checked(&x[..]).unwrap()), Err(WireError::GreBadChecksum));
+        assert_eq!(
+            GreRepr::parse(&GrePacket::new_checked(&x[..]).unwrap()),
+            Err(WireError::GreBadChecksum)
+        );
     }
 
     #[test]
     fn malformed_headers_are_named() {
         let b = &fixtures::MPLS_IN_GRE_CSUM_KEY_SEQ[GRE_AT..];
         for n in 0..16 {
-            assert_eq!(GrePacket::new_checked(&b[..n]).unwrap_err(), WireError::GreTruncated, "cut at {n}");
+            assert_eq!(
+                GrePacket::new_checked(&b[..n]).unwrap_err(),
+                WireError::GreTruncated,
+                "cut at {n}"
+            );
         }
-        let with_flags = |hi: u8, lo: u8| GrePacket::new_checked(vec![hi, lo, 0x88, 0x47, 0, 0, 0, 0]).err();
+        let with_flags =
+            |hi: u8, lo: u8| GrePacket::new_checked(vec![hi, lo, 0x88, 0x47, 0, 0, 0, 0]).err();
         assert_eq!(with_flags(0x00, 0x01), Some(WireError::GreBadVersion));
         assert_eq!(with_flags(0x40, 0x00), Some(WireError::GreUnsupportedFlags));
         assert_eq!(with_flags(0x08, 0x00), Some(WireError::GreUnsupportedFlags));

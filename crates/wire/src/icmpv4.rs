@@ -85,13 +85,29 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
 /// The messages ovr builds and understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv4Repr<'a> {
-    EchoRequest { ident: u16, seq: u16, data: &'a [u8] },
-    EchoReply { ident: u16, seq: u16, data: &'a [u8] },
+    EchoRequest {
+        ident: u16,
+        seq: u16,
+        data: &'a [u8],
+    },
+    EchoReply {
+        ident: u16,
+        seq: u16,
+        data: &'a [u8],
+    },
     /// Code 0: TTL exceeded in transit. `original` is the IP header plus at least 8
     /// bytes of the datagram that expired (RFC 792, RFC 1812 section 4.3.2.3).
-    TimeExceeded { original: &'a [u8] },
-    DestUnreachable { code: u8, original: &'a [u8] },
-    Other { msg_type: u8, code: u8 },
+    TimeExceeded {
+        original: &'a [u8],
+    },
+    DestUnreachable {
+        code: u8,
+        original: &'a [u8],
+    },
+    Other {
+        msg_type: u8,
+        code: u8,
+    },
 }
 
 impl<'a> Icmpv4Repr<'a> {
@@ -103,10 +119,21 @@ impl<'a> Icmpv4Repr<'a> {
         let b: &'a [u8] = p.buffer;
         let data = &b[HEADER_LEN..];
         Ok(match (p.msg_type(), p.code()) {
-            (msg_type::ECHO_REQUEST, 0) => Icmpv4Repr::EchoRequest { ident: p.echo_ident(), seq: p.echo_seq(), data },
-            (msg_type::ECHO_REPLY, 0) => Icmpv4Repr::EchoReply { ident: p.echo_ident(), seq: p.echo_seq(), data },
+            (msg_type::ECHO_REQUEST, 0) => Icmpv4Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq: p.echo_seq(),
+                data,
+            },
+            (msg_type::ECHO_REPLY, 0) => Icmpv4Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq: p.echo_seq(),
+                data,
+            },
             (msg_type::TIME_EXCEEDED, 0) => Icmpv4Repr::TimeExceeded { original: data },
-            (msg_type::DEST_UNREACHABLE, code) => Icmpv4Repr::DestUnreachable { code, original: data },
+            (msg_type::DEST_UNREACHABLE, code) => Icmpv4Repr::DestUnreachable {
+                code,
+                original: data,
+            },
             (msg_type, code) => Icmpv4Repr::Other { msg_type, code },
         })
     }
@@ -114,8 +141,11 @@ impl<'a> Icmpv4Repr<'a> {
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN
             + match self {
-                Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => data.len(),
-                Icmpv4Repr::TimeExceeded { original } | Icmpv4Repr::DestUnreachable { original, .. } => original.len(),
+                Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
+                    data.len()
+                }
+                Icmpv4Repr::TimeExceeded { original }
+                | Icmpv4Repr::DestUnreachable { original, .. } => original.len(),
                 Icmpv4Repr::Other { .. } => 0,
             }
     }
@@ -124,10 +154,16 @@ impl<'a> Icmpv4Repr<'a> {
     /// (`buffer_len()` bytes).
     pub fn emit(&self, buf: &mut [u8]) {
         let (t, code, rest, body): (u8, u8, [u16; 2], &[u8]) = match *self {
-            Icmpv4Repr::EchoRequest { ident, seq, data } => (msg_type::ECHO_REQUEST, 0, [ident, seq], data),
-            Icmpv4Repr::EchoReply { ident, seq, data } => (msg_type::ECHO_REPLY, 0, [ident, seq], data),
+            Icmpv4Repr::EchoRequest { ident, seq, data } => {
+                (msg_type::ECHO_REQUEST, 0, [ident, seq], data)
+            }
+            Icmpv4Repr::EchoReply { ident, seq, data } => {
+                (msg_type::ECHO_REPLY, 0, [ident, seq], data)
+            }
             Icmpv4Repr::TimeExceeded { original } => (msg_type::TIME_EXCEEDED, 0, [0, 0], original),
-            Icmpv4Repr::DestUnreachable { code, original } => (msg_type::DEST_UNREACHABLE, code, [0, 0], original),
+            Icmpv4Repr::DestUnreachable { code, original } => {
+                (msg_type::DEST_UNREACHABLE, code, [0, 0], original)
+            }
             Icmpv4Repr::Other { msg_type, code } => (msg_type, code, [0, 0], &[]),
         };
         let n = HEADER_LEN + body.len();
@@ -151,7 +187,14 @@ mod tests {
         let m = &fixtures::ICMPV4_ECHO[34..];
         let p = Icmpv4Packet::new_checked(m).unwrap();
         let r = Icmpv4Repr::parse(&p).unwrap();
-        assert_eq!(r, Icmpv4Repr::EchoRequest { ident: 7, seq: 3, data: b"ping" });
+        assert_eq!(
+            r,
+            Icmpv4Repr::EchoRequest {
+                ident: 7,
+                seq: 3,
+                data: b"ping"
+            }
+        );
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf);
         assert_eq!(buf, m);
@@ -161,11 +204,17 @@ mod tests {
     fn bad_checksum_and_truncation_are_named() {
         let m = &fixtures::ICMPV4_ECHO[34..];
         for n in 0..8 {
-            assert_eq!(Icmpv4Packet::new_checked(&m[..n]).unwrap_err(), WireError::Icmpv4Truncated);
+            assert_eq!(
+                Icmpv4Packet::new_checked(&m[..n]).unwrap_err(),
+                WireError::Icmpv4Truncated
+            );
         }
         let mut b = m.to_vec();
         b[9] ^= 0x40;
-        assert_eq!(Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()), Err(WireError::Icmpv4BadChecksum));
+        assert_eq!(
+            Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()),
+            Err(WireError::Icmpv4BadChecksum)
+        );
     }
 
     proptest! {

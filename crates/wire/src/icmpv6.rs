@@ -66,7 +66,10 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
 
     pub fn verify_checksum(&self, src: Ipv6Addr, dst: Ipv6Addr) -> bool {
         let b = self.buffer.as_ref();
-        checksum::verify_with(checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32), b)
+        checksum::verify_with(
+            checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32),
+            b,
+        )
     }
 }
 
@@ -74,7 +77,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
     pub fn fill_checksum(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
         let b = self.buffer.as_mut();
         write_u16(b, 2, 0);
-        let c = checksum::checksum_with(checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32), b);
+        let c = checksum::checksum_with(
+            checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32),
+            b,
+        );
         write_u16(b, 2, c);
     }
 }
@@ -82,11 +88,31 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
 /// The messages ovr builds and understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv6Repr<'a> {
-    EchoRequest { ident: u16, seq: u16, data: &'a [u8] },
-    EchoReply { ident: u16, seq: u16, data: &'a [u8] },
-    NeighborSolicit { target: Ipv6Addr, source_mac: Option<MacAddr> },
-    NeighborAdvert { router: bool, solicited: bool, override_: bool, target: Ipv6Addr, target_mac: Option<MacAddr> },
-    Other { msg_type: u8, code: u8 },
+    EchoRequest {
+        ident: u16,
+        seq: u16,
+        data: &'a [u8],
+    },
+    EchoReply {
+        ident: u16,
+        seq: u16,
+        data: &'a [u8],
+    },
+    NeighborSolicit {
+        target: Ipv6Addr,
+        source_mac: Option<MacAddr>,
+    },
+    NeighborAdvert {
+        router: bool,
+        solicited: bool,
+        override_: bool,
+        target: Ipv6Addr,
+        target_mac: Option<MacAddr>,
+    },
+    Other {
+        msg_type: u8,
+        code: u8,
+    },
 }
 
 /// Finds the link-layer address option of `kind` in the options after an NS/NA header.
@@ -116,7 +142,11 @@ fn addr16(b: &[u8]) -> Ipv6Addr {
 
 impl<'a> Icmpv6Repr<'a> {
     /// Reads a message of the packet from `src` to `dst`, verifying the checksum.
-    pub fn parse(p: &Icmpv6Packet<&'a [u8]>, src: Ipv6Addr, dst: Ipv6Addr) -> Result<Self, WireError> {
+    pub fn parse(
+        p: &Icmpv6Packet<&'a [u8]>,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+    ) -> Result<Self, WireError> {
         if !p.verify_checksum(src, dst) {
             return Err(WireError::Icmpv6BadChecksum);
         }
@@ -158,8 +188,11 @@ impl<'a> Icmpv6Repr<'a> {
 
     pub fn buffer_len(&self) -> usize {
         match self {
-            Icmpv6Repr::EchoRequest { data, .. } | Icmpv6Repr::EchoReply { data, .. } => 8 + data.len(),
-            Icmpv6Repr::NeighborSolicit { source_mac: m, .. } | Icmpv6Repr::NeighborAdvert { target_mac: m, .. } => {
+            Icmpv6Repr::EchoRequest { data, .. } | Icmpv6Repr::EchoReply { data, .. } => {
+                8 + data.len()
+            }
+            Icmpv6Repr::NeighborSolicit { source_mac: m, .. }
+            | Icmpv6Repr::NeighborAdvert { target_mac: m, .. } => {
                 ND_LEN + if m.is_some() { 8 } else { 0 }
             }
             Icmpv6Repr::Other { .. } => 8,
@@ -177,8 +210,13 @@ impl<'a> Icmpv6Repr<'a> {
             }
         };
         match *self {
-            Icmpv6Repr::EchoRequest { ident, seq, data } | Icmpv6Repr::EchoReply { ident, seq, data } => {
-                buf[0] = if matches!(self, Icmpv6Repr::EchoRequest { .. }) { msg_type::ECHO_REQUEST } else { msg_type::ECHO_REPLY };
+            Icmpv6Repr::EchoRequest { ident, seq, data }
+            | Icmpv6Repr::EchoReply { ident, seq, data } => {
+                buf[0] = if matches!(self, Icmpv6Repr::EchoRequest { .. }) {
+                    msg_type::ECHO_REQUEST
+                } else {
+                    msg_type::ECHO_REPLY
+                };
                 write_u16(buf, 4, ident);
                 write_u16(buf, 6, seq);
                 buf[8..8 + data.len()].copy_from_slice(data);
@@ -188,9 +226,17 @@ impl<'a> Icmpv6Repr<'a> {
                 buf[8..24].copy_from_slice(&target.octets());
                 ll(buf, nd_option::SOURCE_LL_ADDR, source_mac);
             }
-            Icmpv6Repr::NeighborAdvert { router, solicited, override_, target, target_mac } => {
+            Icmpv6Repr::NeighborAdvert {
+                router,
+                solicited,
+                override_,
+                target,
+                target_mac,
+            } => {
                 buf[0] = msg_type::NEIGHBOR_ADVERT;
-                buf[4] = (u8::from(router) * FLAG_ROUTER) | (u8::from(solicited) * FLAG_SOLICITED) | (u8::from(override_) * FLAG_OVERRIDE);
+                buf[4] = (u8::from(router) * FLAG_ROUTER)
+                    | (u8::from(solicited) * FLAG_SOLICITED)
+                    | (u8::from(override_) * FLAG_OVERRIDE);
                 buf[8..24].copy_from_slice(&target.octets());
                 ll(buf, nd_option::TARGET_LL_ADDR, target_mac);
             }
@@ -225,18 +271,31 @@ mod tests {
 
     #[test]
     fn echo_ns_na_from_scapy() {
-        check(fixtures::ICMPV6_ECHO, Icmpv6Repr::EchoRequest { ident: 1, seq: 2, data: b"ping6" });
-        check(fixtures::ICMPV6_NS, Icmpv6Repr::NeighborSolicit {
-            target: "fe80::fe".parse().unwrap(),
-            source_mac: Some("02:00:00:00:00:01".parse().unwrap()),
-        });
-        check(fixtures::ICMPV6_NA, Icmpv6Repr::NeighborAdvert {
-            router: false,
-            solicited: true,
-            override_: true,
-            target: "fe80::fe".parse().unwrap(),
-            target_mac: Some("02:00:00:00:00:fe".parse().unwrap()),
-        });
+        check(
+            fixtures::ICMPV6_ECHO,
+            Icmpv6Repr::EchoRequest {
+                ident: 1,
+                seq: 2,
+                data: b"ping6",
+            },
+        );
+        check(
+            fixtures::ICMPV6_NS,
+            Icmpv6Repr::NeighborSolicit {
+                target: "fe80::fe".parse().unwrap(),
+                source_mac: Some("02:00:00:00:00:01".parse().unwrap()),
+            },
+        );
+        check(
+            fixtures::ICMPV6_NA,
+            Icmpv6Repr::NeighborAdvert {
+                router: false,
+                solicited: true,
+                override_: true,
+                target: "fe80::fe".parse().unwrap(),
+                target_mac: Some("02:00:00:00:00:fe".parse().unwrap()),
+            },
+        );
     }
 
     #[test]
@@ -244,18 +303,30 @@ mod tests {
         let (s, d) = addrs(fixtures::ICMPV6_NS);
         let m = &fixtures::ICMPV6_NS[54..];
         for n in 0..4 {
-            assert_eq!(Icmpv6Packet::new_checked(&m[..n]).unwrap_err(), WireError::Icmpv6Truncated);
+            assert_eq!(
+                Icmpv6Packet::new_checked(&m[..n]).unwrap_err(),
+                WireError::Icmpv6Truncated
+            );
         }
         let mut b = m.to_vec();
         b[8] ^= 1;
-        assert_eq!(Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d), Err(WireError::Icmpv6BadChecksum));
+        assert_eq!(
+            Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
+            Err(WireError::Icmpv6BadChecksum)
+        );
         // An option of length zero would loop forever in a careless parser.
-        let r = Icmpv6Repr::NeighborSolicit { target: "fe80::fe".parse().unwrap(), source_mac: Some(MacAddr([2; 6])) };
+        let r = Icmpv6Repr::NeighborSolicit {
+            target: "fe80::fe".parse().unwrap(),
+            source_mac: Some(MacAddr([2; 6])),
+        };
         let mut b = vec![0u8; r.buffer_len()];
         r.emit(&mut b, s, d);
         b[ND_LEN + 1] = 0;
         Icmpv6Packet::new_unchecked(&mut b[..]).fill_checksum(s, d);
-        assert_eq!(Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d), Err(WireError::NdpBadOption));
+        assert_eq!(
+            Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
+            Err(WireError::NdpBadOption)
+        );
     }
 
     proptest! {

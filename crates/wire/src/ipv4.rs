@@ -53,7 +53,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(WireError::Ipv4BadHeaderLength);
         }
         if total < ihl {
-            return Err(if total < HEADER_LEN { WireError::Ipv4BadTotalLength } else { WireError::Ipv4BadHeaderLength });
+            return Err(if total < HEADER_LEN {
+                WireError::Ipv4BadTotalLength
+            } else {
+                WireError::Ipv4BadHeaderLength
+            });
         }
         if p.buffer.as_ref().len() < total {
             return Err(WireError::Ipv4Truncated);
@@ -141,13 +145,23 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     pub fn src(&self) -> Ipv4Addr {
         let b = self.b();
-        Ipv4Addr::new(b[field::SRC], b[field::SRC + 1], b[field::SRC + 2], b[field::SRC + 3])
+        Ipv4Addr::new(
+            b[field::SRC],
+            b[field::SRC + 1],
+            b[field::SRC + 2],
+            b[field::SRC + 3],
+        )
     }
 
     #[inline]
     pub fn dst(&self) -> Ipv4Addr {
         let b = self.b();
-        Ipv4Addr::new(b[field::DST], b[field::DST + 1], b[field::DST + 2], b[field::DST + 3])
+        Ipv4Addr::new(
+            b[field::DST],
+            b[field::DST + 1],
+            b[field::DST + 2],
+            b[field::DST + 3],
+        )
     }
 
     /// True when the header checksum verifies.
@@ -241,7 +255,11 @@ impl Ipv4Repr {
         buf[field::DSCP_ECN] = (self.dscp << 2) | (self.ecn & 3);
         write_u16(buf, field::TOTAL_LEN, HEADER_LEN as u16 + self.payload_len);
         write_u16(buf, field::IDENT, self.ident);
-        write_u16(buf, field::FLAGS_FRAG, if self.dont_frag { FLAG_DF } else { 0 });
+        write_u16(
+            buf,
+            field::FLAGS_FRAG,
+            if self.dont_frag { FLAG_DF } else { 0 },
+        );
         buf[field::TTL] = self.ttl;
         buf[field::PROTOCOL] = self.protocol;
         buf[field::SRC..field::SRC + 4].copy_from_slice(&self.src.octets());
@@ -265,7 +283,10 @@ mod tests {
     #[test]
     fn udp_packet_from_scapy() {
         let p = Ipv4Packet::new_checked(ip(fixtures::ETH_IPV4_UDP)).unwrap();
-        assert_eq!((p.src(), p.dst()), (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!(
+            (p.src(), p.dst()),
+            (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
+        );
         assert_eq!((p.ttl(), p.protocol(), p.ident()), (64, ip_proto::UDP, 1));
         assert_eq!((p.header_len(), p.total_len()), (20, 33));
         assert!(p.verify_checksum() && !p.is_fragment() && !p.dont_frag());
@@ -282,7 +303,11 @@ mod tests {
         assert_eq!(p.header_len(), 24);
         assert_eq!((p.dscp(), p.ecn(), p.ttl()), (0xb8 >> 2, 0, 1));
         assert!(p.verify_checksum());
-        assert_eq!(&p.payload()[..4], &[0, 7, 0, 8], "UDP ports 7 and 8 follow the options");
+        assert_eq!(
+            &p.payload()[..4],
+            &[0, 7, 0, 8],
+            "UDP ports 7 and 8 follow the options"
+        );
     }
 
     #[test]
@@ -315,7 +340,11 @@ mod tests {
     fn malformed_headers_are_named() {
         let good = ip(fixtures::IPV4_OPTIONS);
         for n in 0..good.len() {
-            assert_eq!(Ipv4Packet::new_checked(&good[..n]).unwrap_err(), WireError::Ipv4Truncated, "cut at {n}");
+            assert_eq!(
+                Ipv4Packet::new_checked(&good[..n]).unwrap_err(),
+                WireError::Ipv4Truncated,
+                "cut at {n}"
+            );
         }
         let with = |at: usize, v: u8| {
             let mut b = good.to_vec();
@@ -324,12 +353,19 @@ mod tests {
         };
         assert_eq!(with(0, 0x66), Some(WireError::Ipv4BadVersion));
         assert_eq!(with(0, 0x44), Some(WireError::Ipv4BadHeaderLength));
-        assert_eq!(with(0, 0x4f), Some(WireError::Ipv4BadHeaderLength), "IHL 60 bytes beyond total length 32");
+        assert_eq!(
+            with(0, 0x4f),
+            Some(WireError::Ipv4BadHeaderLength),
+            "IHL 60 bytes beyond total length 32"
+        );
         assert_eq!(with(3, 10), Some(WireError::Ipv4BadTotalLength));
         assert_eq!(with(3, 200), Some(WireError::Ipv4Truncated));
         let mut b = good.to_vec();
         b[11] ^= 1;
-        assert_eq!(Ipv4Repr::parse(&Ipv4Packet::new_checked(&b[..]).unwrap()), Err(WireError::Ipv4BadChecksum));
+        assert_eq!(
+            Ipv4Repr::parse(&Ipv4Packet::new_checked(&b[..]).unwrap()),
+            Err(WireError::Ipv4BadChecksum)
+        );
     }
 
     proptest! {

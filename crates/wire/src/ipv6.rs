@@ -152,7 +152,10 @@ impl UpperLayer {
 
 /// Skips hop-by-hop (which must come first), routing, fragment and destination-options
 /// headers in `payload`, the first being `next_header`.
-pub fn walk_extension_headers(mut next_header: u8, payload: &[u8]) -> Result<UpperLayer, WireError> {
+pub fn walk_extension_headers(
+    mut next_header: u8,
+    payload: &[u8],
+) -> Result<UpperLayer, WireError> {
     let mut offset = 0usize;
     let mut fragment = None;
     for i in 0..=MAX_EXT_HEADERS {
@@ -176,7 +179,13 @@ pub fn walk_extension_headers(mut next_header: u8, payload: &[u8]) -> Result<Upp
                 });
                 8
             }
-            protocol => return Ok(UpperLayer { protocol, offset, fragment }),
+            protocol => {
+                return Ok(UpperLayer {
+                    protocol,
+                    offset,
+                    fragment,
+                });
+            }
         };
         if payload.len() < offset + len {
             return Err(WireError::Ipv6ExtHeaderTruncated);
@@ -218,7 +227,8 @@ impl Ipv6Repr {
 
     /// Writes the fixed header into the front of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        let word = (6 << 28) | (u32::from(self.traffic_class) << 20) | (self.flow_label & 0x000f_ffff);
+        let word =
+            (6 << 28) | (u32::from(self.traffic_class) << 20) | (self.flow_label & 0x000f_ffff);
         write_u32(buf, field::VER_TC_FL, word);
         write_u16(buf, field::PAYLOAD_LEN, self.payload_len);
         buf[field::NEXT_HEADER] = self.next_header;
@@ -243,9 +253,19 @@ mod tests {
         let p = Ipv6Packet::new_checked(ip(fixtures::IPV6_UDP)).unwrap();
         assert_eq!(p.src(), "2001:db8::1".parse::<Ipv6Addr>().unwrap());
         assert_eq!(p.dst(), "2001:db8::2".parse::<Ipv6Addr>().unwrap());
-        assert_eq!((p.traffic_class(), p.flow_label(), p.hop_limit()), (0x28, 0x12345, 33));
+        assert_eq!(
+            (p.traffic_class(), p.flow_label(), p.hop_limit()),
+            (0x28, 0x12345, 33)
+        );
         assert_eq!((p.next_header(), p.payload_len()), (ip_proto::UDP, 13));
-        assert_eq!(p.upper_layer().unwrap(), UpperLayer { protocol: ip_proto::UDP, offset: 0, fragment: None });
+        assert_eq!(
+            p.upper_layer().unwrap(),
+            UpperLayer {
+                protocol: ip_proto::UDP,
+                offset: 0,
+                fragment: None
+            }
+        );
         let mut buf = [0u8; 40];
         Ipv6Repr::parse(&p).emit(&mut buf);
         assert_eq!(&buf[..], &ip(fixtures::IPV6_UDP)[..40]);
@@ -257,33 +277,63 @@ mod tests {
         let u = p.upper_layer().unwrap();
         // hop-by-hop 8 + routing 8 + fragment 8 + destination options 8
         assert_eq!((u.protocol, u.offset), (ip_proto::UDP, 32));
-        assert_eq!(u.fragment, Some(FragmentInfo { offset: 0, more: true, ident: 0xabcd }));
+        assert_eq!(
+            u.fragment,
+            Some(FragmentInfo {
+                offset: 0,
+                more: true,
+                ident: 0xabcd
+            })
+        );
         assert!(u.has_transport_header());
-        assert_eq!(&p.payload()[u.offset..u.offset + 4], &[0, 9, 0, 10], "UDP ports 9 and 10");
+        assert_eq!(
+            &p.payload()[u.offset..u.offset + 4],
+            &[0, 9, 0, 10],
+            "UDP ports 9 and 10"
+        );
     }
 
     #[test]
     fn malformed_chains_are_named() {
         let good = ip(fixtures::IPV6_EXT_CHAIN);
         for n in 0..good.len() {
-            assert_eq!(Ipv6Packet::new_checked(&good[..n]).unwrap_err(), WireError::Ipv6Truncated, "cut at {n}");
+            assert_eq!(
+                Ipv6Packet::new_checked(&good[..n]).unwrap_err(),
+                WireError::Ipv6Truncated,
+                "cut at {n}"
+            );
         }
         let payload = &good[40..];
         for n in 0..32 {
-            assert_eq!(walk_extension_headers(ip_proto::HOPOPT, &payload[..n]), Err(WireError::Ipv6ExtHeaderTruncated), "cut at {n}");
+            assert_eq!(
+                walk_extension_headers(ip_proto::HOPOPT, &payload[..n]),
+                Err(WireError::Ipv6ExtHeaderTruncated),
+                "cut at {n}"
+            );
         }
         // Hop-by-hop anywhere but first.
-        assert_eq!(walk_extension_headers(ip_proto::IPV6_OPTS, &[0, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0]),
-                   Err(WireError::Ipv6BadExtHeaderOrder));
+        assert_eq!(
+            walk_extension_headers(
+                ip_proto::IPV6_OPTS,
+                &[0, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0]
+            ),
+            Err(WireError::Ipv6BadExtHeaderOrder)
+        );
         // A chain of destination options longer than the walker follows.
         let mut long = Vec::new();
         for _ in 0..MAX_EXT_HEADERS + 1 {
             long.extend_from_slice(&[ip_proto::IPV6_OPTS, 0, 0, 0, 0, 0, 0, 0]);
         }
-        assert_eq!(walk_extension_headers(ip_proto::IPV6_OPTS, &long), Err(WireError::Ipv6TooManyExtHeaders));
+        assert_eq!(
+            walk_extension_headers(ip_proto::IPV6_OPTS, &long),
+            Err(WireError::Ipv6TooManyExtHeaders)
+        );
         let mut v4 = good.to_vec();
         v4[0] = 0x45;
-        assert_eq!(Ipv6Packet::new_checked(&v4[..]).unwrap_err(), WireError::Ipv6BadVersion);
+        assert_eq!(
+            Ipv6Packet::new_checked(&v4[..]).unwrap_err(),
+            WireError::Ipv6BadVersion
+        );
     }
 
     #[test]

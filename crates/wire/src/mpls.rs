@@ -34,12 +34,20 @@ pub struct LabelEntry {
 impl LabelEntry {
     #[inline]
     pub fn from_word(w: u32) -> Self {
-        Self { label: w >> 12, tc: ((w >> 9) & 7) as u8, bottom: w & 0x100 != 0, ttl: w as u8 }
+        Self {
+            label: w >> 12,
+            tc: ((w >> 9) & 7) as u8,
+            bottom: w & 0x100 != 0,
+            ttl: w as u8,
+        }
     }
 
     #[inline]
     pub fn to_word(self) -> u32 {
-        ((self.label & 0xf_ffff) << 12) | (u32::from(self.tc & 7) << 9) | (u32::from(self.bottom) << 8) | u32::from(self.ttl)
+        ((self.label & 0xf_ffff) << 12)
+            | (u32::from(self.tc & 7) << 9)
+            | (u32::from(self.bottom) << 8)
+            | u32::from(self.ttl)
     }
 }
 
@@ -57,14 +65,20 @@ impl LabelStack {
         let mut entries = [LabelEntry::default(); MAX_DEPTH];
         let depth = labels.len().min(MAX_DEPTH);
         for (i, l) in labels[..depth].iter().enumerate() {
-            entries[i] = LabelEntry { bottom: i + 1 == depth, ..*l };
+            entries[i] = LabelEntry {
+                bottom: i + 1 == depth,
+                ..*l
+            };
         }
         Self { entries, depth }
     }
 
     /// Reads entries until the bottom-of-stack bit.
     pub fn parse(b: &[u8]) -> Result<Self, WireError> {
-        let mut s = Self { entries: [LabelEntry::default(); MAX_DEPTH], depth: 0 };
+        let mut s = Self {
+            entries: [LabelEntry::default(); MAX_DEPTH],
+            depth: 0,
+        };
         loop {
             let at = s.depth * ENTRY_LEN;
             if b.len() < at + ENTRY_LEN {
@@ -123,10 +137,23 @@ mod tests {
         let f = fixtures::MPLS_IN_UDP;
         assert_eq!(crate::field::read_u16(f, 36), crate::udp_port::MPLS_IN_UDP);
         let s = LabelStack::parse(&f[42..]).unwrap();
-        assert_eq!(s.entries(), &[
-            LabelEntry { label: 1000, tc: 2, bottom: false, ttl: 63 },
-            LabelEntry { label: 17, tc: 0, bottom: true, ttl: 62 },
-        ]);
+        assert_eq!(
+            s.entries(),
+            &[
+                LabelEntry {
+                    label: 1000,
+                    tc: 2,
+                    bottom: false,
+                    ttl: 63
+                },
+                LabelEntry {
+                    label: 17,
+                    tc: 0,
+                    bottom: true,
+                    ttl: 62
+                },
+            ]
+        );
         assert_eq!(payload_ip_version(&f[42 + s.buffer_len()..]), Some(4));
         let mut b = [0u8; 8];
         s.emit(&mut b);
@@ -137,7 +164,11 @@ mod tests {
     fn malformed_stacks_are_named() {
         let f = &fixtures::MPLS_IN_UDP[42..50];
         for n in 0..8 {
-            assert_eq!(LabelStack::parse(&f[..n]), Err(WireError::MplsTruncated), "cut at {n}");
+            assert_eq!(
+                LabelStack::parse(&f[..n]),
+                Err(WireError::MplsTruncated),
+                "cut at {n}"
+            );
         }
         let deep = [0u8; 4 * (MAX_DEPTH + 1)];
         assert_eq!(LabelStack::parse(&deep), Err(WireError::MplsStackTooDeep));

@@ -120,12 +120,18 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     pub fn verify_v4(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         let len = self.b().len() as u16;
-        checksum::verify_with(checksum::pseudo_header_v4(src, dst, ip_proto::TCP, len), self.b())
+        checksum::verify_with(
+            checksum::pseudo_header_v4(src, dst, ip_proto::TCP, len),
+            self.b(),
+        )
     }
 
     pub fn verify_v6(&self, src: Ipv6Addr, dst: Ipv6Addr) -> bool {
         let len = self.b().len() as u32;
-        checksum::verify_with(checksum::pseudo_header_v6(src, dst, ip_proto::TCP, len), self.b())
+        checksum::verify_with(
+            checksum::pseudo_header_v6(src, dst, ip_proto::TCP, len),
+            self.b(),
+        )
     }
 }
 
@@ -199,7 +205,10 @@ mod tests {
     fn syn_ack_with_options_from_scapy() {
         let seg = &fixtures::IPV4_TCP_OPTIONS[34..];
         let p = TcpPacket::new_checked(seg).unwrap();
-        assert_eq!((p.src_port(), p.dst_port(), p.seq(), p.ack()), (40000, 443, 1000, 2000));
+        assert_eq!(
+            (p.src_port(), p.dst_port(), p.seq(), p.ack()),
+            (40000, 443, 1000, 2000)
+        );
         assert_eq!(p.flags(), flags::SYN | flags::ACK);
         assert_eq!((p.window(), p.header_len()), (64240, 40));
         assert_eq!(&p.options()[..4], &[2, 4, 0x05, 0xb4], "MSS 1460 first");
@@ -211,9 +220,15 @@ mod tests {
     fn over_ipv6_from_scapy() {
         let seg = &fixtures::IPV6_TCP[54..];
         let p = TcpPacket::new_checked(seg).unwrap();
-        assert_eq!((p.src_port(), p.dst_port(), p.flags()), (22, 50000, flags::PSH | flags::ACK));
+        assert_eq!(
+            (p.src_port(), p.dst_port(), p.flags()),
+            (22, 50000, flags::PSH | flags::ACK)
+        );
         assert_eq!(p.payload(), b"data");
-        let (s, d) = ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
+        let (s, d) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
         assert!(p.verify_v6(s, d));
         let mut b = seg.to_vec();
         let mut m = TcpPacket::new_checked(&mut b[..]).unwrap();
@@ -228,12 +243,23 @@ mod tests {
     fn malformed_offsets_are_named() {
         let seg = &fixtures::IPV4_TCP_OPTIONS[34..];
         for n in 0..seg.len() {
-            let want = if n < 20 { WireError::TcpTruncated } else { WireError::TcpBadDataOffset };
-            assert_eq!(TcpPacket::new_checked(&seg[..n]).unwrap_err(), want, "cut at {n}");
+            let want = if n < 20 {
+                WireError::TcpTruncated
+            } else {
+                WireError::TcpBadDataOffset
+            };
+            assert_eq!(
+                TcpPacket::new_checked(&seg[..n]).unwrap_err(),
+                want,
+                "cut at {n}"
+            );
         }
         let mut b = seg.to_vec();
         b[12] = 0x40;
-        assert_eq!(TcpPacket::new_checked(&b[..]).unwrap_err(), WireError::TcpBadDataOffset);
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            WireError::TcpBadDataOffset
+        );
     }
 
     proptest! {

@@ -74,7 +74,10 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Over IPv4 a zero checksum means "not computed" and is accepted (RFC 768).
     pub fn verify_v4(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         self.checksum() == 0
-            || checksum::verify_with(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()), self.datagram())
+            || checksum::verify_with(
+                checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()),
+                self.datagram(),
+            )
     }
 
     /// Over IPv6 the checksum is mandatory (RFC 8200 section 8.1): zero is refused.
@@ -113,11 +116,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     }
 
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
-        self.fill(checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()));
+        self.fill(checksum::pseudo_header_v4(
+            src,
+            dst,
+            ip_proto::UDP,
+            self.length(),
+        ));
     }
 
     pub fn fill_checksum_v6(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
-        self.fill(checksum::pseudo_header_v6(src, dst, ip_proto::UDP, u32::from(self.length())));
+        self.fill(checksum::pseudo_header_v6(
+            src,
+            dst,
+            ip_proto::UDP,
+            u32::from(self.length()),
+        ));
     }
 }
 
@@ -131,7 +144,11 @@ pub struct UdpRepr {
 
 impl UdpRepr {
     pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>) -> Self {
-        Self { src_port: p.src_port(), dst_port: p.dst_port(), payload_len: p.length() - HEADER_LEN as u16 }
+        Self {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            payload_len: p.length() - HEADER_LEN as u16,
+        }
     }
 
     pub const fn buffer_len(&self) -> usize {
@@ -156,7 +173,10 @@ mod tests {
     const V4: (Ipv4Addr, Ipv4Addr) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
 
     fn v6() -> (Ipv6Addr, Ipv6Addr) {
-        ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap())
+        (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        )
     }
 
     #[test]
@@ -176,12 +196,20 @@ mod tests {
     #[test]
     fn over_ipv6_from_scapy() {
         let p = UdpPacket::new_checked(&fixtures::IPV6_UDP[54..]).unwrap();
-        assert_eq!((p.src_port(), p.dst_port(), p.payload()), (5353, 5000, &b"query"[..]));
+        assert_eq!(
+            (p.src_port(), p.dst_port(), p.payload()),
+            (5353, 5000, &b"query"[..])
+        );
         assert!(p.verify_v6(v6().0, v6().1));
         let mut b = fixtures::IPV6_UDP[54..].to_vec();
         b[6] = 0;
         b[7] = 0;
-        assert!(!UdpPacket::new_checked(&b[..]).unwrap().verify_v6(v6().0, v6().1), "zero checksum over IPv6");
+        assert!(
+            !UdpPacket::new_checked(&b[..])
+                .unwrap()
+                .verify_v6(v6().0, v6().1),
+            "zero checksum over IPv6"
+        );
         let r = UdpRepr::parse(&p);
         let mut h = [0u8; 8];
         r.emit(&mut h);
@@ -192,14 +220,24 @@ mod tests {
     fn malformed_lengths_are_named() {
         let d = &fixtures::ETH_IPV4_UDP[34..];
         for n in 0..8 {
-            assert_eq!(UdpPacket::new_checked(&d[..n]).unwrap_err(), WireError::UdpTruncated);
+            assert_eq!(
+                UdpPacket::new_checked(&d[..n]).unwrap_err(),
+                WireError::UdpTruncated
+            );
         }
         for n in 8..d.len() {
-            assert_eq!(UdpPacket::new_checked(&d[..n]).unwrap_err(), WireError::UdpBadLength, "cut at {n}");
+            assert_eq!(
+                UdpPacket::new_checked(&d[..n]).unwrap_err(),
+                WireError::UdpBadLength,
+                "cut at {n}"
+            );
         }
         let mut b = d.to_vec();
         b[5] = 7;
-        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap_err(), WireError::UdpBadLength);
+        assert_eq!(
+            UdpPacket::new_checked(&b[..]).unwrap_err(),
+            WireError::UdpBadLength
+        );
     }
 
     proptest! {

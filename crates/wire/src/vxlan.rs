@@ -99,22 +99,35 @@ mod tests {
         let b = &fixtures::VXLAN[VXLAN_AT..];
         let p = VxlanPacket::new_checked(b).unwrap();
         assert_eq!((p.flags(), p.vni()), (FLAG_I, 0x123456));
-        assert_eq!(&p.payload()[..6], &[2, 0, 0x0a, 0, 0, 2], "inner destination MAC");
+        assert_eq!(
+            &p.payload()[..6],
+            &[2, 0, 0x0a, 0, 0, 2],
+            "inner destination MAC"
+        );
         let mut h = [0u8; 8];
         VxlanRepr::parse(&p).emit(&mut h);
         assert_eq!(&h[..], &b[..8]);
-        assert_eq!(crate::field::read_u16(fixtures::VXLAN, 36), crate::udp_port::VXLAN);
+        assert_eq!(
+            crate::field::read_u16(fixtures::VXLAN, 36),
+            crate::udp_port::VXLAN
+        );
     }
 
     #[test]
     fn malformed_headers_are_named() {
         let b = &fixtures::VXLAN[VXLAN_AT..];
         for n in 0..8 {
-            assert_eq!(VxlanPacket::new_checked(&b[..n]).unwrap_err(), WireError::VxlanTruncated);
+            assert_eq!(
+                VxlanPacket::new_checked(&b[..n]).unwrap_err(),
+                WireError::VxlanTruncated
+            );
         }
         let mut x = b.to_vec();
         x[0] = 0;
-        assert_eq!(VxlanPacket::new_checked(&x[..]).unwrap_err(), WireError::VxlanBadFlags);
+        assert_eq!(
+            VxlanPacket::new_checked(&x[..]).unwrap_err(),
+            WireError::VxlanBadFlags
+        );
         x[0] = 0xff; // reserved bits set beside I: accepted
         assert!(VxlanPacket::new_checked(&x[..]).is_ok());
     }

@@ -109,8 +109,8 @@ impl ForwardingState {
     pub fn route(&self, vrf: VrfId, prefix: IpPrefix) -> Option<NextHopId> {
         let v = self.vrf(vrf)?;
         match prefix.addr() {
-            IpAddr::V4(a) => v.fib4.exact(a, prefix.len()),
-            IpAddr::V6(a) => v.fib6.exact(a, prefix.len()),
+            IpAddr::V4(a) => v.fib4.exact(a, prefix.prefix_len()),
+            IpAddr::V6(a) => v.fib6.exact(a, prefix.prefix_len()),
         }
     }
 
@@ -178,10 +178,13 @@ impl ForwardingState {
                 }
             }
             TableOp::RemoveVrf(id) => {
-                if let Some(v) = self.vrfs.get_mut(id.0 as usize).and_then(Option::take) {
-                    if let Some(vni) = v.vni {
-                        self.vni_to_vrf.remove(&vni);
-                    }
+                if let Some(vni) = self
+                    .vrfs
+                    .get_mut(id.0 as usize)
+                    .and_then(Option::take)
+                    .and_then(|v| v.vni)
+                {
+                    self.vni_to_vrf.remove(&vni);
                 }
             }
             TableOp::UpsertNextHop(id, nh) => {
@@ -212,8 +215,8 @@ impl ForwardingState {
             TableOp::AddRoute { vrf, prefix, nh } => {
                 let Some(v) = self.vrf_mut(*vrf) else { return };
                 let old = match prefix.addr() {
-                    IpAddr::V4(a) => v.fib4.insert(a, prefix.len(), *nh).ok(),
-                    IpAddr::V6(a) => v.fib6.insert(a, prefix.len(), *nh).ok(),
+                    IpAddr::V4(a) => v.fib4.insert(a, prefix.prefix_len(), *nh).ok(),
+                    IpAddr::V6(a) => v.fib6.insert(a, prefix.prefix_len(), *nh).ok(),
                 };
                 if let Some(old) = old {
                     self.repoint(old, Some(*nh));
@@ -222,8 +225,8 @@ impl ForwardingState {
             TableOp::RemoveRoute { vrf, prefix } => {
                 let Some(v) = self.vrf_mut(*vrf) else { return };
                 let old = match prefix.addr() {
-                    IpAddr::V4(a) => v.fib4.remove(a, prefix.len()),
-                    IpAddr::V6(a) => v.fib6.remove(a, prefix.len()),
+                    IpAddr::V4(a) => v.fib4.remove(a, prefix.prefix_len()),
+                    IpAddr::V6(a) => v.fib6.remove(a, prefix.prefix_len()),
                 };
                 self.repoint(old, None);
             }
@@ -299,7 +302,9 @@ pub struct TablesReaderFactory {
 
 impl TablesReaderFactory {
     pub fn reader(&self) -> TablesReader {
-        TablesReader { handle: self.factory.handle() }
+        TablesReader {
+            handle: self.factory.handle(),
+        }
     }
 }
 
@@ -312,7 +317,9 @@ impl TablesReader {
     }
 
     pub fn factory(&self) -> TablesReaderFactory {
-        TablesReaderFactory { factory: self.handle.factory() }
+        TablesReaderFactory {
+            factory: self.handle.factory(),
+        }
     }
 }
 
@@ -338,7 +345,9 @@ impl TablesWriter {
 
     /// A reader factory for worker threads.
     pub fn readers(&self) -> TablesReaderFactory {
-        TablesReaderFactory { factory: self.handle.factory() }
+        TablesReaderFactory {
+            factory: self.handle.factory(),
+        }
     }
 
     /// Reads the published state (the control plane's own view).

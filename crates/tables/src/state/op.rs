@@ -13,18 +13,42 @@ use std::sync::Arc;
 pub enum TableOp {
     UpsertInterface(Interface),
     RemoveInterface(InterfaceId),
-    UpsertVrf { id: VrfId, name: String, vni: Option<u32> },
+    UpsertVrf {
+        id: VrfId,
+        name: String,
+        vni: Option<u32>,
+    },
     /// Only an empty VRF (no routes, bridge entries or interfaces) can be removed.
     RemoveVrf(VrfId),
     /// Replacing a composite keeps its members' buckets where it can (see `Ecmp`).
     UpsertNextHop(NextHopId, NextHop),
     RemoveNextHop(NextHopId),
     /// Adds or replaces the route for exactly this prefix.
-    AddRoute { vrf: VrfId, prefix: IpPrefix, nh: NextHopId },
-    RemoveRoute { vrf: VrfId, prefix: IpPrefix },
-    AddLabel { label: u32, nh: NextHopId },
+    AddRoute {
+        vrf: VrfId,
+        prefix: IpPrefix,
+        nh: NextHopId,
+    },
+    RemoveRoute {
+        vrf: VrfId,
+        prefix: IpPrefix,
+    },
+    AddLabel {
+        label: u32,
+        nh: NextHopId,
+    },
     RemoveLabel(u32),
-    AddBridge { vrf: VrfId, mac: MacAddr, nh: NextHopId },
-    RemoveBridge { vrf: VrfId, mac: MacAddr },
-    SetPolicy { vrf: VrfId, policy: Arc<Policy> },
+    AddBridge {
+        vrf: VrfId,
+        mac: MacAddr,
+        nh: NextHopId,
+    },
+    RemoveBridge {
+        vrf: VrfId,
+        mac: MacAddr,
+    },
+    SetPolicy {
+        vrf: VrfId,
+        policy: Arc<Policy>,
+    },
 }

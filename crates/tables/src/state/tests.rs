@@ -6,7 +6,11 @@ use ovr_wire::ethernet::MacAddr;
 use std::sync::Arc;
 
 fn vrf(id: u32, vni: u32) -> TableOp {
-    TableOp::UpsertVrf { id: VrfId(id), name: format!("net{id}"), vni: Some(vni) }
+    TableOp::UpsertVrf {
+        id: VrfId(id),
+        name: format!("net{id}"),
+        vni: Some(vni),
+    }
 }
 
 fn workload(id: u32, vrf: u32) -> TableOp {
@@ -16,7 +20,10 @@ fn workload(id: u32, vrf: u32) -> TableOp {
         kind: InterfaceKind::Workload,
         vrf: Some(VrfId(vrf)),
         mac: MacAddr([2, 0, 0, 0, 0, id as u8]),
-        addresses: vec![InterfaceAddress { addr: "10.0.0.1".parse().unwrap(), prefix_len: 24 }],
+        addresses: vec![InterfaceAddress {
+            addr: "10.0.0.1".parse().unwrap(),
+            prefix_len: 24,
+        }],
         mtu: 1500,
         policy: true,
         admin_up: true,
@@ -40,7 +47,10 @@ fn underlay(id: u32) -> TableOp {
 fn local_nh(id: u32, iface: u32) -> TableOp {
     TableOp::UpsertNextHop(
         NextHopId(id),
-        NextHop::Interface { interface: InterfaceId(iface), dst_mac: MacAddr([2, 0, 0, 0, 9, 9]) },
+        NextHop::Interface {
+            interface: InterfaceId(iface),
+            dst_mac: MacAddr([2, 0, 0, 0, 9, 9]),
+        },
     )
 }
 
@@ -58,11 +68,21 @@ fn tunnel_nh(id: u32, iface: u32, dst: &str) -> TableOp {
 }
 
 fn route(vrf: u32, prefix: &str, nh: u32) -> TableOp {
-    TableOp::AddRoute { vrf: VrfId(vrf), prefix: prefix.parse().unwrap(), nh: NextHopId(nh) }
+    TableOp::AddRoute {
+        vrf: VrfId(vrf),
+        prefix: prefix.parse().unwrap(),
+        nh: NextHopId(nh),
+    }
 }
 
 fn base() -> Vec<TableOp> {
-    vec![vrf(1, 100), underlay(0), workload(1, 1), local_nh(1, 1), tunnel_nh(2, 0, "192.0.2.2")]
+    vec![
+        vrf(1, 100),
+        underlay(0),
+        workload(1, 1),
+        local_nh(1, 1),
+        tunnel_nh(2, 0, "192.0.2.2"),
+    ]
 }
 
 #[test]
@@ -74,8 +94,14 @@ fn a_committed_batch_is_visible_to_readers() {
     w.commit(ops).unwrap();
     let t = r.enter().unwrap();
     assert_eq!(t.vrf_by_vni(100).unwrap().id, VrfId(1));
-    assert_eq!(t.route(VrfId(1), "10.1.0.0/16".parse().unwrap()), Some(NextHopId(2)));
-    assert_eq!(t.route(VrfId(1), "2001:db8::/32".parse().unwrap()), Some(NextHopId(1)));
+    assert_eq!(
+        t.route(VrfId(1), "10.1.0.0/16".parse().unwrap()),
+        Some(NextHopId(2))
+    );
+    assert_eq!(
+        t.route(VrfId(1), "2001:db8::/32".parse().unwrap()),
+        Some(NextHopId(1))
+    );
     assert_eq!(t.nexthop_refs(NextHopId(2)), 1);
     assert_eq!(t.interfaces().by_name("veth1").unwrap().id, InterfaceId(1));
 }
@@ -87,9 +113,18 @@ fn a_bad_change_rejects_the_whole_batch() {
     ops.push(route(1, "10.1.0.0/16", 2));
     ops.push(route(1, "10.2.0.0/16", 77)); // no such next hop
     let err = w.commit(ops).unwrap_err();
-    assert_eq!(err, BatchError { index: 6, error: TableError::NoSuchNextHop(NextHopId(77)) });
+    assert_eq!(
+        err,
+        BatchError {
+            index: 6,
+            error: TableError::NoSuchNextHop(NextHopId(77))
+        }
+    );
     let t = r.enter().unwrap();
-    assert!(t.vrf(VrfId(1)).is_none(), "nothing of the batch was applied");
+    assert!(
+        t.vrf(VrfId(1)).is_none(),
+        "nothing of the batch was applied"
+    );
     assert!(t.interfaces().is_empty());
 }
 
@@ -99,15 +134,44 @@ fn what_is_in_use_cannot_be_removed() {
     let mut ops = base();
     ops.push(route(1, "10.1.0.0/16", 2));
     w.commit(ops).unwrap();
-    let e = w.commit(vec![TableOp::RemoveNextHop(NextHopId(2))]).unwrap_err();
-    assert!(matches!(e.error, TableError::InUse { what: "next hop", refs: 1, .. }), "{e}");
-    let e = w.commit(vec![TableOp::RemoveInterface(InterfaceId(0))]).unwrap_err();
-    assert!(matches!(e.error, TableError::InUse { what: "interface", .. }), "{e}");
+    let e = w
+        .commit(vec![TableOp::RemoveNextHop(NextHopId(2))])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            TableError::InUse {
+                what: "next hop",
+                refs: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = w
+        .commit(vec![TableOp::RemoveInterface(InterfaceId(0))])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            TableError::InUse {
+                what: "interface",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = w.commit(vec![TableOp::RemoveVrf(VrfId(1))]).unwrap_err();
-    assert!(matches!(e.error, TableError::InUse { what: "VRF", .. }), "{e}");
+    assert!(
+        matches!(e.error, TableError::InUse { what: "VRF", .. }),
+        "{e}"
+    );
     // Removing the users first, in the same batch, makes it possible.
     w.commit(vec![
-        TableOp::RemoveRoute { vrf: VrfId(1), prefix: "10.1.0.0/16".parse().unwrap() },
+        TableOp::RemoveRoute {
+            vrf: VrfId(1),
+            prefix: "10.1.0.0/16".parse().unwrap(),
+        },
         TableOp::RemoveNextHop(NextHopId(2)),
         TableOp::RemoveInterface(InterfaceId(0)),
         TableOp::RemoveNextHop(NextHopId(1)),
@@ -125,17 +189,37 @@ fn names_vnis_and_labels_are_checked() {
     let (mut w, _r) = new_tables();
     w.commit(base()).unwrap();
     let e = w.commit(vec![vrf(2, 100)]).unwrap_err();
-    assert_eq!(e.error, TableError::VniTaken { vni: 100, by: VrfId(1) });
+    assert_eq!(
+        e.error,
+        TableError::VniTaken {
+            vni: 100,
+            by: VrfId(1)
+        }
+    );
     let mut dup = workload(5, 1);
     if let TableOp::UpsertInterface(i) = &mut dup {
         i.name = "veth1".into();
     }
-    assert!(matches!(w.commit(vec![dup]).unwrap_err().error, TableError::InterfaceNameTaken { .. }));
-    let e = w.commit(vec![TableOp::AddLabel { label: 3, nh: NextHopId(1) }]).unwrap_err();
+    assert!(matches!(
+        w.commit(vec![dup]).unwrap_err().error,
+        TableError::InterfaceNameTaken { .. }
+    ));
+    let e = w
+        .commit(vec![TableOp::AddLabel {
+            label: 3,
+            nh: NextHopId(1),
+        }])
+        .unwrap_err();
     assert_eq!(e.error, TableError::BadLabel(3));
     let e = w.commit(vec![vrf(2, 1 << 24)]).unwrap_err();
     assert_eq!(e.error, TableError::VniOutOfRange(1 << 24));
-    let e = w.commit(vec![TableOp::UpsertVrf { id: VrfId(u32::MAX), name: "x".into(), vni: None }]).unwrap_err();
+    let e = w
+        .commit(vec![TableOp::UpsertVrf {
+            id: VrfId(u32::MAX),
+            name: "x".into(),
+            vni: None,
+        }])
+        .unwrap_err();
     assert!(matches!(e.error, TableError::IdOutOfRange { .. }));
     // Moving a VNI from one VRF to another within one batch is fine.
     w.commit(vec![vrf(1, 101), vrf(2, 100)]).unwrap();
@@ -150,28 +234,47 @@ fn composites_do_not_nest_and_keep_buckets_on_change() {
     let mut ops = base();
     ops.push(tunnel_nh(3, 0, "192.0.2.3"));
     ops.push(tunnel_nh(4, 0, "192.0.2.4"));
-    let ecmp = |m: &[u32]| NextHop::Composite(Ecmp::new(&m.iter().map(|i| NextHopId(*i)).collect::<Vec<_>>()));
+    let ecmp = |m: &[u32]| {
+        NextHop::Composite(Ecmp::new(
+            &m.iter().map(|i| NextHopId(*i)).collect::<Vec<_>>(),
+        ))
+    };
     ops.push(TableOp::UpsertNextHop(NextHopId(10), ecmp(&[2, 3, 4])));
     ops.push(route(1, "0.0.0.0/0", 10));
     w.commit(ops).unwrap();
-    let e = w.commit(vec![TableOp::UpsertNextHop(NextHopId(11), ecmp(&[10, 2]))]).unwrap_err();
+    let e = w
+        .commit(vec![TableOp::UpsertNextHop(NextHopId(11), ecmp(&[10, 2]))])
+        .unwrap_err();
     assert_eq!(e.error, TableError::NestedComposite(NextHopId(10)));
-    let e = w.commit(vec![TableOp::UpsertNextHop(NextHopId(11), ecmp(&[2, 2]))]).unwrap_err();
+    let e = w
+        .commit(vec![TableOp::UpsertNextHop(NextHopId(11), ecmp(&[2, 2]))])
+        .unwrap_err();
     assert_eq!(e.error, TableError::DuplicateMember(NextHopId(2)));
-    let e = w.commit(vec![TableOp::UpsertNextHop(NextHopId(2), ecmp(&[3]))]).unwrap_err();
+    let e = w
+        .commit(vec![TableOp::UpsertNextHop(NextHopId(2), ecmp(&[3]))])
+        .unwrap_err();
     assert_eq!(e.error, TableError::KindChangeInUse(NextHopId(2)));
 
     let before: Vec<NextHopId> = {
         let t = r.enter().unwrap();
-        let NextHop::Composite(e) = t.nexthop(NextHopId(10)).unwrap() else { panic!() };
+        let NextHop::Composite(e) = t.nexthop(NextHopId(10)).unwrap() else {
+            panic!()
+        };
         (0..256).map(|h| e.select(h)).collect()
     };
-    w.commit(vec![TableOp::UpsertNextHop(NextHopId(10), ecmp(&[2, 4]))]).unwrap();
+    w.commit(vec![TableOp::UpsertNextHop(NextHopId(10), ecmp(&[2, 4]))])
+        .unwrap();
     let t = r.enter().unwrap();
-    let NextHop::Composite(e) = t.nexthop(NextHopId(10)).unwrap() else { panic!() };
+    let NextHop::Composite(e) = t.nexthop(NextHopId(10)).unwrap() else {
+        panic!()
+    };
     for (h, old) in before.iter().enumerate() {
         if *old != NextHopId(3) {
-            assert_eq!(e.select(h as u32), *old, "bucket {h} moved although its member stayed");
+            assert_eq!(
+                e.select(h as u32),
+                *old,
+                "bucket {h} moved although its member stayed"
+            );
         }
     }
     assert_eq!(t.nexthop_refs(NextHopId(3)), 0);
@@ -182,14 +285,39 @@ fn bridge_and_policy_changes() {
     let (mut w, r) = new_tables();
     let mut ops = base();
     let mac = MacAddr([2, 0, 0, 0, 0, 7]);
-    ops.push(TableOp::AddBridge { vrf: VrfId(1), mac, nh: NextHopId(2) });
-    ops.push(TableOp::SetPolicy { vrf: VrfId(1), policy: Arc::new(Policy::default()) });
+    ops.push(TableOp::AddBridge {
+        vrf: VrfId(1),
+        mac,
+        nh: NextHopId(2),
+    });
+    ops.push(TableOp::SetPolicy {
+        vrf: VrfId(1),
+        policy: Arc::new(Policy::default()),
+    });
     w.commit(ops).unwrap();
-    assert_eq!(r.enter().unwrap().vrf(VrfId(1)).unwrap().bridge.lookup(&mac), Some(NextHopId(2)));
-    let e = w.commit(vec![TableOp::AddBridge { vrf: VrfId(1), mac: MacAddr([1, 0, 0x5e, 0, 0, 1]), nh: NextHopId(2) }]);
+    assert_eq!(
+        r.enter()
+            .unwrap()
+            .vrf(VrfId(1))
+            .unwrap()
+            .bridge
+            .lookup(&mac),
+        Some(NextHopId(2))
+    );
+    let e = w.commit(vec![TableOp::AddBridge {
+        vrf: VrfId(1),
+        mac: MacAddr([1, 0, 0x5e, 0, 0, 1]),
+        nh: NextHopId(2),
+    }]);
     assert!(matches!(e.unwrap_err().error, TableError::GroupMac(_)));
-    let e = w.commit(vec![TableOp::RemoveBridge { vrf: VrfId(1), mac: MacAddr([2, 9, 9, 9, 9, 9]) }]);
-    assert!(matches!(e.unwrap_err().error, TableError::NoSuchBridgeEntry { .. }));
+    let e = w.commit(vec![TableOp::RemoveBridge {
+        vrf: VrfId(1),
+        mac: MacAddr([2, 9, 9, 9, 9, 9]),
+    }]);
+    assert!(matches!(
+        e.unwrap_err().error,
+        TableError::NoSuchBridgeEntry { .. }
+    ));
 }
 
 /// Readers see each batch whole: a reader never observes half of a committed batch.
@@ -237,20 +365,37 @@ mod properties {
             id().prop_map(|i| TableOp::RemoveInterface(InterfaceId(i))),
             (id(), id()).prop_map(|(n, i)| local_nh(n, i)),
             id().prop_map(|n| tunnel_nh(n, 0, "192.0.2.9")),
-            proptest::sample::subsequence(vec![0u32, 1, 2, 3], 1..4).prop_map(|m| TableOp::UpsertNextHop(
-                NextHopId(8),
-                NextHop::Composite(Ecmp::new(&m.into_iter().map(NextHopId).collect::<Vec<_>>()))
-            )),
+            proptest::sample::subsequence(vec![0u32, 1, 2, 3], 1..4).prop_map(|m| {
+                TableOp::UpsertNextHop(
+                    NextHopId(8),
+                    NextHop::Composite(Ecmp::new(
+                        &m.into_iter().map(NextHopId).collect::<Vec<_>>(),
+                    )),
+                )
+            }),
             id().prop_map(|n| TableOp::RemoveNextHop(NextHopId(n))),
-            (id(), 0u32..3, prop_oneof![id(), Just(8)]).prop_map(|(v, p, n)| route(v, &format!("10.{p}.0.0/16"), n)),
-            (id(), 0u32..3).prop_map(|(v, p)| TableOp::RemoveRoute { vrf: VrfId(v), prefix: format!("10.{p}.0.0/16").parse().unwrap() }),
-            (16u32..19, id()).prop_map(|(l, n)| TableOp::AddLabel { label: l, nh: NextHopId(n) }),
+            (id(), 0u32..3, prop_oneof![id(), Just(8)]).prop_map(|(v, p, n)| route(
+                v,
+                &format!("10.{p}.0.0/16"),
+                n
+            )),
+            (id(), 0u32..3).prop_map(|(v, p)| TableOp::RemoveRoute {
+                vrf: VrfId(v),
+                prefix: format!("10.{p}.0.0/16").parse().unwrap()
+            }),
+            (16u32..19, id()).prop_map(|(l, n)| TableOp::AddLabel {
+                label: l,
+                nh: NextHopId(n)
+            }),
             (16u32..19).prop_map(TableOp::RemoveLabel),
         ]
     }
 
+    /// Reference counts: (next hop, count) and (interface, count), sorted.
+    type RefCounts = (Vec<(NextHopId, u32)>, Vec<(InterfaceId, u32)>);
+
     /// Reference counts recomputed from scratch.
-    fn recount(t: &ForwardingState) -> (Vec<(NextHopId, u32)>, Vec<(InterfaceId, u32)>) {
+    fn recount(t: &ForwardingState) -> RefCounts {
         let mut nh: HashMap<NextHopId, u32> = HashMap::new();
         let mut ifs: HashMap<InterfaceId, u32> = HashMap::new();
         for v in t.vrfs() {
@@ -278,9 +423,21 @@ mod properties {
         (a, b)
     }
 
-    fn stored(t: &ForwardingState) -> (Vec<(NextHopId, u32)>, Vec<(InterfaceId, u32)>) {
-        let mut a: Vec<_> = t.refs.nexthop.iter().filter(|(_, c)| **c > 0).map(|(k, v)| (*k, *v)).collect();
-        let mut b: Vec<_> = t.refs.interface.iter().filter(|(_, c)| **c > 0).map(|(k, v)| (*k, *v)).collect();
+    fn stored(t: &ForwardingState) -> RefCounts {
+        let mut a: Vec<_> = t
+            .refs
+            .nexthop
+            .iter()
+            .filter(|(_, c)| **c > 0)
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        let mut b: Vec<_> = t
+            .refs
+            .interface
+            .iter()
+            .filter(|(_, c)| **c > 0)
+            .map(|(k, v)| (*k, *v))
+            .collect();
         a.sort();
         b.sort();
         (a, b)

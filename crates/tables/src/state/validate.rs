@@ -32,7 +32,11 @@ pub enum TableError {
     #[error("VRF {vrf} has no bridge entry for {mac:?}")]
     NoSuchBridgeEntry { vrf: VrfId, mac: MacAddr },
     #[error("{what} id {id} is out of range (must be below {max})")]
-    IdOutOfRange { what: &'static str, id: u32, max: u32 },
+    IdOutOfRange {
+        what: &'static str,
+        id: u32,
+        max: u32,
+    },
     #[error("{what} name must not be empty")]
     EmptyName { what: &'static str },
     #[error("interface name '{name}' is already used by interface {by}")]
@@ -60,7 +64,12 @@ pub enum TableError {
     #[error("MAC {0:?} is a group address: bridge entries are for unicast MACs")]
     GroupMac(MacAddr),
     #[error("{what} {id} is in use by {refs} {by}")]
-    InUse { what: &'static str, id: u32, refs: u32, by: &'static str },
+    InUse {
+        what: &'static str,
+        id: u32,
+        refs: u32,
+        by: &'static str,
+    },
     #[error("the tables are shut down")]
     Closed,
 }
@@ -75,7 +84,10 @@ pub struct BatchError {
 
 impl BatchError {
     pub(crate) fn closed() -> Self {
-        Self { index: 0, error: TableError::Closed }
+        Self {
+            index: 0,
+            error: TableError::Closed,
+        }
     }
 }
 
@@ -100,7 +112,11 @@ impl NhInfo {
 /// A layer of changes over the published state: `Some(v)` set, `None` removed.
 type Layer<K, V> = HashMap<K, Option<V>>;
 
-fn layered<K: Hash + Eq, V: Clone>(layer: &Layer<K, V>, k: &K, base: impl FnOnce() -> Option<V>) -> Option<V> {
+fn layered<K: Hash + Eq, V: Clone>(
+    layer: &Layer<K, V>,
+    k: &K,
+    base: impl FnOnce() -> Option<V>,
+) -> Option<V> {
     match layer.get(k) {
         Some(v) => v.clone(),
         None => base(),
@@ -147,7 +163,9 @@ impl<'a> Overlay<'a> {
     }
 
     fn interface(&self, id: InterfaceId) -> Option<(String, Option<VrfId>)> {
-        layered(&self.interfaces, &id, || self.base.interface(id).map(|i| (i.name.clone(), i.vrf)))
+        layered(&self.interfaces, &id, || {
+            self.base.interface(id).map(|i| (i.name.clone(), i.vrf))
+        })
     }
 
     fn vrf(&self, id: VrfId) -> Option<Option<u32>> {
@@ -155,15 +173,22 @@ impl<'a> Overlay<'a> {
     }
 
     fn nexthop(&self, id: NextHopId) -> Option<NhInfo> {
-        layered(&self.nexthops, &id, || self.base.nexthop(id).map(NhInfo::of))
+        layered(&self.nexthops, &id, || {
+            self.base.nexthop(id).map(NhInfo::of)
+        })
     }
 
     fn nh_refs(&self, id: NextHopId) -> u32 {
-        count(self.base.refs.nexthop.get(&id).copied(), self.nh_refs.get(&id))
+        count(
+            self.base.refs.nexthop.get(&id).copied(),
+            self.nh_refs.get(&id),
+        )
     }
 
     fn need_interface(&self, id: InterfaceId) -> Result<(), TableError> {
-        self.interface(id).map(|_| ()).ok_or(TableError::NoSuchInterface(id))
+        self.interface(id)
+            .map(|_| ())
+            .ok_or(TableError::NoSuchInterface(id))
     }
 
     fn need_vrf(&self, id: VrfId) -> Result<(), TableError> {
@@ -199,9 +224,14 @@ impl<'a> Overlay<'a> {
                 if iface.name.is_empty() {
                     return Err(TableError::EmptyName { what: "interface" });
                 }
-                let holder = layered(&self.names, &iface.name, || self.base.interfaces().by_name(&iface.name).map(|i| i.id));
+                let holder = layered(&self.names, &iface.name, || {
+                    self.base.interfaces().by_name(&iface.name).map(|i| i.id)
+                });
                 if let Some(by) = holder.filter(|by| *by != iface.id) {
-                    return Err(TableError::InterfaceNameTaken { name: iface.name.clone(), by });
+                    return Err(TableError::InterfaceNameTaken {
+                        name: iface.name.clone(),
+                        by,
+                    });
                 }
                 match iface.vrf {
                     Some(v) => self.need_vrf(v)?,
@@ -223,13 +253,24 @@ impl<'a> Overlay<'a> {
                     *self.vrf_refs.entry(v).or_default() += 1;
                 }
                 self.names.insert(iface.name.clone(), Some(iface.id));
-                self.interfaces.insert(iface.id, Some((iface.name.clone(), iface.vrf)));
+                self.interfaces
+                    .insert(iface.id, Some((iface.name.clone(), iface.vrf)));
             }
             TableOp::RemoveInterface(id) => {
-                let (name, vrf) = self.interface(*id).ok_or(TableError::NoSuchInterface(*id))?;
-                let refs = count(self.base.refs.interface.get(id).copied(), self.if_refs.get(id));
+                let (name, vrf) = self
+                    .interface(*id)
+                    .ok_or(TableError::NoSuchInterface(*id))?;
+                let refs = count(
+                    self.base.refs.interface.get(id).copied(),
+                    self.if_refs.get(id),
+                );
                 if refs > 0 {
-                    return Err(TableError::InUse { what: "interface", id: id.0, refs, by: "next hops" });
+                    return Err(TableError::InUse {
+                        what: "interface",
+                        id: id.0,
+                        refs,
+                        by: "next hops",
+                    });
                 }
                 if let Some(v) = vrf {
                     *self.vrf_refs.entry(v).or_default() -= 1;
@@ -263,12 +304,22 @@ impl<'a> Overlay<'a> {
                 let vni = self.vrf(*id).ok_or(TableError::NoSuchVrf(*id))?;
                 let ifaces = count(self.base.refs.vrf.get(id).copied(), self.vrf_refs.get(id));
                 if ifaces > 0 {
-                    return Err(TableError::InUse { what: "VRF", id: id.0, refs: ifaces, by: "interfaces" });
+                    return Err(TableError::InUse {
+                        what: "VRF",
+                        id: id.0,
+                        refs: ifaces,
+                        by: "interfaces",
+                    });
                 }
                 let base_entries = self.base.vrf(*id).map(|v| v.entries() as u32);
                 let entries = count(base_entries, self.vrf_entries.get(id));
                 if entries > 0 {
-                    return Err(TableError::InUse { what: "VRF", id: id.0, refs: entries, by: "routes and bridge entries" });
+                    return Err(TableError::InUse {
+                        what: "VRF",
+                        id: id.0,
+                        refs: entries,
+                        by: "routes and bridge entries",
+                    });
                 }
                 if let Some(n) = vni {
                     self.vnis.insert(n, None);
@@ -310,7 +361,12 @@ impl<'a> Overlay<'a> {
                 let old = self.need_nexthop(*id)?;
                 let refs = self.nh_refs(*id);
                 if refs > 0 {
-                    return Err(TableError::InUse { what: "next hop", id: id.0, refs, by: "routes, labels, bridge entries or composites" });
+                    return Err(TableError::InUse {
+                        what: "next hop",
+                        id: id.0,
+                        refs,
+                        by: "routes, labels, bridge entries or composites",
+                    });
                 }
                 self.count_nexthop(&old, -1);
                 self.nexthops.insert(*id, None);
@@ -329,8 +385,12 @@ impl<'a> Overlay<'a> {
             TableOp::RemoveRoute { vrf, prefix } => {
                 self.need_vrf(*vrf)?;
                 let key = (*vrf, *prefix);
-                let old = layered(&self.routes, &key, || self.base.route(*vrf, *prefix))
-                    .ok_or(TableError::NoSuchRoute { vrf: *vrf, prefix: *prefix })?;
+                let old = layered(&self.routes, &key, || self.base.route(*vrf, *prefix)).ok_or(
+                    TableError::NoSuchRoute {
+                        vrf: *vrf,
+                        prefix: *prefix,
+                    },
+                )?;
                 *self.vrf_entries.entry(*vrf).or_default() -= 1;
                 self.repoint(Some(old), None);
                 self.routes.insert(key, None);
@@ -357,7 +417,9 @@ impl<'a> Overlay<'a> {
                 }
                 self.need_nexthop(*nh)?;
                 let key = (*vrf, *mac);
-                let old = layered(&self.bridge, &key, || self.base.vrf(*vrf).and_then(|v| v.bridge.lookup(mac)));
+                let old = layered(&self.bridge, &key, || {
+                    self.base.vrf(*vrf).and_then(|v| v.bridge.lookup(mac))
+                });
                 if old.is_none() {
                     *self.vrf_entries.entry(*vrf).or_default() += 1;
                 }
@@ -367,8 +429,13 @@ impl<'a> Overlay<'a> {
             TableOp::RemoveBridge { vrf, mac } => {
                 self.need_vrf(*vrf)?;
                 let key = (*vrf, *mac);
-                let old = layered(&self.bridge, &key, || self.base.vrf(*vrf).and_then(|v| v.bridge.lookup(mac)))
-                    .ok_or(TableError::NoSuchBridgeEntry { vrf: *vrf, mac: *mac })?;
+                let old = layered(&self.bridge, &key, || {
+                    self.base.vrf(*vrf).and_then(|v| v.bridge.lookup(mac))
+                })
+                .ok_or(TableError::NoSuchBridgeEntry {
+                    vrf: *vrf,
+                    mac: *mac,
+                })?;
                 *self.vrf_entries.entry(*vrf).or_default() -= 1;
                 self.repoint(Some(old), None);
                 self.bridge.insert(key, None);
@@ -387,11 +454,17 @@ impl<'a> Overlay<'a> {
 }
 
 fn in_range(what: &'static str, id: u32, max: u32) -> Result<(), TableError> {
-    if id < max { Ok(()) } else { Err(TableError::IdOutOfRange { what, id, max }) }
+    if id < max {
+        Ok(())
+    } else {
+        Err(TableError::IdOutOfRange { what, id, max })
+    }
 }
 
 fn check_nexthop_fields(nh: &NextHop) -> Result<(), TableError> {
-    let NextHop::Tunnel(t) = nh else { return Ok(()) };
+    let NextHop::Tunnel(t) = nh else {
+        return Ok(());
+    };
     if t.src.is_ipv4() != t.dst.is_ipv4() {
         return Err(TableError::TunnelFamilyMismatch);
     }
@@ -410,7 +483,9 @@ fn check_nexthop_fields(nh: &NextHop) -> Result<(), TableError> {
 pub(crate) fn validate(state: &ForwardingState, ops: &[TableOp]) -> Result<(), BatchError> {
     let mut overlay = Overlay::new(state);
     for (index, op) in ops.iter().enumerate() {
-        overlay.check(op).map_err(|error| BatchError { index, error })?;
+        overlay
+            .check(op)
+            .map_err(|error| BatchError { index, error })?;
     }
     Ok(())
 }

@@ -1,0 +1,463 @@
+//! The flow table proper: a bucketised two-choice hash.
+//!
+//! Layout, chosen for a machine where a cache miss costs 120-170 ns and about ten can be
+//! in flight (PLATFORM.md): 64-byte buckets of 8 slots, each slot a 16-bit signature and
+//! a 32-bit entry index, so one cache line answers "which entry could it be"; entries in
+//! a separate array. A key may live in either of two buckets chosen by independent bits of
+//! its hash; an insert takes the emptier. There is no displacement (cuckoo kicks): a key
+//! whose two buckets are full is refused, counted, and never pushes another flow out.
+//! Established flows are therefore never evicted by new ones, whatever arrives.
+
+use super::key::FlowKey;
+use crate::ids::NextHopId;
+use crate::prefetch::prefetch;
+use std::collections::HashMap;
+
+const SLOTS: usize = 8;
+
+/// Index of a flow in its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId(pub u32);
+
+/// What the fast path does with a flow's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlowAction {
+    Forward {
+        next_hop: NextHopId,
+    },
+    /// Dropped and counted under `reason` (the dataplane's drop-reason index).
+    Drop {
+        reason: u16,
+    },
+}
+
+/// Flag bits of an entry.
+pub mod flags {
+    /// The entry is in use.
+    pub const LIVE: u8 = 0x80;
+    /// Policy denied this flow: it ages out on the short timeout.
+    pub const DENIED: u8 = 0x01;
+    /// This is the reverse (reply) direction of a pair.
+    pub const REVERSE: u8 = 0x02;
+}
+
+/// One flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowEntry {
+    pub key: FlowKey,
+    pub action: Option<FlowAction>,
+    pub reverse: Option<FlowId>,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Times in the caller's unit (the dataplane passes nanoseconds); the table never
+    /// reads a clock.
+    pub created: u64,
+    pub last_seen: u64,
+    pub flags: u8,
+}
+
+/// Why a flow was not installed. Each is counted in [`FlowStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FlowInsertError {
+    #[error("flow table full")]
+    TableFull,
+    #[error("both hash buckets of the flow are full")]
+    BucketFull,
+    #[error("VRF {vrf} reached its quota of {max} flows")]
+    QuotaExceeded { vrf: u32, max: u32 },
+    #[error("the flow exists already (id {})", .0.0)]
+    Exists(FlowId),
+}
+
+/// Counters of the table's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowStats {
+    pub inserted: u64,
+    pub removed: u64,
+    pub aged: u64,
+    pub refused_full: u64,
+    pub refused_bucket: u64,
+    pub refused_quota: u64,
+}
+
+/// What one aging pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AgeStats {
+    pub scanned: usize,
+    pub aged: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    /// 0 = empty slot.
+    sig: [u16; SLOTS],
+    idx: [u32; SLOTS],
+}
+
+impl Bucket {
+    #[inline]
+    fn find(&self, sig: u16) -> u32 {
+        // A bit mask of matching slots (the loop vectorises).
+        let mut m = 0u32;
+        for (i, s) in self.sig.iter().enumerate() {
+            m |= u32::from(*s == sig) << i;
+        }
+        m
+    }
+
+    fn free_slots(&self) -> usize {
+        self.sig.iter().filter(|s| **s == 0).count()
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Quota {
+    max: u32,
+    used: u32,
+}
+
+/// The flow table.
+pub struct FlowTable {
+    buckets: Vec<Bucket>,
+    mask: usize,
+    entries: Vec<FlowEntry>,
+    free: Vec<u32>,
+    quotas: HashMap<u32, Quota>,
+    cursor: usize,
+    stats: FlowStats,
+}
+
+impl core::fmt::Debug for FlowTable {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FlowTable")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+#[inline]
+fn split(h: u64, mask: usize) -> (u16, usize, usize) {
+    let sig = ((h >> 48) as u16).max(1);
+    (sig, h as usize & mask, (h >> 24) as usize & mask)
+}
+
+impl FlowTable {
+    /// A table for `capacity` flows. Buckets are sized for a load of at most 50%, so that
+    /// two-choice placement almost never finds both buckets full before the table is.
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, u32::MAX as usize - 1);
+        let n = (capacity * 2).div_ceil(SLOTS).next_power_of_two().max(2);
+        Self {
+            buckets: vec![Bucket::default(); n],
+            mask: n - 1,
+            entries: vec![FlowEntry::default(); capacity],
+            free: (0..capacity as u32).rev().collect(),
+            quotas: HashMap::new(),
+            cursor: 0,
+            stats: FlowStats::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn stats(&self) -> FlowStats {
+        self.stats
+    }
+
+    /// Limits the flows of one VRF (`None` removes the limit).
+    pub fn set_vrf_quota(&mut self, vrf: u32, max: Option<u32>) {
+        let q = self.quotas.entry(vrf).or_default();
+        q.max = max.unwrap_or(u32::MAX);
+    }
+
+    #[inline]
+    pub fn get(&self, id: FlowId) -> Option<&FlowEntry> {
+        self.entries
+            .get(id.0 as usize)
+            .filter(|e| e.flags & flags::LIVE != 0)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: FlowId) -> Option<&mut FlowEntry> {
+        self.entries
+            .get_mut(id.0 as usize)
+            .filter(|e| e.flags & flags::LIVE != 0)
+    }
+
+    /// Counts a packet of `bytes` on the flow and marks it seen at `now`.
+    #[inline]
+    pub fn touch(&mut self, id: FlowId, bytes: u64, now: u64) {
+        if let Some(e) = self.entries.get_mut(id.0 as usize) {
+            e.packets += 1;
+            e.bytes += bytes;
+            e.last_seen = now;
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &FlowEntry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.flags & flags::LIVE != 0)
+            .map(|(i, e)| (FlowId(i as u32), e))
+    }
+
+    /// The flow of `key`, if installed.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<FlowId> {
+        let (sig, b1, b2) = split(key.hash(), self.mask);
+        self.probe(b1, sig, key)
+            .or_else(|| self.probe(b2, sig, key))
+    }
+
+    #[inline]
+    fn probe(&self, b: usize, sig: u16, key: &FlowKey) -> Option<FlowId> {
+        let bucket = &self.buckets[b];
+        let mut m = bucket.find(sig);
+        while m != 0 {
+            let i = bucket.idx[m.trailing_zeros() as usize];
+            if self.entries[i as usize].key == *key {
+                return Some(FlowId(i));
+            }
+            m &= m - 1;
+        }
+        None
+    }
+
+    /// Looks up every key of `keys` into `out`. Three passes over each group of keys so
+    /// that cache misses overlap: hash and prefetch both buckets; find the signature
+    /// match and prefetch its entry; compare keys.
+    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowId>]) {
+        const CHUNK: usize = 32;
+        for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let mut loc = [(0u16, 0usize, 0usize); CHUNK];
+            for (k, l) in keys.iter().zip(loc.iter_mut()) {
+                *l = split(k.hash(), self.mask);
+                prefetch(&self.buckets[l.1]);
+                prefetch(&self.buckets[l.2]);
+            }
+            let mut cand = [u32::MAX; CHUNK];
+            for (l, c) in loc.iter().zip(cand.iter_mut()) {
+                let (sig, b1, b2) = *l;
+                let (m1, m2) = (self.buckets[b1].find(sig), self.buckets[b2].find(sig));
+                let slot = if m1 != 0 {
+                    Some((b1, m1))
+                } else if m2 != 0 {
+                    Some((b2, m2))
+                } else {
+                    None
+                };
+                if let Some((b, m)) = slot {
+                    *c = self.buckets[b].idx[m.trailing_zeros() as usize];
+                    prefetch(&self.entries[*c as usize]);
+                }
+            }
+            for (i, (k, o)) in keys.iter().zip(out.iter_mut()).enumerate() {
+                *o = match cand[i] {
+                    u32::MAX => None,
+                    c if self.entries[c as usize].key == *k => Some(FlowId(c)),
+                    // A signature collision: settle it the slow way.
+                    _ => self.lookup(k),
+                };
+            }
+        }
+    }
+
+    /// Installs one flow.
+    pub fn insert(
+        &mut self,
+        key: FlowKey,
+        action: FlowAction,
+        now: u64,
+    ) -> Result<FlowId, FlowInsertError> {
+        let r = self.insert_one(key, action, now, 0);
+        self.count(&r);
+        r
+    }
+
+    /// Installs a flow and its reverse, linked both ways, or neither.
+    pub fn insert_pair(
+        &mut self,
+        fwd: (FlowKey, FlowAction),
+        rev: (FlowKey, FlowAction),
+        now: u64,
+    ) -> Result<(FlowId, FlowId), FlowInsertError> {
+        let f = self.insert_one(fwd.0, fwd.1, now, 0);
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                self.count(&Err(e));
+                return Err(e);
+            }
+        };
+        match self.insert_one(rev.0, rev.1, now, flags::REVERSE) {
+            Ok(r) => {
+                self.entries[f.0 as usize].reverse = Some(r);
+                self.entries[r.0 as usize].reverse = Some(f);
+                self.stats.inserted += 2;
+                Ok((f, r))
+            }
+            Err(e) => {
+                self.unlink(f);
+                self.count(&Err(e));
+                Err(e)
+            }
+        }
+    }
+
+    fn count(&mut self, r: &Result<FlowId, FlowInsertError>) {
+        match r {
+            Ok(_) => self.stats.inserted += 1,
+            Err(FlowInsertError::TableFull) => self.stats.refused_full += 1,
+            Err(FlowInsertError::BucketFull) => self.stats.refused_bucket += 1,
+            Err(FlowInsertError::QuotaExceeded { .. }) => self.stats.refused_quota += 1,
+            Err(FlowInsertError::Exists(_)) => {}
+        }
+    }
+
+    fn insert_one(
+        &mut self,
+        key: FlowKey,
+        action: FlowAction,
+        now: u64,
+        extra: u8,
+    ) -> Result<FlowId, FlowInsertError> {
+        let (sig, b1, b2) = split(key.hash(), self.mask);
+        if let Some(id) = self
+            .probe(b1, sig, &key)
+            .or_else(|| self.probe(b2, sig, &key))
+        {
+            return Err(FlowInsertError::Exists(id));
+        }
+        if let Some(q) = self.quotas.get(&key.vrf).filter(|q| q.used >= q.max) {
+            return Err(FlowInsertError::QuotaExceeded {
+                vrf: key.vrf,
+                max: q.max,
+            });
+        }
+        let Some(&idx) = self.free.last() else {
+            return Err(FlowInsertError::TableFull);
+        };
+        let (f1, f2) = (self.buckets[b1].free_slots(), self.buckets[b2].free_slots());
+        let b = match (f1, f2) {
+            (0, 0) => return Err(FlowInsertError::BucketFull),
+            _ if f1 >= f2 => b1,
+            _ => b2,
+        };
+        self.free.pop();
+        let bucket = &mut self.buckets[b];
+        let slot = bucket.sig.iter().position(|s| *s == 0).unwrap_or(0);
+        bucket.sig[slot] = sig;
+        bucket.idx[slot] = idx;
+        let deny = if matches!(action, FlowAction::Drop { .. }) {
+            flags::DENIED
+        } else {
+            0
+        };
+        self.entries[idx as usize] = FlowEntry {
+            key,
+            action: Some(action),
+            reverse: None,
+            packets: 0,
+            bytes: 0,
+            created: now,
+            last_seen: now,
+            flags: flags::LIVE | deny | extra,
+        };
+        self.quotas
+            .entry(key.vrf)
+            .or_insert(Quota {
+                max: u32::MAX,
+                used: 0,
+            })
+            .used += 1;
+        Ok(FlowId(idx))
+    }
+
+    /// Removes a flow and, if linked, its reverse. Returns how many entries went.
+    pub fn remove(&mut self, id: FlowId) -> usize {
+        let Some(e) = self.get(id).copied() else {
+            return 0;
+        };
+        let mut n = usize::from(self.unlink(id));
+        if let Some(r) = e.reverse {
+            n += usize::from(self.unlink(r));
+        }
+        self.stats.removed += n as u64;
+        n
+    }
+
+    /// Takes one entry out of its bucket and the quota; false if it was not live.
+    fn unlink(&mut self, id: FlowId) -> bool {
+        let Some(e) = self.get(id).copied() else {
+            return false;
+        };
+        let (sig, b1, b2) = split(e.key.hash(), self.mask);
+        for b in [b1, b2] {
+            let bucket = &mut self.buckets[b];
+            let mut m = bucket.find(sig);
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                if bucket.idx[s] == id.0 {
+                    bucket.sig[s] = 0;
+                    break;
+                }
+                m &= m - 1;
+            }
+        }
+        if let Some(q) = self.quotas.get_mut(&e.key.vrf) {
+            q.used = q.used.saturating_sub(1);
+        }
+        self.entries[id.0 as usize].flags = 0;
+        self.free.push(id.0);
+        true
+    }
+
+    /// Scans up to `budget` entries from where the last call stopped and removes flows
+    /// idle for longer than their timeout (`denied_idle` for denied flows). A pair ages
+    /// together, on the later of its two directions' last packets.
+    pub fn age(&mut self, now: u64, idle: u64, denied_idle: u64, budget: usize) -> AgeStats {
+        let mut st = AgeStats::default();
+        let n = self.entries.len();
+        for _ in 0..budget.min(n) {
+            let i = self.cursor;
+            self.cursor = (self.cursor + 1) % n;
+            st.scanned += 1;
+            let e = self.entries[i];
+            if e.flags & flags::LIVE == 0 {
+                continue;
+            }
+            let rev_seen = e
+                .reverse
+                .and_then(|r| self.get(r))
+                .map_or(0, |r| r.last_seen);
+            let timeout = if e.flags & flags::DENIED != 0 {
+                denied_idle
+            } else {
+                idle
+            };
+            if now.saturating_sub(e.last_seen.max(rev_seen)) > timeout {
+                let gone = self.remove(FlowId(i as u32));
+                self.stats.removed -= gone as u64;
+                self.stats.aged += gone as u64;
+                st.aged += gone;
+            }
+        }
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests;
