@@ -33,7 +33,7 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000)]
         prefixes: usize,
         /// Number of lookups to time.
-        #[arg(long, default_value_t = 20_000_000)]
+        #[arg(long, default_value_t = 16_000_000)]
         lookups: usize,
     },
 }

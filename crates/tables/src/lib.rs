@@ -22,4 +22,5 @@ pub mod policy;
 pub mod prefetch;
 pub mod prefix;
 pub mod state;
+pub mod synthetic;
 pub mod vrf;
