@@ -21,7 +21,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
     if cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=4096 >"$log" 2>&1; then
-        echo "fuzz: $t: $(grep -Eo '#[0-9]+ +DONE.*' "$log" | tail -n 1)"
+        echo "fuzz: $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -n 1)"
     else
         tail -n 40 "$log"
         echo "fuzz: $t FAILED (reproduce: cd fuzz && cargo +nightly fuzz run $t artifacts/$t/...)"

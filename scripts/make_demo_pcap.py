@@ -22,7 +22,7 @@ def outer(proto_layers):
 
 
 packets = [
-    outer(UDP(sport=51000, dport=4789) / VXLAN(vni=100) / inner_icmp()),
+    outer(UDP(sport=51000, dport=4789) / VXLAN(flags=0x08, vni=100) / inner_icmp()),
     outer(UDP(sport=52000, dport=6635) / MPLS(label=1000, s=0, ttl=64) / MPLS(label=17, s=1, ttl=64)
           / IP(src="10.1.0.1", dst="10.1.0.9", id=3) / TCP(sport=40000, dport=80, seq=1, flags="S")),
     outer(GRE(proto=0x8847, key_present=1, key=42) / MPLS(label=2000, s=1, ttl=63)
@@ -34,7 +34,7 @@ packets = [
     Ether(src=VM_A["src"], dst="33:33:ff:00:00:fe") / IPv6(src="fe80::1", dst="ff02::1:ff00:fe", hlim=255)
     / ICMPv6ND_NS(tgt="fe80::fe") / ICMPv6NDOptSrcLLAddr(lladdr=VM_A["src"]),
     # Malformed: what a hostile or broken peer sends.
-    Ether(bytes(outer(UDP(sport=1, dport=4789) / VXLAN(vni=5)))[:48]),  # VXLAN cut short
+    outer(UDP(sport=1, dport=4789) / Raw(b"\x08\x00\x00\x00")),  # VXLAN header cut short
     Ether(**VM_A, type=0x0800) / Raw(bytes(IP(src="10.0.0.1", dst="10.0.0.2", ihl=3) / UDP())),  # IHL below 5
     Ether(**VM_A) / IP(src="10.0.0.1", dst="10.0.0.2", len=200) / UDP(),  # total length beyond the frame
     outer(UDP(sport=1, dport=4789) / VXLAN(flags=0, vni=5) / inner_icmp()),  # VXLAN without the I flag

@@ -9,7 +9,7 @@ use crate::gre::{GrePacket, GreRepr};
 use crate::icmpv4::{Icmpv4Packet, Icmpv4Repr};
 use crate::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 use crate::ipv4::{Ipv4Packet, Ipv4Repr};
-use crate::ipv6::{self, Ipv6Packet};
+use crate::ipv6::Ipv6Packet;
 use crate::mpls::{LabelStack, payload_ip_version};
 use crate::tcp::TcpPacket;
 use crate::udp::UdpPacket;
