@@ -9,7 +9,8 @@ use std::path::Path;
 
 pub fn run(path: &Path) -> Result<(), String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut reader = PcapReader::new(file).map_err(|e| format!("{}: not a pcap file: {e}", path.display()))?;
+    let mut reader =
+        PcapReader::new(file).map_err(|e| format!("{}: not a pcap file: {e}", path.display()))?;
     let mut drops: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut n = 0usize;
     while let Some(pkt) = reader.next_packet() {
@@ -22,7 +23,10 @@ pub fn run(path: &Path) -> Result<(), String> {
         }
     }
     let dropped: usize = drops.values().sum();
-    println!("{n} packets: {} well-formed, {dropped} would be dropped", n - dropped);
+    println!(
+        "{n} packets: {} well-formed, {dropped} would be dropped",
+        n - dropped
+    );
     for (reason, count) in drops {
         println!("  drop {reason}: {count}");
     }

@@ -15,10 +15,10 @@
 //! kernel's zero pages back it until written) and the default route lives in a field, so
 //! a VRF with a /0 and a few subnets costs a few pages, not 64 MiB.
 
+use crate::fasthash::FastMap;
 use crate::ids::NextHopId;
 use crate::prefetch::prefetch;
 use core::net::Ipv4Addr;
-use std::collections::HashMap;
 
 const EXT: u32 = 1 << 31;
 const DEPTH_SHIFT: u32 = 24;
@@ -72,7 +72,7 @@ pub struct Lpm4 {
     default: Option<NextHopId>,
     /// Every installed prefix: (address, length) → next hop. The control plane's RIB,
     /// used to find the covering prefix when a prefix is removed.
-    rib: HashMap<(u32, u8), NextHopId>,
+    rib: FastMap<(u32, u8), NextHopId>,
 }
 
 impl Default for Lpm4 {
@@ -97,7 +97,7 @@ impl Lpm4 {
             tbl8: Vec::new(),
             free_groups: Vec::new(),
             default: None,
-            rib: HashMap::new(),
+            rib: FastMap::default(),
         }
     }
 

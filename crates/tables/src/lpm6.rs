@@ -8,43 +8,13 @@
 //! nothing long. The next step, measured in bench/RESULTS.md, is binary search on lengths
 //! with markers (Waldvogel et al., 1997) or a compressed multibit trie (tree bitmap).
 
+use crate::fasthash::FastMap;
 use crate::ids::NextHopId;
 use crate::lpm4::{LpmError, MAX_NEXTHOP};
 use crate::prefetch::prefetch;
-use core::hash::{BuildHasherDefault, Hasher};
 use core::net::Ipv6Addr;
-use std::collections::HashMap;
 
-/// Multiply-xorshift over the 128-bit key: the keys are masked addresses from the
-/// control plane, so SipHash's resistance to chosen keys buys nothing for its cost.
-#[derive(Default)]
-pub struct PrefixHasher(u64);
-
-impl Hasher for PrefixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        let x = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = x ^ (x >> 29);
-    }
-}
-
-type Table = HashMap<u128, NextHopId, BuildHasherDefault<PrefixHasher>>;
+type Table = FastMap<u128, NextHopId>;
 
 #[inline]
 fn mask(len: u8) -> u128 {
@@ -183,6 +153,7 @@ impl Lpm6 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     fn a(s: &str) -> u128 {
         u128::from(s.parse::<Ipv6Addr>().unwrap())

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::collections::HashMap;
 
 fn a(s: &str) -> u32 {
     u32::from(s.parse::<Ipv4Addr>().unwrap())

@@ -6,6 +6,7 @@
 //! published state; it never copies the tables.
 
 use super::{ForwardingState, MAX_INTERFACES, MAX_NEXTHOPS, MAX_VRFS, TableOp};
+use crate::fasthash::FastMap as HashMap;
 use crate::ids::{InterfaceId, NextHopId, VrfId};
 use crate::interface::InterfaceKind;
 use crate::label::{FIRST_UNRESERVED_LABEL, LABEL_SPACE};
@@ -14,7 +15,6 @@ use crate::prefix::IpPrefix;
 use crate::vrf::MAX_VNI;
 use core::hash::Hash;
 use ovr_wire::ethernet::MacAddr;
-use std::collections::HashMap;
 
 /// Why a change was refused. Each names what is wrong and with which object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,18 +147,18 @@ impl<'a> Overlay<'a> {
     fn new(base: &'a ForwardingState) -> Self {
         Self {
             base,
-            interfaces: HashMap::new(),
-            names: HashMap::new(),
-            vrfs: HashMap::new(),
-            vnis: HashMap::new(),
-            nexthops: HashMap::new(),
-            routes: HashMap::new(),
-            labels: HashMap::new(),
-            bridge: HashMap::new(),
-            nh_refs: HashMap::new(),
-            if_refs: HashMap::new(),
-            vrf_refs: HashMap::new(),
-            vrf_entries: HashMap::new(),
+            interfaces: HashMap::default(),
+            names: HashMap::default(),
+            vrfs: HashMap::default(),
+            vnis: HashMap::default(),
+            nexthops: HashMap::default(),
+            routes: HashMap::default(),
+            labels: HashMap::default(),
+            bridge: HashMap::default(),
+            nh_refs: HashMap::default(),
+            if_refs: HashMap::default(),
+            vrf_refs: HashMap::default(),
+            vrf_entries: HashMap::default(),
         }
     }
 
