@@ -222,7 +222,7 @@ mod tests {
         let p = TcpPacket::new_checked(seg).unwrap();
         assert_eq!(
             (p.src_port(), p.dst_port(), p.flags()),
-            (22, 50000, flags::PSH | flags::ACK)
+            (40001, 50000, flags::PSH | flags::ACK)
         );
         assert_eq!(p.payload(), b"data");
         let (s, d) = (

@@ -198,7 +198,7 @@ mod tests {
         let p = UdpPacket::new_checked(&fixtures::IPV6_UDP[54..]).unwrap();
         assert_eq!(
             (p.src_port(), p.dst_port(), p.payload()),
-            (5353, 5000, &b"query"[..])
+            (40002, 5000, &b"query"[..])
         );
         assert!(p.verify_v6(v6().0, v6().1));
         let mut b = fixtures::IPV6_UDP[54..].to_vec();
