@@ -8,8 +8,9 @@ pub const LABEL_SPACE: usize = 1 << 20;
 /// Labels 0-15 are reserved (RFC 3032 section 2.1, RFC 7274) and never map to a next hop.
 pub const FIRST_UNRESERVED_LABEL: u32 = 16;
 
-/// Direct-indexed: one memory access per lookup. The 4 MiB array is allocated zeroed
-/// (calloc), so only the pages holding labels in use take memory.
+/// Direct-indexed: one memory access per lookup. The 4 MiB array is allocated on the
+/// first insert, zeroed (calloc), so only the pages holding labels in use take memory and
+/// an empty table (every new copy of the forwarding state) costs nothing.
 #[derive(Clone)]
 pub struct LabelTable {
     /// 0 = no entry; otherwise the next-hop id plus one.
@@ -65,6 +66,9 @@ impl LabelTable {
     /// next hop it replaced.
     pub(crate) fn insert(&mut self, label: u32, nh: NextHopId) -> Option<NextHopId> {
         let old = self.lookup(label);
+        if self.slots.is_empty() {
+            self.slots = vec![0; LABEL_SPACE];
+        }
         if let Some(slot) = self.slots.get_mut(label as usize) {
             *slot = nh.0 + 1;
             if old.is_none() {
