@@ -1,12 +1,16 @@
-//! IPv6 longest-prefix match: one hash table per prefix length present, probed from the
-//! longest length down to the shortest; the first hit is the longest match.
+//! IPv6 longest-prefix match: one hash table per prefix length, and for every /20 a
+//! bitmap of the prefix lengths that can match inside it.
 //!
-//! Why this shape for now: it holds 500K BGP-like prefixes in tens of MiB (a DIR-24-8-style
-//! expansion with 8-bit strides needs several 1 KiB groups per /48 and runs to gigabytes),
-//! inserts and removes are O(1), and it is obviously correct. Its cost is one probe per
-//! distinct length present (about 20 in a BGP-like table) for an address that matches
-//! nothing long. The next step, measured in bench/RESULTS.md, is binary search on lengths
-//! with markers (Waldvogel et al., 1997) or a compressed multibit trie (tree bitmap).
+//! A lookup reads the bitmap of its address's /20 (one access), then probes only the
+//! lengths set there, longest first; the first hit is the longest match. In a BGP-like
+//! table a /20 holds a handful of lengths, not the ~30 of the whole table, and an address
+//! under no route costs the one bitmap read.
+//!
+//! Why this shape for now: it holds 500K prefixes in tens of MiB (a DIR-24-8-style
+//! expansion with 8-bit strides needs several 1 KiB groups per /48: gigabytes), inserts
+//! and removes cost O(1) plus, for prefixes shorter than /20, one bit per /20 they cover,
+//! and it is easy to show correct. A compressed multibit trie (tree bitmap, poptrie) is
+//! the next step if lookups must get faster still; see bench/RESULTS.md.
 
 use crate::fasthash::FastMap;
 use crate::ids::NextHopId;
@@ -21,15 +25,34 @@ fn mask(len: u8) -> u128 {
     u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
 }
 
+/// Bits of the address that index the length bitmaps.
+const SLOT_BITS: u8 = 20;
+
+#[inline]
+fn slot(addr: u128) -> usize {
+    (addr >> (128 - u32::from(SLOT_BITS))) as usize
+}
+
 /// An IPv6 FIB.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Lpm6 {
     /// by_len[l]: prefixes of length l (1..=128).
     by_len: Vec<Table>,
-    /// Lengths that hold at least one prefix, longest first.
-    lengths: Vec<u8>,
+    /// For each /20: bit l-1 set when a prefix of length l may match inside it.
+    /// Allocated zeroed (calloc): only the /20s with routes take memory.
+    lengths: Vec<u128>,
+    /// For lengths ≥ 20: how many prefixes of that length lie in each /20, so that a
+    /// remove knows when to clear the bit. (Shorter prefixes of one length never overlap,
+    /// so they need no count.)
+    in_slot: FastMap<(u32, u8), u32>,
     default: Option<NextHopId>,
     count: usize,
+}
+
+impl Default for Lpm6 {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl core::fmt::Debug for Lpm6 {
@@ -45,7 +68,10 @@ impl Lpm6 {
     pub fn new() -> Self {
         Self {
             by_len: (0..=128).map(|_| Table::default()).collect(),
-            ..Default::default()
+            lengths: vec![0; 1 << SLOT_BITS],
+            in_slot: FastMap::default(),
+            default: None,
+            count: 0,
         }
     }
 
@@ -86,22 +112,59 @@ impl Lpm6 {
 
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<NextHopId> {
-        for &l in &self.lengths {
+        self.lookup_in(addr, self.lengths[slot(addr)])
+    }
+
+    #[inline]
+    fn lookup_in(&self, addr: u128, mut bits: u128) -> Option<NextHopId> {
+        while bits != 0 {
+            let l = (128 - bits.leading_zeros()) as u8;
             if let Some(nh) = self.by_len[usize::from(l)].get(&(addr & mask(l))) {
                 return Some(*nh);
             }
+            bits &= !(1u128 << (l - 1));
         }
         self.default
     }
 
-    /// Looks up every address of `addrs` into `out`. The hash tables give no handle to
-    /// prefetch their buckets, so this prefetches the addresses only; see the module note.
+    /// Looks up every address of `addrs` into `out`, prefetching the length bitmaps of
+    /// the whole batch first so that those misses overlap. (The hash tables give no handle
+    /// to prefetch their buckets.)
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [Option<NextHopId>]) {
-        for a in addrs.iter().step_by(4) {
-            prefetch(a);
+        for a in addrs {
+            prefetch(&self.lengths[slot(*a)]);
         }
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
-            *o = self.lookup(*a);
+            *o = self.lookup_in(*a, self.lengths[slot(*a)]);
+        }
+    }
+
+    /// Marks (or, on removal, unmarks) length `len` in the /20s that `p` covers.
+    fn mark(&mut self, p: u128, len: u8, add: bool) {
+        let bit = 1u128 << (len - 1);
+        if len >= SLOT_BITS {
+            let s = slot(p);
+            let n = self.in_slot.entry((s as u32, len)).or_default();
+            if add {
+                *n += 1;
+            } else {
+                *n = n.saturating_sub(1);
+            }
+            if *n == 0 {
+                self.in_slot.remove(&(s as u32, len));
+                self.lengths[s] &= !bit;
+            } else {
+                self.lengths[s] |= bit;
+            }
+        } else {
+            let first = slot(p);
+            for b in &mut self.lengths[first..first + (1 << (SLOT_BITS - len))] {
+                if add {
+                    *b |= bit;
+                } else {
+                    *b &= !bit;
+                }
+            }
         }
     }
 
@@ -128,9 +191,7 @@ impl Lpm6 {
         let old = self.by_len[usize::from(len)].insert(p, nh);
         if old.is_none() {
             self.count += 1;
-            if let Err(at) = self.lengths.binary_search_by(|l| len.cmp(l)) {
-                self.lengths.insert(at, len);
-            }
+            self.mark(p, len, true);
         }
         Ok(old)
     }
@@ -139,12 +200,10 @@ impl Lpm6 {
         if len == 0 {
             return self.default.take();
         }
-        let t = self.by_len.get_mut(usize::from(len))?;
-        let old = t.remove(&u128::from(prefix))?;
+        let p = u128::from(prefix);
+        let old = self.by_len.get_mut(usize::from(len))?.remove(&p)?;
         self.count -= 1;
-        if t.is_empty() {
-            self.lengths.retain(|l| *l != len);
-        }
+        self.mark(p, len, false);
         Some(old)
     }
 }
