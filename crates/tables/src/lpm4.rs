@@ -39,6 +39,27 @@ pub enum LpmError {
     NextHopOutOfRange(u32),
 }
 
+/// Checks a route before it is installed: the length fits the address width, no bits
+/// are set past it (`host_bits`, asked only once the length is known to fit), and the
+/// next hop fits an entry. Shared by the IPv4 and IPv6 tables.
+pub(crate) fn check_route(
+    len: u8,
+    width: u8,
+    host_bits: impl FnOnce() -> bool,
+    nh: NextHopId,
+) -> Result<(), LpmError> {
+    if len > width {
+        return Err(LpmError::BadLength(len));
+    }
+    if host_bits() {
+        return Err(LpmError::HostBits);
+    }
+    if nh.0 > MAX_NEXTHOP {
+        return Err(LpmError::NextHopOutOfRange(nh.0));
+    }
+    Ok(())
+}
+
 #[inline]
 fn mask(len: u8) -> u32 {
     u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
@@ -189,15 +210,7 @@ impl Lpm4 {
         nh: NextHopId,
     ) -> Result<Option<NextHopId>, LpmError> {
         let p = u32::from(prefix);
-        if len > 32 {
-            return Err(LpmError::BadLength(len));
-        }
-        if p & !mask(len) != 0 {
-            return Err(LpmError::HostBits);
-        }
-        if nh.0 > MAX_NEXTHOP {
-            return Err(LpmError::NextHopOutOfRange(nh.0));
-        }
+        check_route(len, 32, || p & !mask(len) != 0, nh)?;
         if len == 0 {
             return Ok(self.default.replace(nh));
         }

@@ -14,7 +14,7 @@
 
 use crate::fasthash::FastMap;
 use crate::ids::NextHopId;
-use crate::lpm4::{LpmError, MAX_NEXTHOP};
+use crate::lpm4::{LpmError, check_route};
 use crate::prefetch::prefetch;
 use core::net::Ipv6Addr;
 
@@ -176,15 +176,7 @@ impl Lpm6 {
         nh: NextHopId,
     ) -> Result<Option<NextHopId>, LpmError> {
         let p = u128::from(prefix);
-        if len > 128 {
-            return Err(LpmError::BadLength(len));
-        }
-        if p & !mask(len) != 0 {
-            return Err(LpmError::HostBits);
-        }
-        if nh.0 > MAX_NEXTHOP {
-            return Err(LpmError::NextHopOutOfRange(nh.0));
-        }
+        check_route(len, 128, || p & !mask(len) != 0, nh)?;
         if len == 0 {
             return Ok(self.default.replace(nh));
         }
