@@ -1,7 +1,7 @@
 //! Route updates through the double-buffered forwarding state while another thread keeps
 //! looking up: the update rate, and the lookup rate with and without the churn.
 //!
-//! `cargo bench -p ovr-tables --bench update [-- SECONDS]`
+//! `cargo bench -p ovr-tables --bench update [-- SECONDS [BATCH]]` (defaults: 5 s, 1024)
 //!
 //! A plain program rather than criterion: what matters is two threads running at once
 //! for a while, and the rates each achieved.
@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const PRELOAD: u32 = 500_000;
-const BATCH: usize = 1024;
 const LOOKUP_BATCH: usize = 256;
 
 fn prefix24(i: u32) -> IpPrefix {
@@ -50,10 +49,10 @@ fn lookups(factory: TablesReaderFactory, stop: Arc<AtomicBool>, count: Arc<Atomi
 }
 
 fn main() {
-    let secs: f64 = std::env::args()
-        .filter_map(|a| a.parse().ok())
-        .next()
-        .unwrap_or(5.0);
+    // cargo bench passes flags of its own ("--bench"): take the numeric arguments.
+    let nums: Vec<f64> = std::env::args().filter_map(|a| a.parse().ok()).collect();
+    let secs = nums.first().copied().unwrap_or(5.0);
+    let batch = nums.get(1).map_or(1024, |b| (*b as usize).max(2));
     let (mut w, _r) = new_tables();
     let mut setup = vec![
         TableOp::UpsertVrf {
@@ -84,7 +83,7 @@ fn main() {
     }
     w.commit(setup).expect("setup");
     let start = Instant::now();
-    for chunk in (0..PRELOAD).collect::<Vec<_>>().chunks(BATCH * 16) {
+    for chunk in (0..PRELOAD).collect::<Vec<_>>().chunks(16_384) {
         let ops = chunk
             .iter()
             .map(|i| TableOp::AddRoute {
@@ -112,9 +111,9 @@ fn main() {
         let mut next = PRELOAD;
         while start.elapsed() < Duration::from_secs_f64(secs) {
             if churn {
-                // Each batch adds BATCH/2 new routes and removes BATCH/2 old ones, so the
+                // Each batch adds batch/2 new routes and removes batch/2 old ones, so the
                 // table size stays constant.
-                let ops = (0..BATCH as u32 / 2)
+                let ops = (0..batch as u32 / 2)
                     .flat_map(|k| {
                         let i = next + k;
                         [
@@ -131,8 +130,8 @@ fn main() {
                     })
                     .collect();
                 w.commit(ops).expect("churn batch");
-                next += BATCH as u32 / 2;
-                updates += BATCH as u64;
+                next += batch as u32 / 2;
+                updates += batch as u64;
             } else {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -146,7 +145,7 @@ fn main() {
     let (updates, busy) = run(&mut w, true);
     println!("lookups without churn: {:.1} M/s (one thread)", quiet / 1e6);
     println!(
-        "route updates: {:.2} M/s in batches of {BATCH} while lookups ran at {:.1} M/s ({:+.0}%)",
+        "route updates: {:.2} M/s in batches of {batch} while lookups ran at {:.1} M/s ({:+.0}%)",
         updates / 1e6,
         busy / 1e6,
         100.0 * (busy - quiet) / quiet
