@@ -320,6 +320,50 @@ fn bridge_and_policy_changes() {
     ));
 }
 
+#[test]
+fn a_vrf_named_by_another_vrfs_policy_cannot_be_removed() {
+    use crate::policy::{PolicyAction, PolicyRule, PortRange};
+    let (mut w, _r) = new_tables();
+    let allow_from_2 = Policy::new(vec![PolicyRule {
+        src_net: Some(VrfId(2)),
+        dst_net: None,
+        src: None,
+        dst: None,
+        protocol: None,
+        src_ports: PortRange::ANY,
+        dst_ports: PortRange::ANY,
+        action: PolicyAction::Allow,
+    }])
+    .unwrap();
+    let set = |p: Policy| TableOp::SetPolicy {
+        vrf: VrfId(1),
+        policy: Arc::new(p),
+    };
+    w.commit(vec![vrf(1, 100), vrf(2, 200), set(allow_from_2.clone())])
+        .unwrap();
+    let e = w.commit(vec![TableOp::RemoveVrf(VrfId(2))]).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            TableError::InUse {
+                what: "VRF",
+                by: "policy rules of other VRFs",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Replacing the policy first, in the same batch, frees it; so does removing VRF 1.
+    w.commit(vec![set(Policy::default()), TableOp::RemoveVrf(VrfId(2))])
+        .unwrap();
+    w.commit(vec![vrf(2, 200), set(allow_from_2)]).unwrap();
+    w.commit(vec![
+        TableOp::RemoveVrf(VrfId(1)),
+        TableOp::RemoveVrf(VrfId(2)),
+    ])
+    .unwrap();
+}
+
 /// Readers see each batch whole: a reader never observes half of a committed batch.
 #[test]
 fn readers_see_batches_atomically() {

@@ -11,10 +11,12 @@ use crate::ids::{InterfaceId, NextHopId, VrfId};
 use crate::interface::InterfaceKind;
 use crate::label::{FIRST_UNRESERVED_LABEL, LABEL_SPACE};
 use crate::nexthop::{ECMP_BUCKETS, Encap, NextHop};
+use crate::policy::Policy;
 use crate::prefix::IpPrefix;
 use crate::vrf::MAX_VNI;
 use core::hash::Hash;
 use ovr_wire::ethernet::MacAddr;
+use std::sync::Arc;
 
 /// Why a change was refused. Each names what is wrong and with which object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,6 +135,8 @@ struct Overlay<'a> {
     routes: Layer<(VrfId, IpPrefix), NextHopId>,
     labels: Layer<u32, NextHopId>,
     bridge: Layer<(VrfId, MacAddr), NextHopId>,
+    /// Policies set in this batch (`None`: the VRF, and so its policy, was removed).
+    policies: Layer<VrfId, Arc<Policy>>,
     nh_refs: HashMap<NextHopId, i64>,
     if_refs: HashMap<InterfaceId, i64>,
     vrf_refs: HashMap<VrfId, i64>,
@@ -155,6 +159,7 @@ impl<'a> Overlay<'a> {
             routes: HashMap::default(),
             labels: HashMap::default(),
             bridge: HashMap::default(),
+            policies: HashMap::default(),
             nh_refs: HashMap::default(),
             if_refs: HashMap::default(),
             vrf_refs: HashMap::default(),
@@ -183,6 +188,31 @@ impl<'a> Overlay<'a> {
             self.base.refs.nexthop.get(&id).copied(),
             self.nh_refs.get(&id),
         )
+    }
+
+    /// How many other VRFs' policies name `id` in a rule, after this batch's changes.
+    fn policies_naming(&self, id: VrfId) -> u32 {
+        let names = |p: &Policy| {
+            p.rules()
+                .iter()
+                .any(|r| r.src_net == Some(id) || r.dst_net == Some(id))
+        };
+        let base = self
+            .base
+            .vrfs()
+            .filter(|v| {
+                v.id != id
+                    && !self.policies.contains_key(&v.id)
+                    && !matches!(self.vrfs.get(&v.id), Some(None))
+            })
+            .filter(|v| names(&v.policy))
+            .count();
+        let batch = self
+            .policies
+            .iter()
+            .filter(|(v, p)| **v != id && p.as_deref().is_some_and(names))
+            .count();
+        (base + batch) as u32
     }
 
     fn need_interface(&self, id: InterfaceId) -> Result<(), TableError> {
@@ -311,6 +341,16 @@ impl<'a> Overlay<'a> {
                         by: "interfaces",
                     });
                 }
+                let policies = self.policies_naming(*id);
+                if policies > 0 {
+                    return Err(TableError::InUse {
+                        what: "VRF",
+                        id: id.0,
+                        refs: policies,
+                        by: "policy rules of other VRFs",
+                    });
+                }
+                self.policies.insert(*id, None);
                 let base_entries = self.base.vrf(*id).map(|v| v.entries() as u32);
                 let entries = count(base_entries, self.vrf_entries.get(id));
                 if entries > 0 {
@@ -447,6 +487,7 @@ impl<'a> Overlay<'a> {
                         self.need_vrf(net)?;
                     }
                 }
+                self.policies.insert(*vrf, Some(policy.clone()));
             }
         }
         Ok(())
