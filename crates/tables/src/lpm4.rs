@@ -136,9 +136,9 @@ impl Lpm4 {
         self.tbl8.len() / GROUP - self.free_groups.len()
     }
 
-    /// Bytes of second-level groups plus the first level's pages that routes touched
-    /// (an estimate: 4 KiB per page holding a non-empty entry is not tracked, so this
-    /// counts the first level as written where a route of /8../24 spans).
+    /// Memory the table really uses: the second-level groups plus the first-level pages
+    /// that hold a route (untouched pages are the kernel's shared zero page). Scans the
+    /// first level: for reports, not for the hot path.
     pub fn memory_bytes(&self) -> usize {
         let touched_pages = self
             .tbl24

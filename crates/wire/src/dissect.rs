@@ -16,8 +16,6 @@ use crate::udp::UdpPacket;
 use crate::vxlan::VxlanPacket;
 use crate::{WireError, ip_proto, udp_port};
 use core::net::IpAddr;
-use std::string::String;
-use std::vec::Vec;
 
 /// How many tunnel headers deep the walk goes.
 const MAX_TUNNEL_DEPTH: usize = 4;

@@ -10,8 +10,6 @@
 //! the tests and the builders use them; the hot path reads fields in place.
 #![forbid(unsafe_code)]
 
-extern crate std;
-
 pub mod checksum;
 pub mod dissect;
 pub mod error;
