@@ -6,7 +6,8 @@ set -euo pipefail
 need_apt=()
 command -v tshark >/dev/null || need_apt+=(tshark)
 command -v ip >/dev/null || need_apt+=(iproute2)
-command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 if [ ${#need_apt[@]} -gt 0 ]; then
