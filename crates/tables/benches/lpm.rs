@@ -3,7 +3,10 @@
 //!
 //! `cargo bench -p ovr-tables --bench lpm`
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BatchSize, BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main,
+};
 use ovr_tables::ids::NextHopId;
 use ovr_tables::lpm4::Lpm4;
 use ovr_tables::lpm6::Lpm6;
@@ -13,6 +16,33 @@ use std::time::Instant;
 
 const BATCH: usize = 64;
 const ADDRS: usize = 1 << 22;
+
+/// Single lookups, then batches of 64, walking `addrs` (more than any cache holds).
+fn lookups<A: Copy>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    addrs: &[A],
+    single: impl Fn(A) -> Option<NextHopId>,
+    batch: impl Fn(&[A], &mut [Option<NextHopId>]),
+) {
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    g.bench_function("lookup", |b| {
+        b.iter(|| {
+            i = (i + 1) % addrs.len();
+            black_box(single(addrs[i]))
+        })
+    });
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let mut out = [None; BATCH];
+    let mut at = 0;
+    g.bench_function("lookup_batch64", |b| {
+        b.iter(|| {
+            at = (at + BATCH) % (addrs.len() - BATCH);
+            batch(&addrs[at..at + BATCH], &mut out);
+            black_box(&out);
+        })
+    });
+}
 
 fn ipv4(c: &mut Criterion) {
     let routes = ipv4_prefixes(1_000_000, 7);
@@ -30,24 +60,7 @@ fn ipv4(c: &mut Criterion) {
     let mut r = Rng::new(3);
     let addrs: Vec<u32> = (0..ADDRS).map(|_| r.next_u32()).collect();
     let mut g = c.benchmark_group("lpm4_1M");
-    g.throughput(Throughput::Elements(1));
-    let mut i = 0;
-    g.bench_function("lookup", |b| {
-        b.iter(|| {
-            i = (i + 1) & (ADDRS - 1);
-            black_box(t.lookup(addrs[i]))
-        })
-    });
-    g.throughput(Throughput::Elements(BATCH as u64));
-    let mut out = [None; BATCH];
-    let mut at = 0;
-    g.bench_function("lookup_batch64", |b| {
-        b.iter(|| {
-            at = (at + BATCH) & (ADDRS - 1);
-            t.lookup_batch(&addrs[at..at + BATCH], &mut out);
-            black_box(&out);
-        })
-    });
+    lookups(&mut g, &addrs, |a| t.lookup(a), |a, o| t.lookup_batch(a, o));
     // An insert and a remove of a /24 not in the table: what one route update costs.
     g.throughput(Throughput::Elements(2));
     let mut k = 0u32;
@@ -89,24 +102,7 @@ fn ipv6(c: &mut Criterion) {
         })
         .collect();
     let mut g = c.benchmark_group("lpm6_500K");
-    g.throughput(Throughput::Elements(1));
-    let mut i = 0;
-    g.bench_function("lookup", |b| {
-        b.iter(|| {
-            i = (i + 1) & (ADDRS - 1);
-            black_box(t.lookup(addrs[i]))
-        })
-    });
-    g.throughput(Throughput::Elements(BATCH as u64));
-    let mut out = [None; BATCH];
-    let mut at = 0;
-    g.bench_function("lookup_batch64", |b| {
-        b.iter(|| {
-            at = (at + BATCH) & (ADDRS - 1);
-            t.lookup_batch(&addrs[at..at + BATCH], &mut out);
-            black_box(&out);
-        })
-    });
+    lookups(&mut g, &addrs, |a| t.lookup(a), |a, o| t.lookup_batch(a, o));
     g.finish();
 }
 

@@ -53,6 +53,23 @@ pub struct PolicyRule {
     pub action: PolicyAction,
 }
 
+impl PolicyRule {
+    /// A rule matching every packet, to narrow with struct update syntax:
+    /// `PolicyRule { protocol: Some(6), ..PolicyRule::matching_all(PolicyAction::Deny) }`.
+    pub fn matching_all(action: PolicyAction) -> Self {
+        Self {
+            src_net: None,
+            dst_net: None,
+            src: None,
+            dst: None,
+            protocol: None,
+            src_ports: PortRange::ANY,
+            dst_ports: PortRange::ANY,
+            action,
+        }
+    }
+}
+
 /// Why a rule was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
@@ -151,16 +168,7 @@ mod tests {
     use super::*;
 
     fn rule(action: PolicyAction) -> PolicyRule {
-        PolicyRule {
-            src_net: None,
-            dst_net: None,
-            src: None,
-            dst: None,
-            protocol: None,
-            src_ports: PortRange::ANY,
-            dst_ports: PortRange::ANY,
-            action,
-        }
+        PolicyRule::matching_all(action)
     }
 
     fn query(src_net: u32, dst_net: u32, proto: u8, dport: u16) -> PolicyQuery {

@@ -322,17 +322,11 @@ fn bridge_and_policy_changes() {
 
 #[test]
 fn a_vrf_named_by_another_vrfs_policy_cannot_be_removed() {
-    use crate::policy::{PolicyAction, PolicyRule, PortRange};
+    use crate::policy::{PolicyAction, PolicyRule};
     let (mut w, _r) = new_tables();
     let allow_from_2 = Policy::new(vec![PolicyRule {
         src_net: Some(VrfId(2)),
-        dst_net: None,
-        src: None,
-        dst: None,
-        protocol: None,
-        src_ports: PortRange::ANY,
-        dst_ports: PortRange::ANY,
-        action: PolicyAction::Allow,
+        ..PolicyRule::matching_all(PolicyAction::Allow)
     }])
     .unwrap();
     let set = |p: Policy| TableOp::SetPolicy {
@@ -375,12 +369,17 @@ fn readers_see_batches_atomically() {
     let reader = std::thread::spawn(move || {
         let r = factory.reader();
         let mut checks = 0u64;
-        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+        // Check at least once, however late this thread gets a core.
+        loop {
+            let stopping = s.load(std::sync::atomic::Ordering::Relaxed);
             let Some(t) = r.enter() else { break };
             let v = t.vrf(VrfId(1)).unwrap();
             // The batch adds (or removes) both routes together.
             assert_eq!(v.fib4.len() % 2, 0, "half a batch visible");
             checks += 1;
+            if stopping {
+                break;
+            }
         }
         checks
     });
