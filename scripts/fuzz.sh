@@ -17,6 +17,13 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 cd fuzz
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
+# Start every target from the scapy-made packets, so that the fuzzer mutates valid VXLAN,
+# MPLS and GRE frames instead of having to discover them.
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t"
+    cp -n ../crates/wire/fixtures/*.bin "corpus/$t/" 2>/dev/null || true
+done
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
