@@ -67,7 +67,7 @@ wire_errors! {
     MplsStackTooDeep => "mpls_stack_too_deep", "MPLS label stack deeper than ovr walks";
     GreTruncated => "gre_truncated", "GRE header shorter than its flags require";
     GreBadVersion => "gre_bad_version", "GRE version other than 0";
-    GreUnsupportedFlags => "gre_unsupported_flags", "GRE with routing or reserved flags set";
+    GreUnsupportedFlags => "gre_unsupported_flags", "GRE with any of bits 1-5 set (RFC 1701 routing, strict route, recursion)";
     GreBadChecksum => "gre_bad_checksum", "GRE checksum does not verify";
 }
 

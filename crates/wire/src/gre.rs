@@ -9,9 +9,10 @@ const FLAG_C: u16 = 0x8000;
 const FLAG_R: u16 = 0x4000;
 const FLAG_K: u16 = 0x2000;
 const FLAG_S: u16 = 0x1000;
-/// Reserved0 bits that RFC 2784 section 2.3 requires to be zero (strict source route
-/// and recursion control of RFC 1701, and bits 5-12 which RFC 2890 leaves reserved).
-const RESERVED0: u16 = 0x0ff8;
+/// RFC 1701's strict-source-route bit and the first bit of its recursion control (bits 4
+/// and 5): RFC 2784 section 2.3 has a receiver discard packets with any of bits 1-5 set
+/// (bits 2 and 3 are RFC 2890's key and sequence flags, which ovr implements).
+const DISCARD_BITS: u16 = 0x0c00;
 const VERSION: u16 = 0x0007;
 
 pub const BASE_LEN: usize = 4;
@@ -38,7 +39,7 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
         if f & VERSION != 0 {
             return Err(WireError::GreBadVersion);
         }
-        if f & (FLAG_R | RESERVED0) != 0 {
+        if f & (FLAG_R | DISCARD_BITS) != 0 {
             return Err(WireError::GreUnsupportedFlags);
         }
         let p = Self { buffer };
@@ -259,6 +260,12 @@ mod tests {
         assert_eq!(with_flags(0x00, 0x01), Some(WireError::GreBadVersion));
         assert_eq!(with_flags(0x40, 0x00), Some(WireError::GreUnsupportedFlags));
         assert_eq!(with_flags(0x08, 0x00), Some(WireError::GreUnsupportedFlags));
+        assert_eq!(with_flags(0x04, 0x00), Some(WireError::GreUnsupportedFlags));
+        // Bits 6-12 are reserved and "MUST be ignored on receipt" (RFC 2784 section 2.3):
+        // the packet is accepted as if they were zero.
+        let p = GrePacket::new_checked(vec![0x03, 0xf8, 0x88, 0x47]).unwrap();
+        assert_eq!(p.flags() & 0x03f8, 0x03f8);
+        assert_eq!((p.header_len(), p.protocol_type()), (4, ethertype::MPLS));
     }
 
     proptest! {
