@@ -16,6 +16,14 @@ pub mod reserved {
     pub const ROUTER_ALERT: u32 = 1;
     pub const IPV6_EXPLICIT_NULL: u32 = 2;
     pub const IMPLICIT_NULL: u32 = 3;
+    /// Entropy label indicator (RFC 6790).
+    pub const ENTROPY_LABEL_INDICATOR: u32 = 7;
+    /// Generic associated channel label (RFC 5586).
+    pub const GAL: u32 = 13;
+    /// OAM alert label (RFC 3429).
+    pub const OAM_ALERT: u32 = 14;
+    /// Extension label (RFC 7274).
+    pub const EXTENSION: u32 = 15;
     /// Labels below this are reserved.
     pub const FIRST_UNRESERVED: u32 = 16;
 }

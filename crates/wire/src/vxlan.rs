@@ -150,5 +150,13 @@ mod tests {
             VxlanRepr { vni }.emit(&mut b);
             prop_assert_eq!(VxlanRepr::parse(&VxlanPacket::new_checked(&b[..]).unwrap()).vni, vni);
         }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..24)) {
+            if let Ok(p) = VxlanPacket::new_checked(&data[..]) {
+                prop_assert!(p.vni() < 1 << 24);
+                prop_assert_eq!(p.payload().len(), data.len() - HEADER_LEN);
+            }
+        }
     }
 }
