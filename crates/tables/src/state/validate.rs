@@ -452,7 +452,7 @@ impl<'a> Overlay<'a> {
             }
             TableOp::AddBridge { vrf, mac, nh } => {
                 self.need_vrf(*vrf)?;
-                if mac.0[0] & 1 == 1 {
+                if mac.is_multicast() {
                     return Err(TableError::GroupMac(*mac));
                 }
                 self.need_nexthop(*nh)?;
