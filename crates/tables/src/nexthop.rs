@@ -1,7 +1,7 @@
 //! Next hops: what to do with a packet once a route, label, bridge entry or flow has
 //! chosen it (the vRouter's "nh" table).
 
-use crate::ids::{InterfaceId, NextHopId};
+use crate::ids::{InterfaceId, NextHopId, VrfId};
 use core::net::IpAddr;
 use ovr_wire::ethernet::MacAddr;
 
@@ -47,6 +47,19 @@ pub enum NextHop {
     Tunnel(Tunnel),
     /// Spread flows over members (ECMP).
     Composite(Ecmp),
+    /// Look the (decapsulated) packet up again in a VRF: what an MPLS label names when it
+    /// stands for a whole virtual network rather than one workload.
+    Vrf { vrf: VrfId, inner: Inner },
+}
+
+/// What a tunnel carries after its label, which the label alone must tell (an MPLS
+/// payload has no type field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Inner {
+    /// An Ethernet frame, bridged in the VRF (L2 overlay).
+    Ethernet,
+    /// An IP packet, routed in the VRF (L3 overlay).
+    Ip,
 }
 
 impl NextHop {
@@ -55,6 +68,14 @@ impl NextHop {
         match self {
             NextHop::Interface { interface, .. } => Some(*interface),
             NextHop::Tunnel(t) => Some(t.underlay),
+            _ => None,
+        }
+    }
+
+    /// The VRF a next hop looks packets up in.
+    pub fn vrf(&self) -> Option<VrfId> {
+        match self {
+            NextHop::Vrf { vrf, .. } => Some(*vrf),
             _ => None,
         }
     }

@@ -15,7 +15,9 @@ pub struct FlowKey {
     pub src_port: u16,
     pub dst_port: u16,
     pub protocol: u8,
-    _pad: [u8; 3],
+    /// A bridged (L2) flow: the same 5-tuple routed is another flow.
+    pub bridged: bool,
+    _pad: [u8; 2],
 }
 
 impl FlowKey {
@@ -38,7 +40,16 @@ impl FlowKey {
             src_port,
             dst_port,
             protocol,
-            _pad: [0; 3],
+            bridged: false,
+            _pad: [0; 2],
+        }
+    }
+
+    /// The same key for a bridged flow.
+    pub fn into_bridged(self) -> Self {
+        Self {
+            bridged: true,
+            ..self
         }
     }
 
@@ -68,7 +79,9 @@ impl FlowKey {
     fn words(&self) -> [u64; 5] {
         let w =
             |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
-        let tail = u64::from(self.vrf) | (u64::from(self.protocol) << 32);
+        let tail = u64::from(self.vrf)
+            | (u64::from(self.protocol) << 32)
+            | (u64::from(self.bridged) << 40);
         let ports = u64::from(self.src_port) | (u64::from(self.dst_port) << 16);
         [
             w(&self.src, 0) ^ w(&self.src, 8).rotate_left(17),

@@ -56,6 +56,10 @@ pub struct FlowEntry {
     pub created: u64,
     pub last_seen: u64,
     pub flags: u8,
+    /// The forwarding-state epoch the action was decided at (the caller's to keep).
+    pub epoch: u32,
+    /// For a bridged flow, the destination MAC its next hop was looked up by.
+    pub dst_mac: [u8; 6],
 }
 
 /// Why a flow was not installed. Each is counted in [`FlowStats`].
@@ -377,6 +381,8 @@ impl FlowTable {
             created: now,
             last_seen: now,
             flags: flags::LIVE | deny | extra,
+            epoch: 0,
+            dst_mac: [0; 6],
         };
         self.quotas
             .entry(key.vrf)

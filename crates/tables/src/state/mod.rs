@@ -42,6 +42,7 @@ pub struct ForwardingState {
     nexthops: Vec<Option<NextHop>>,
     labels: LabelTable,
     refs: Refs,
+    epoch: u32,
 }
 
 /// Who refers to what, so that nothing in use is removed.
@@ -51,7 +52,7 @@ struct Refs {
     nexthop: HashMap<NextHopId, u32>,
     /// Next hops sending through an interface.
     interface: HashMap<InterfaceId, u32>,
-    /// Interfaces belonging to a VRF.
+    /// Interfaces belonging to a VRF and next hops looking up in it.
     vrf: HashMap<VrfId, u32>,
 }
 
@@ -101,6 +102,13 @@ impl ForwardingState {
         self.refs.nexthop.get(&id).copied().unwrap_or(0)
     }
 
+    /// Changes with every applied change: a flow whose cached decision was taken at
+    /// another epoch has it taken again (see the dataplane's flow node).
+    #[inline]
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
     pub fn labels(&self) -> &LabelTable {
         &self.labels
     }
@@ -122,6 +130,9 @@ impl ForwardingState {
         if let Some(i) = nh.interface() {
             bump(&mut self.refs.interface, i, up);
         }
+        if let Some(v) = nh.vrf() {
+            bump(&mut self.refs.vrf, v, up);
+        }
         for m in nh.members() {
             bump(&mut self.refs.nexthop, *m, up);
         }
@@ -140,6 +151,7 @@ impl ForwardingState {
     /// Applies one validated change. Never panics: a change that no longer fits (which
     /// validation rules out) is ignored.
     fn apply(&mut self, op: &TableOp) {
+        self.epoch = self.epoch.wrapping_add(1);
         match op {
             TableOp::UpsertInterface(iface) => {
                 if let Some(v) = self.interfaces.get(iface.id).and_then(|o| o.vrf) {
@@ -251,6 +263,26 @@ impl ForwardingState {
             TableOp::SetPolicy { vrf, policy } => {
                 if let Some(v) = self.vrf_mut(*vrf) {
                     v.policy = policy.clone();
+                }
+            }
+            TableOp::SetGateway {
+                vrf,
+                mac,
+                addresses,
+            } => {
+                if let Some(v) = self.vrf_mut(*vrf) {
+                    v.router_mac = *mac;
+                    v.gateways.clone_from(addresses);
+                }
+            }
+            TableOp::SetFlood { vrf, members } => {
+                let Some(v) = self.vrf_mut(*vrf) else { return };
+                let old = core::mem::replace(&mut v.flood, members.clone());
+                for o in old {
+                    self.repoint(Some(o), None);
+                }
+                for m in members {
+                    self.repoint(None, Some(*m));
                 }
             }
         }

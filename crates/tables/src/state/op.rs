@@ -2,7 +2,7 @@
 //! to both copies of the tables; an op that passed validation cannot fail to apply.
 
 use crate::ids::{InterfaceId, NextHopId, VrfId};
-use crate::interface::Interface;
+use crate::interface::{Interface, InterfaceAddress};
 use crate::nexthop::NextHop;
 use crate::policy::Policy;
 use crate::prefix::IpPrefix;
@@ -50,5 +50,16 @@ pub enum TableOp {
     SetPolicy {
         vrf: VrfId,
         policy: Arc<Policy>,
+    },
+    /// The virtual gateway of a VRF: its MAC and its addresses.
+    SetGateway {
+        vrf: VrfId,
+        mac: MacAddr,
+        addresses: Vec<InterfaceAddress>,
+    },
+    /// The replication list of a VRF (local interfaces and tunnels, no composites).
+    SetFlood {
+        vrf: VrfId,
+        members: Vec<NextHopId>,
     },
 }

@@ -393,6 +393,80 @@ fn readers_see_batches_atomically() {
     assert_eq!(r.enter().unwrap().vrf(VrfId(1)).unwrap().fib4.len(), 4000);
 }
 
+#[test]
+fn flood_lists_hold_their_members_and_refuse_composites() {
+    let (mut w, r) = new_tables();
+    w.commit(base()).unwrap();
+    w.commit(vec![TableOp::SetFlood {
+        vrf: VrfId(1),
+        members: vec![NextHopId(1), NextHopId(2)],
+    }])
+    .unwrap();
+    assert_eq!(r.enter().unwrap().vrf(VrfId(1)).unwrap().flood.len(), 2);
+    let e = w
+        .commit(vec![TableOp::RemoveNextHop(NextHopId(2))])
+        .unwrap_err();
+    assert!(matches!(e.error, TableError::InUse { .. }), "{e}");
+    w.commit(vec![TableOp::UpsertNextHop(
+        NextHopId(7),
+        NextHop::Composite(Ecmp::new(&[NextHopId(1)])),
+    )])
+    .unwrap();
+    let e = w
+        .commit(vec![TableOp::SetFlood {
+            vrf: VrfId(1),
+            members: vec![NextHopId(7)],
+        }])
+        .unwrap_err();
+    assert_eq!(e.error, TableError::NestedComposite(NextHopId(7)));
+    // Emptying the list releases the members.
+    w.commit(vec![
+        TableOp::SetFlood {
+            vrf: VrfId(1),
+            members: vec![],
+        },
+        TableOp::RemoveNextHop(NextHopId(7)),
+    ])
+    .unwrap();
+    assert_eq!(r.enter().unwrap().nexthop_refs(NextHopId(2)), 0);
+}
+
+#[test]
+fn a_vrf_named_by_a_next_hop_stays() {
+    let (mut w, _r) = new_tables();
+    w.commit(vec![
+        vrf(3, 300),
+        TableOp::UpsertNextHop(
+            NextHopId(5),
+            NextHop::Vrf {
+                vrf: VrfId(3),
+                inner: crate::nexthop::Inner::Ethernet,
+            },
+        ),
+        TableOp::SetGateway {
+            vrf: VrfId(3),
+            mac: MacAddr([0, 0, 0x5e, 0, 1, 0]),
+            addresses: vec![],
+        },
+    ])
+    .unwrap();
+    let e = w.commit(vec![TableOp::RemoveVrf(VrfId(3))]).unwrap_err();
+    assert!(matches!(e.error, TableError::InUse { .. }), "{e}");
+    let e = w
+        .commit(vec![TableOp::SetGateway {
+            vrf: VrfId(3),
+            mac: MacAddr([1, 0, 0x5e, 0, 1, 0]),
+            addresses: vec![],
+        }])
+        .unwrap_err();
+    assert!(matches!(e.error, TableError::GroupMac(_)));
+    w.commit(vec![
+        TableOp::RemoveNextHop(NextHopId(5)),
+        TableOp::RemoveVrf(VrfId(3)),
+    ])
+    .unwrap();
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -431,6 +505,23 @@ mod properties {
                 nh: NextHopId(n)
             }),
             (16u32..19).prop_map(TableOp::RemoveLabel),
+            (id(), id()).prop_map(|(n, v)| TableOp::UpsertNextHop(
+                NextHopId(n),
+                NextHop::Vrf {
+                    vrf: VrfId(v),
+                    inner: crate::nexthop::Inner::Ip
+                }
+            )),
+            (
+                id(),
+                proptest::sample::subsequence(vec![0u32, 1, 2, 3, 8], 0..3)
+            )
+                .prop_map(|(v, m)| {
+                    TableOp::SetFlood {
+                        vrf: VrfId(v),
+                        members: m.into_iter().map(NextHopId).collect(),
+                    }
+                }),
         ]
     }
 
@@ -450,6 +541,11 @@ mod properties {
         }
         for n in (16..19).filter_map(|l| t.labels().lookup(l)) {
             *nh.entry(n).or_default() += 1;
+        }
+        for v in t.vrfs() {
+            for n in &v.flood {
+                *nh.entry(*n).or_default() += 1;
+            }
         }
         for (_, h) in t.nexthops() {
             for m in h.members() {
@@ -511,6 +607,12 @@ mod properties {
                     }
                     for i in t.interfaces().iter() {
                         if let Some(v) = i.vrf { prop_assert!(t.vrf(v).is_some()); }
+                    }
+                    for (_, h) in t.nexthops() {
+                        if let Some(v) = h.vrf() { prop_assert!(t.vrf(v).is_some()); }
+                    }
+                    for v in t.vrfs() {
+                        for n in &v.flood { prop_assert!(t.nexthop(*n).is_some()); }
                     }
                     drop(t);
                     w.commit(vec![]).unwrap();

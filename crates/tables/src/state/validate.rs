@@ -98,6 +98,7 @@ impl BatchError {
 struct NhInfo {
     composite: bool,
     interface: Option<InterfaceId>,
+    vrf: Option<VrfId>,
     members: Vec<NextHopId>,
 }
 
@@ -106,6 +107,7 @@ impl NhInfo {
         Self {
             composite: matches!(nh, NextHop::Composite(_)),
             interface: nh.interface(),
+            vrf: nh.vrf(),
             members: nh.members().to_vec(),
         }
     }
@@ -137,6 +139,7 @@ struct Overlay<'a> {
     bridge: Layer<(VrfId, MacAddr), NextHopId>,
     /// Policies set in this batch (`None`: the VRF, and so its policy, was removed).
     policies: Layer<VrfId, Arc<Policy>>,
+    floods: Layer<VrfId, Vec<NextHopId>>,
     nh_refs: HashMap<NextHopId, i64>,
     if_refs: HashMap<InterfaceId, i64>,
     vrf_refs: HashMap<VrfId, i64>,
@@ -160,6 +163,7 @@ impl<'a> Overlay<'a> {
             labels: HashMap::default(),
             bridge: HashMap::default(),
             policies: HashMap::default(),
+            floods: HashMap::default(),
             nh_refs: HashMap::default(),
             if_refs: HashMap::default(),
             vrf_refs: HashMap::default(),
@@ -241,6 +245,9 @@ impl<'a> Overlay<'a> {
     fn count_nexthop(&mut self, nh: &NhInfo, delta: i64) {
         if let Some(i) = nh.interface {
             *self.if_refs.entry(i).or_default() += delta;
+        }
+        if let Some(v) = nh.vrf {
+            *self.vrf_refs.entry(v).or_default() += delta;
         }
         for m in &nh.members {
             *self.nh_refs.entry(*m).or_default() += delta;
@@ -338,7 +345,7 @@ impl<'a> Overlay<'a> {
                         what: "VRF",
                         id: id.0,
                         refs: ifaces,
-                        by: "interfaces",
+                        by: "interfaces and next hops",
                     });
                 }
                 let policies = self.policies_naming(*id);
@@ -358,7 +365,7 @@ impl<'a> Overlay<'a> {
                         what: "VRF",
                         id: id.0,
                         refs: entries,
-                        by: "routes and bridge entries",
+                        by: "routes, bridge entries and flood members",
                     });
                 }
                 if let Some(n) = vni {
@@ -371,6 +378,9 @@ impl<'a> Overlay<'a> {
                 check_nexthop_fields(nh)?;
                 if let Some(i) = nh.interface() {
                     self.need_interface(i)?;
+                }
+                if let Some(v) = nh.vrf() {
+                    self.need_vrf(v)?;
                 }
                 let new = NhInfo::of(nh);
                 if new.composite {
@@ -488,6 +498,36 @@ impl<'a> Overlay<'a> {
                     }
                 }
                 self.policies.insert(*vrf, Some(policy.clone()));
+            }
+            TableOp::SetGateway { vrf, mac, .. } => {
+                self.need_vrf(*vrf)?;
+                if mac.is_multicast() {
+                    return Err(TableError::GroupMac(*mac));
+                }
+            }
+            TableOp::SetFlood { vrf, members } => {
+                self.need_vrf(*vrf)?;
+                for (k, m) in members.iter().enumerate() {
+                    if members[..k].contains(m) {
+                        return Err(TableError::DuplicateMember(*m));
+                    }
+                    if self.need_nexthop(*m)?.composite {
+                        return Err(TableError::NestedComposite(*m));
+                    }
+                }
+                let old = layered(&self.floods, vrf, || {
+                    self.base.vrf(*vrf).map(|v| v.flood.clone())
+                })
+                .unwrap_or_default();
+                for o in &old {
+                    self.repoint(Some(*o), None);
+                }
+                for m in members {
+                    self.repoint(None, Some(*m));
+                }
+                *self.vrf_entries.entry(*vrf).or_default() +=
+                    members.len() as i64 - old.len() as i64;
+                self.floods.insert(*vrf, Some(members.clone()));
             }
         }
         Ok(())
