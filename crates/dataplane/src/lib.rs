@@ -1,0 +1,1 @@
+//! ovr forwarding nodes.

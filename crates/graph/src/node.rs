@@ -1,0 +1,52 @@
+//! The node interface: a node takes a whole vector and names each packet's next node.
+
+/// The most packets a node is handed at once.
+pub const VECTOR_SIZE: usize = 256;
+
+/// One step of the pipeline.
+///
+/// `C` is the worker's mutable context (buffers, flow table, counters) and `E` the shared
+/// read-only environment (the forwarding tables of this vector). A node writes, for every
+/// packet `pkts[i]`, the index of its next node into `next[i]`: an index into
+/// `next_nodes()`. The graph then moves the packets, so a node never enqueues one by one.
+pub trait Node<C, E: ?Sized> {
+    /// The node's name, as counters and traces show it.
+    fn name(&self) -> &'static str;
+
+    /// Names of the nodes a packet may go to next, by next index. A node with none is
+    /// a sink: it takes ownership of its packets (transmit, drop).
+    fn next_nodes(&self) -> &'static [&'static str];
+
+    /// Processes up to `VECTOR_SIZE` packets.
+    fn process(&mut self, cx: &mut C, env: &E, pkts: &[u32], next: &mut [u16]);
+
+    /// What this node decided for a traced packet, after `process` (cold path).
+    fn trace(&self, _cx: &C, _pkt: u32) -> Option<String> {
+        None
+    }
+}
+
+/// Declares a node's next nodes once: an enum whose discriminants are next indices, and
+/// the matching name list.
+///
+/// ```
+/// ovr_graph::next_nodes! { pub enum Next { Forward = "ip-forward", Drop = "drop" } }
+/// assert_eq!(Next::NAMES, &["ip-forward", "drop"]);
+/// assert_eq!(Next::Drop as u16, 1);
+/// ```
+#[macro_export]
+macro_rules! next_nodes {
+    ($vis:vis enum $name:ident { $($variant:ident = $node:literal),+ $(,)? }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u16)]
+        $vis enum $name { $($variant),+ }
+        impl $name {
+            $vis const NAMES: &'static [&'static str] = &[$($node),+];
+        }
+        impl From<$name> for u16 {
+            fn from(n: $name) -> u16 {
+                n as u16
+            }
+        }
+    };
+}

@@ -1,0 +1,203 @@
+//! Packet buffers: pre-allocated frames with headroom, and per-packet metadata beside them.
+//!
+//! A packet is named by its frame index (`u32`), which is all a vector carries: moving a
+//! packet between nodes copies four bytes. Frames are `FRAME_STRIDE` bytes apart, not
+//! 2048: buffers on a power-of-two stride alias onto a few cache sets, and padding the
+//! stride halved the cost of touching packets on this machine (PLATFORM.md).
+
+/// Distance between frames.
+pub const FRAME_STRIDE: usize = 2176;
+/// Bytes kept free in front of a received packet so that encapsulation prepends its
+/// headers in place. The largest encapsulation is VXLAN over IPv6: 14 + 40 + 8 + 8 = 70.
+pub const HEADROOM: usize = 128;
+/// The largest packet a frame holds.
+pub const MAX_PACKET: usize = FRAME_STRIDE - HEADROOM;
+
+/// Where a packet's bytes are in its frame, and its metadata.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Header<M> {
+    offset: u16,
+    len: u16,
+    pub meta: M,
+}
+
+/// A fixed set of frames and their headers; the free list is a stack, so the frames used
+/// most recently (warm in cache) are used again first.
+pub struct PacketPool<M> {
+    mem: Box<[u8]>,
+    headers: Box<[Header<M>]>,
+    free: Vec<u32>,
+}
+
+impl<M: Copy + Default> PacketPool<M> {
+    /// A pool of `frames` frames (at least one).
+    pub fn new(frames: usize) -> Self {
+        let frames = frames.max(1);
+        Self {
+            mem: vec![0u8; frames * FRAME_STRIDE].into_boxed_slice(),
+            headers: vec![Header::default(); frames].into_boxed_slice(),
+            free: (0..frames as u32).rev().collect(),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.headers.len()
+    }
+
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes a frame holding a copy of `bytes` (which must fit: `MAX_PACKET`) after the
+    /// headroom, with default metadata.
+    pub fn alloc_with(&mut self, bytes: &[u8]) -> Option<u32> {
+        if bytes.len() > MAX_PACKET {
+            return None;
+        }
+        let i = self.free.pop()?;
+        let start = i as usize * FRAME_STRIDE + HEADROOM;
+        self.mem[start..start + bytes.len()].copy_from_slice(bytes);
+        self.headers[i as usize] = Header {
+            offset: HEADROOM as u16,
+            len: bytes.len() as u16,
+            meta: M::default(),
+        };
+        Some(i)
+    }
+
+    /// A new frame with the same bytes and metadata (replication).
+    pub fn duplicate(&mut self, pkt: u32) -> Option<u32> {
+        let h = *self.headers.get(pkt as usize)?;
+        let i = self.free.pop()?;
+        let (from, to) = (pkt as usize * FRAME_STRIDE, i as usize * FRAME_STRIDE);
+        let range = h.offset as usize..h.offset as usize + h.len as usize;
+        self.mem
+            .copy_within(from + range.start..from + range.end, to + range.start);
+        self.headers[i as usize] = h;
+        Some(i)
+    }
+
+    /// Returns frames to the pool.
+    pub fn free(&mut self, pkts: &[u32]) {
+        self.free.extend_from_slice(pkts);
+    }
+
+    #[inline]
+    pub fn len(&self, pkt: u32) -> usize {
+        self.headers[pkt as usize].len as usize
+    }
+
+    #[inline]
+    pub fn data(&self, pkt: u32) -> &[u8] {
+        let h = &self.headers[pkt as usize];
+        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+        &self.mem[start..start + h.len as usize]
+    }
+
+    #[inline]
+    pub fn data_mut(&mut self, pkt: u32) -> &mut [u8] {
+        let h = &self.headers[pkt as usize];
+        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+        &mut self.mem[start..start + h.len as usize]
+    }
+
+    #[inline]
+    pub fn meta(&self, pkt: u32) -> &M {
+        &self.headers[pkt as usize].meta
+    }
+
+    #[inline]
+    pub fn meta_mut(&mut self, pkt: u32) -> &mut M {
+        &mut self.headers[pkt as usize].meta
+    }
+
+    /// Metadata and bytes at once (a node reads one and writes the other).
+    #[inline]
+    pub fn split_mut(&mut self, pkt: u32) -> (&mut M, &mut [u8]) {
+        let h = &mut self.headers[pkt as usize];
+        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+        (&mut h.meta, &mut self.mem[start..start + h.len as usize])
+    }
+
+    /// Grows the packet at the front by `n` bytes (for headers to be written); false if
+    /// the headroom is too small.
+    #[inline]
+    pub fn push_front(&mut self, pkt: u32, n: usize) -> bool {
+        let h = &mut self.headers[pkt as usize];
+        if n > h.offset as usize {
+            return false;
+        }
+        h.offset -= n as u16;
+        h.len += n as u16;
+        true
+    }
+
+    /// Removes `n` bytes from the front (a stripped header); false if shorter.
+    #[inline]
+    pub fn pull_front(&mut self, pkt: u32, n: usize) -> bool {
+        let h = &mut self.headers[pkt as usize];
+        if n > h.len as usize {
+            return false;
+        }
+        h.offset += n as u16;
+        h.len -= n as u16;
+        true
+    }
+
+    /// Cuts the packet to `len` bytes (trailing padding); false if it is shorter.
+    #[inline]
+    pub fn truncate(&mut self, pkt: u32, len: usize) -> bool {
+        let h = &mut self.headers[pkt as usize];
+        if len > h.len as usize {
+            return false;
+        }
+        h.len = len as u16;
+        true
+    }
+
+    /// Asks the CPU to start loading a packet's first bytes and header.
+    #[inline]
+    pub fn prefetch(&self, pkt: u32) {
+        let i = pkt as usize;
+        if i < self.headers.len() {
+            let h = &self.headers[i];
+            ovr_tables::prefetch::prefetch(h);
+            ovr_tables::prefetch::prefetch(&self.mem[i * FRAME_STRIDE + h.offset as usize]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_headroom_takes_headers() {
+        let mut p: PacketPool<u32> = PacketPool::new(4);
+        let a = p.alloc_with(&[1, 2, 3]).unwrap();
+        *p.meta_mut(a) = 7;
+        assert_eq!(p.data(a), &[1, 2, 3]);
+        assert!(p.push_front(a, 2));
+        p.data_mut(a)[..2].copy_from_slice(&[9, 9]);
+        assert_eq!(p.data(a), &[9, 9, 1, 2, 3]);
+        assert!(p.pull_front(a, 3));
+        assert_eq!(p.data(a), &[2, 3]);
+        assert!(!p.push_front(a, HEADROOM + 2));
+        assert!(!p.pull_front(a, 3));
+        let b = p.duplicate(a).unwrap();
+        assert_eq!((p.data(b), *p.meta(b)), (&[2u8, 3][..], 7));
+        assert_eq!(p.available(), 2);
+        p.free(&[a, b]);
+        assert_eq!(p.available(), 4);
+    }
+
+    #[test]
+    fn a_full_pool_and_an_oversized_packet_are_refused() {
+        let mut p: PacketPool<()> = PacketPool::new(1);
+        assert!(p.alloc_with(&vec![0; MAX_PACKET + 1]).is_none());
+        let a = p.alloc_with(&vec![0; MAX_PACKET]).unwrap();
+        assert!(p.alloc_with(&[1]).is_none());
+        assert!(p.duplicate(a).is_none());
+        assert!(p.truncate(a, 60) && p.len(a) == 60);
+    }
+}
