@@ -4,7 +4,7 @@
 //! Requiring forward edges (checked when the graph is built) makes one pass enough and
 //! rules out packets circling forever, whatever they contain.
 
-use crate::node::{Node, VECTOR_SIZE};
+use crate::node::{CONSUMED, Node, VECTOR_SIZE, Vector};
 use crate::stats::NodeStats;
 use crate::trace::{Trace, TraceStep};
 use std::time::Instant;
@@ -50,6 +50,7 @@ pub struct Graph<C, E: ?Sized> {
     stats: Vec<NodeStats>,
     trace: Trace,
     next: Vec<u16>,
+    extra: Vec<(u32, u16)>,
 }
 
 impl<C: TraceId, E: ?Sized> Graph<C, E> {
@@ -88,6 +89,7 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
             stats: vec![NodeStats::default(); n],
             trace: Trace::default(),
             next: vec![0; VECTOR_SIZE],
+            extra: Vec::new(),
         })
     }
 
@@ -110,25 +112,30 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
             }
             let queue = core::mem::take(&mut self.queues[i]);
             for chunk in queue.chunks(VECTOR_SIZE) {
-                let next = &mut self.next[..chunk.len()];
+                let mut v = Vector {
+                    pkts: chunk,
+                    next: &mut self.next[..chunk.len()],
+                    extra: &mut self.extra,
+                };
                 let start = Instant::now();
-                self.nodes[i].process(cx, env, chunk, next);
+                self.nodes[i].process(cx, env, &mut v);
                 self.stats[i].add(chunk.len(), start.elapsed());
                 if tracing {
                     self.trace_vector(i, cx, chunk);
                 }
                 let edges = &self.edges[i];
-                if edges.is_empty() {
-                    continue;
-                }
-                for (p, n) in chunk.iter().zip(self.next.iter()) {
+                let moves = chunk.iter().zip(self.next.iter());
+                for (p, n) in moves.chain(self.extra.iter().map(|(p, n)| (p, n))) {
+                    if *n == CONSUMED {
+                        continue;
+                    }
                     // A next index out of range is a node bug; the last next is the
                     // node's drop by convention, so the packet is not lost.
-                    let to = edges.get(usize::from(*n)).or(edges.last());
-                    if let Some(&to) = to {
+                    if let Some(&to) = edges.get(usize::from(*n)).or(edges.last()) {
                         self.queues[to].push(*p);
                     }
                 }
+                self.extra.clear();
             }
             // Edges point forward, so nothing was queued here meanwhile: hand the
             // allocation back so that the queue keeps its capacity.
@@ -200,14 +207,18 @@ mod tests {
         fn next_nodes(&self) -> &'static [&'static str] {
             Parity::NAMES
         }
-        fn process(&mut self, _cx: &mut Cx, modulus: &u32, pkts: &[u32], next: &mut [u16]) {
-            for (p, n) in pkts.iter().zip(next.iter_mut()) {
+        fn process(&mut self, _cx: &mut Cx, modulus: &u32, v: &mut Vector<'_>) {
+            for (p, n) in v.pkts.iter().zip(v.next.iter_mut()) {
                 *n = if p % modulus == 0 {
                     Parity::Even
                 } else {
                     Parity::Odd
                 }
                 .into();
+            }
+            // Every multiple of 100 is also copied (as p + 1000) to odd.
+            for p in v.pkts.iter().filter(|p| *p % 100 == 0) {
+                v.extra.push((p + 1000, Parity::Odd.into()));
             }
         }
         fn trace(&self, _cx: &Cx, pkt: u32) -> Option<String> {
@@ -223,8 +234,9 @@ mod tests {
         fn next_nodes(&self) -> &'static [&'static str] {
             &[]
         }
-        fn process(&mut self, cx: &mut Cx, _e: &u32, pkts: &[u32], _next: &mut [u16]) {
-            cx.got.extend(pkts.iter().map(|p| (self.0, *p)));
+        fn process(&mut self, cx: &mut Cx, _e: &u32, v: &mut Vector<'_>) {
+            cx.got.extend(v.pkts.iter().map(|p| (self.0, *p)));
+            v.next.fill(CONSUMED);
         }
     }
 
@@ -244,12 +256,17 @@ mod tests {
         let input: Vec<u32> = (0..600).collect();
         g.enqueue(g.node_id("classify").unwrap(), &input);
         g.run(&mut cx, &2);
-        assert_eq!(cx.got.len(), 600);
-        assert!(cx.got.iter().all(|(s, p)| (*s == "even") == (p % 2 == 0)));
+        assert_eq!(cx.got.len(), 606);
+        assert!(
+            cx.got
+                .iter()
+                .all(|(s, p)| *p >= 1000 || (*s == "even") == (p % 2 == 0))
+        );
+        assert!(cx.got.contains(&("odd", 1500)));
         let stats: Vec<_> = g.stats().map(|(n, s)| (n, s.vectors, s.packets)).collect();
         // 600 packets: three vectors (256, 256, 88) at the classifier.
         assert_eq!(stats[0], ("classify", 3, 600));
-        assert_eq!(stats[1].2 + stats[2].2, 600);
+        assert_eq!(stats[1].2 + stats[2].2, 606);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod stats;
 pub mod trace;
 
 pub use graph::{Graph, GraphError, NodeId, TraceId};
-pub use node::{Node, VECTOR_SIZE};
+pub use node::{CONSUMED, Node, VECTOR_SIZE, Vector};
 pub use pool::PacketPool;
 pub use stats::NodeStats;
 pub use trace::Trace;

@@ -3,12 +3,31 @@
 /// The most packets a node is handed at once.
 pub const VECTOR_SIZE: usize = 256;
 
+/// A `next` value meaning "this node kept the packet" (transmitted or freed it).
+pub const CONSUMED: u16 = u16::MAX;
+
+/// The packets handed to a node and where it sends them.
+pub struct Vector<'a> {
+    pub pkts: &'a [u32],
+    /// For every packet `pkts[i]`, the index of its next node in `next_nodes()` (or
+    /// [`CONSUMED`]). The graph then moves the packets, so a node never enqueues one by one.
+    pub next: &'a mut [u16],
+    /// Packets the node created (replicas), each with its next index.
+    pub(crate) extra: &'a mut Vec<(u32, u16)>,
+}
+
+impl Vector<'_> {
+    /// Sends a packet this node created (a replica) to a next node.
+    #[inline]
+    pub fn emit(&mut self, pkt: u32, next: impl Into<u16>) {
+        self.extra.push((pkt, next.into()));
+    }
+}
+
 /// One step of the pipeline.
 ///
 /// `C` is the worker's mutable context (buffers, flow table, counters) and `E` the shared
-/// read-only environment (the forwarding tables of this vector). A node writes, for every
-/// packet `pkts[i]`, the index of its next node into `next[i]`: an index into
-/// `next_nodes()`. The graph then moves the packets, so a node never enqueues one by one.
+/// read-only environment (the forwarding tables of this vector).
 pub trait Node<C, E: ?Sized> {
     /// The node's name, as counters and traces show it.
     fn name(&self) -> &'static str;
@@ -17,8 +36,8 @@ pub trait Node<C, E: ?Sized> {
     /// a sink: it takes ownership of its packets (transmit, drop).
     fn next_nodes(&self) -> &'static [&'static str];
 
-    /// Processes up to `VECTOR_SIZE` packets.
-    fn process(&mut self, cx: &mut C, env: &E, pkts: &[u32], next: &mut [u16]);
+    /// Processes up to `VECTOR_SIZE` packets, setting every packet's next node.
+    fn process(&mut self, cx: &mut C, env: &E, v: &mut Vector<'_>);
 
     /// What this node decided for a traced packet, after `process` (cold path).
     fn trace(&self, _cx: &C, _pkt: u32) -> Option<String> {

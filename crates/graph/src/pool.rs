@@ -144,6 +144,18 @@ impl<M: Copy + Default> PacketPool<M> {
         true
     }
 
+    /// Grows the packet at the end by `n` bytes (their content is whatever the frame
+    /// held); false if the frame is too small.
+    #[inline]
+    pub fn extend(&mut self, pkt: u32, n: usize) -> bool {
+        let h = &mut self.headers[pkt as usize];
+        if h.offset as usize + h.len as usize + n > FRAME_STRIDE {
+            return false;
+        }
+        h.len += n as u16;
+        true
+    }
+
     /// Cuts the packet to `len` bytes (trailing padding); false if it is shorter.
     #[inline]
     pub fn truncate(&mut self, pkt: u32, len: usize) -> bool {

@@ -78,9 +78,8 @@ impl fmt::Display for Trace {
             writeln!(f, "packet {id}")?;
             for s in self.steps.iter().filter(|s| s.packet == id) {
                 write!(f, "  {:<16}", s.node)?;
-                match &s.detail {
-                    Some(d) => write!(f, " {d}")?,
-                    None => {}
+                if let Some(d) = &s.detail {
+                    write!(f, " {d}")?;
                 }
                 match s.next {
                     Some(n) => writeln!(f, " -> {n}")?,

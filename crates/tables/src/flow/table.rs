@@ -130,6 +130,8 @@ pub struct FlowTable {
     entries: Vec<FlowEntry>,
     free: Vec<u32>,
     quotas: HashMap<u32, Quota>,
+    /// The quota of VRFs that have none of their own.
+    default_quota: u32,
     cursor: usize,
     stats: FlowStats,
 }
@@ -161,6 +163,7 @@ impl FlowTable {
             entries: vec![FlowEntry::default(); capacity],
             free: (0..capacity as u32).rev().collect(),
             quotas: HashMap::new(),
+            default_quota: u32::MAX,
             cursor: 0,
             stats: FlowStats::default(),
         }
@@ -186,6 +189,11 @@ impl FlowTable {
     pub fn set_vrf_quota(&mut self, vrf: u32, max: Option<u32>) {
         let q = self.quotas.entry(vrf).or_default();
         q.max = max.unwrap_or(u32::MAX);
+    }
+
+    /// The quota of every VRF not given one of its own (`None`: unlimited).
+    pub fn set_default_quota(&mut self, max: Option<u32>) {
+        self.default_quota = max.unwrap_or(u32::MAX);
     }
 
     #[inline]
@@ -387,7 +395,7 @@ impl FlowTable {
         self.quotas
             .entry(key.vrf)
             .or_insert(Quota {
-                max: u32::MAX,
+                max: self.default_quota,
                 used: 0,
             })
             .used += 1;

@@ -1,0 +1,117 @@
+//! A worker's mutable state: packet buffers, its flow table, counters and transmit queues.
+
+use crate::drop::{DROP_COUNTERS, DropReason};
+use crate::meta::Meta;
+use ovr_graph::{PacketPool, TraceId};
+use ovr_tables::flow::FlowTable;
+
+/// Tunables of a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Flows (each direction is one).
+    pub flow_capacity: usize,
+    /// Idle time after which an allowed flow pair is removed.
+    pub idle_timeout_ns: u64,
+    /// Idle time for denied flows: short, so that scans do not fill the table.
+    pub denied_idle_timeout_ns: u64,
+    /// Most flows one network (VRF) may hold in this worker.
+    pub network_quota: Option<u32>,
+    /// Packet buffers.
+    pub frames: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            flow_capacity: 1 << 20,
+            idle_timeout_ns: 60_000_000_000,
+            denied_idle_timeout_ns: 5_000_000_000,
+            network_quota: None,
+            frames: 4096,
+        }
+    }
+}
+
+/// Packet and byte counts of one interface (this worker's share).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterfaceCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// What the slow path did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Flow pairs (or single denied flows) installed.
+    pub created: u64,
+    /// Cached decisions taken again after a table change.
+    pub revalidated: u64,
+    /// Flows removed by aging.
+    pub aged: u64,
+}
+
+pub struct Cx {
+    pub pool: PacketPool<Meta>,
+    pub flows: FlowTable,
+    pub settings: Settings,
+    /// Drops by [`DropReason`] index.
+    pub drops: Box<[u64; DROP_COUNTERS]>,
+    /// By interface id.
+    pub interfaces: Vec<InterfaceCounters>,
+    /// Packets to transmit, by interface id; the driver drains them.
+    pub tx: Vec<Vec<u32>>,
+    pub flow_counters: FlowCounters,
+    /// Now, in nanoseconds of the driver's clock (replay: the capture's timestamps).
+    pub now: u64,
+}
+
+impl Cx {
+    pub fn new(settings: Settings) -> Self {
+        let mut flows = FlowTable::new(settings.flow_capacity);
+        flows.set_default_quota(settings.network_quota);
+        Self {
+            pool: PacketPool::new(settings.frames),
+            flows,
+            settings,
+            drops: Box::new([0; DROP_COUNTERS]),
+            interfaces: Vec::new(),
+            tx: Vec::new(),
+            flow_counters: FlowCounters::default(),
+            now: 0,
+        }
+    }
+
+    /// Counts a drop of a packet that never reached the drop node (one that could not
+    /// be created, or was refused on arrival).
+    pub fn count_drop(&mut self, reason: impl Into<DropReason>) {
+        self.drops[usize::from(reason.into().0)] += 1;
+    }
+
+    pub fn interface_counters(&mut self, id: u32) -> &mut InterfaceCounters {
+        let i = id as usize;
+        if self.interfaces.len() <= i {
+            self.interfaces.resize(i + 1, InterfaceCounters::default());
+        }
+        &mut self.interfaces[i]
+    }
+
+    pub(crate) fn transmit(&mut self, pkt: u32, iface: u32) {
+        let len = self.pool.len(pkt) as u64;
+        let c = self.interface_counters(iface);
+        c.tx_packets += 1;
+        c.tx_bytes += len;
+        let i = iface as usize;
+        if self.tx.len() <= i {
+            self.tx.resize_with(i + 1, Vec::new);
+        }
+        self.tx[i].push(pkt);
+    }
+}
+
+impl TraceId for Cx {
+    fn trace_id(&self, pkt: u32) -> u32 {
+        self.pool.meta(pkt).trace
+    }
+}

@@ -1,0 +1,59 @@
+//! What the pipeline knows about a packet besides its bytes. Lives beside the frame in
+//! the packet pool, so moving a packet between nodes moves only its index.
+
+use ovr_tables::flow::FlowKey;
+
+/// Flag bits of [`Meta::flags`].
+pub mod flags {
+    /// Arrived in a tunnel (decapsulated): no TTL decrement, no flooding back to tunnels.
+    pub const FROM_TUNNEL: u16 = 1 << 0;
+    /// Addressed to the virtual gateway's MAC: routed rather than bridged.
+    pub const ROUTED: u16 = 1 << 1;
+    /// The L3 header is IPv6.
+    pub const IPV6: u16 = 1 << 2;
+    /// The flow node found the flow (trace and counters).
+    pub const FLOW_HIT: u16 = 1 << 3;
+    /// The flow's cached decision was taken again (the tables changed).
+    pub const FLOW_REVALIDATED: u16 = 1 << 4;
+    /// The slow path installed the flow.
+    pub const FLOW_CREATED: u16 = 1 << 5;
+    /// `Meta::pinned` holds the next hop an MPLS label chose.
+    pub const PINNED: u16 = 1 << 6;
+    /// The packet is a flood replica (trace).
+    pub const REPLICA: u16 = 1 << 7;
+    /// The tunnel is GRE (underlay-input to mpls-decap).
+    pub const OUTER_GRE: u16 = 1 << 8;
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Meta {
+    /// The flow key (set by ip-input).
+    pub key: FlowKey,
+    pub rx_if: u32,
+    /// The interface the packet leaves by (set before interface-output).
+    pub tx_if: u32,
+    /// The VRF the packet is in (from the workload interface or the tunnel).
+    pub vrf: u32,
+    /// The next hop the packet is forwarded to.
+    pub next_hop: u32,
+    /// The next hop chosen by an MPLS label, when `flags::PINNED`.
+    pub pinned: u32,
+    /// The flow's symmetric hash (ECMP, outer source port).
+    pub hash: u32,
+    /// Trace id (0: not traced).
+    pub trace: u32,
+    /// Offset of the L3 header from the start of the packet.
+    pub l3: u16,
+    /// Offset of the L4 header from the start of the packet (ip-input, underlay-input).
+    pub l4: u16,
+    /// The drop reason index when the packet goes to drop.
+    pub drop: u16,
+    pub flags: u16,
+}
+
+impl Meta {
+    #[inline]
+    pub fn has(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+}

@@ -1,0 +1,184 @@
+//! flow: the fast path. A batch lookup of every packet's flow key; a hit applies the
+//! cached action (taking the decision again first if the tables changed since), a miss
+//! goes to flow-setup.
+
+use super::drop;
+use crate::context::Cx;
+use crate::decide::{self, Lookup, Route};
+use crate::drop::{DropReason, Reason};
+use crate::forward::{Dest, dest};
+use crate::meta::flags;
+use ovr_graph::{Node, VECTOR_SIZE, Vector, next_nodes};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
+use ovr_tables::state::ForwardingState;
+use ovr_wire::ethernet::MacAddr;
+
+next_nodes! {
+    pub enum Next {
+        Setup = "flow-setup",
+        Gateway = "gateway",
+        Flood = "flood",
+        IpRewrite = "ip-rewrite",
+        Vxlan = "encap-vxlan",
+        Mpls = "encap-mpls",
+        Output = "interface-output",
+        Drop = "drop",
+    }
+}
+
+impl Next {
+    pub(crate) fn from_dest(d: Dest, meta: &mut crate::meta::Meta) -> Next {
+        match d {
+            Dest::IpRewrite => Next::IpRewrite,
+            Dest::Output => Next::Output,
+            Dest::Vxlan => Next::Vxlan,
+            Dest::Mpls => Next::Mpls,
+            Dest::Gateway => Next::Gateway,
+            Dest::Drop(r) => drop(meta, r, Next::Drop),
+        }
+    }
+}
+
+pub struct Flow {
+    keys: Box<[FlowKey; VECTOR_SIZE]>,
+    found: Box<[Option<FlowId>; VECTOR_SIZE]>,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Self {
+            keys: Box::new([FlowKey::default(); VECTOR_SIZE]),
+            found: Box::new([None; VECTOR_SIZE]),
+        }
+    }
+}
+
+impl Node<Cx, ForwardingState> for Flow {
+    fn name(&self) -> &'static str {
+        "flow"
+    }
+
+    fn next_nodes(&self) -> &'static [&'static str] {
+        Next::NAMES
+    }
+
+    fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        let n = v.pkts.len();
+        for (k, &p) in self.keys.iter_mut().zip(v.pkts) {
+            *k = cx.pool.meta(p).key;
+        }
+        cx.flows.lookup_batch(&self.keys[..n], &mut self.found[..n]);
+        let epoch = st.epoch();
+        for (i, &p) in v.pkts.iter().enumerate() {
+            let Some(id) = self.found[i] else {
+                v.next[i] = Next::Setup.into();
+                continue;
+            };
+            let len = cx.pool.len(p) as u64;
+            let stale = cx.flows.get(id).is_some_and(|e| e.epoch != epoch);
+            if stale {
+                let policy = policy_applies(st, cx.pool.meta(p));
+                if !revalidate(cx, st, id, policy) {
+                    v.next[i] = Next::Setup.into();
+                    continue;
+                }
+                cx.pool.meta_mut(p).flags |= flags::FLOW_REVALIDATED;
+            }
+            cx.flows.touch(id, len, cx.now);
+            let action = cx.flows.get(id).and_then(|e| e.action);
+            let meta = cx.pool.meta_mut(p);
+            meta.flags |= flags::FLOW_HIT;
+            v.next[i] = match action {
+                Some(FlowAction::Forward { next_hop }) => {
+                    Next::from_dest(dest(st, meta, next_hop), meta)
+                }
+                Some(FlowAction::Drop { reason }) => drop(meta, DropReason(reason), Next::Drop),
+                None => Next::Setup,
+            }
+            .into();
+        }
+    }
+
+    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(if m.has(flags::FLOW_HIT) {
+            let again = if m.has(flags::FLOW_REVALIDATED) {
+                " (revalidated)"
+            } else {
+                ""
+            };
+            format!("hit{again}, next hop {}", m.next_hop)
+        } else {
+            "miss".into()
+        })
+    }
+}
+
+/// Whether policy is enforced for a packet: always for what arrives in a tunnel, else
+/// as the receiving interface says.
+pub(crate) fn policy_applies(st: &ForwardingState, meta: &crate::meta::Meta) -> bool {
+    meta.has(flags::FROM_TUNNEL)
+        || st
+            .interface(ovr_tables::ids::InterfaceId(meta.rx_if))
+            .is_none_or(|i| i.policy)
+}
+
+/// Takes a cached flow's decision again after a table change: the route (keeping the
+/// ECMP member while it is still a member) and the policy verdict of its pair.
+/// Returns false if the flow was removed instead (a bridged flow whose MAC is no longer
+/// known floods again, which the slow path does).
+fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bool {
+    let Some(e) = cx.flows.get(id).copied() else {
+        return false;
+    };
+    cx.flow_counters.revalidated += 1;
+    let previous = match e.action {
+        Some(FlowAction::Forward { next_hop }) => Some(next_hop),
+        _ => None,
+    };
+    let lookup = Lookup {
+        key: e.key,
+        dst_mac: MacAddr(e.dst_mac),
+        pinned: None,
+        previous,
+        hash: e.key.symmetric_hash(),
+    };
+    let partner = e.reverse.and_then(|r| cx.flows.get(r)).map(|r| r.key);
+    let route = decide::route(st, &lookup);
+    if route == Ok(Route::Flood) {
+        cx.flows.remove(id);
+        return false;
+    }
+    // The verdict is always that of the pair's first direction.
+    let allowed = !policy
+        || if e.flags & flow_flags::REVERSE != 0 {
+            partner.is_none_or(|fwd| decide::allowed(st, &fwd, e.key.vrf()))
+        } else {
+            let dst_net = match (partner, route) {
+                (Some(rev), _) => rev.vrf(),
+                (None, Ok(Route::NextHop(nh))) => decide::destination_network(st, nh, e.key.vrf()),
+                (None, _) => e.key.vrf(),
+            };
+            decide::allowed(st, &e.key, dst_net)
+        };
+    let action = match (allowed, route) {
+        (false, _) => FlowAction::Drop {
+            reason: DropReason::from(Reason::PolicyDenied).0,
+        },
+        (true, Ok(Route::NextHop(nh))) => FlowAction::Forward { next_hop: nh },
+        (true, Err(r)) => FlowAction::Drop {
+            reason: DropReason::from(r).0,
+        },
+        (true, Ok(Route::Flood)) => return false,
+    };
+    if let Some(m) = cx.flows.get_mut(id) {
+        m.action = Some(action);
+        m.epoch = st.epoch();
+        if allowed {
+            m.flags &= !flow_flags::DENIED;
+        } else {
+            m.flags |= flow_flags::DENIED;
+        }
+    }
+    true
+}

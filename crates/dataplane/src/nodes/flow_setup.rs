@@ -1,0 +1,130 @@
+//! flow-setup: the slow path for packets without a flow. Looks the destination up
+//! (bridge table or FIB, or the next hop an MPLS label chose), picks the ECMP member,
+//! asks the policy, and installs the flow with its reverse so that replies pass
+//! (stateful policy). A denied flow is installed too, as a drop that ages out quickly, so
+//! that a blocked sender costs a lookup, not a slow path, per packet.
+
+use super::drop;
+use super::flow::{Next, policy_applies};
+use crate::context::Cx;
+use crate::decide::{self, Lookup, Route};
+use crate::drop::{DropReason, Reason};
+use crate::forward::dest;
+use crate::meta::{Meta, flags};
+use ovr_graph::{Node, Vector};
+use ovr_tables::flow::{FlowAction, FlowInsertError};
+use ovr_tables::ids::NextHopId;
+use ovr_tables::state::ForwardingState;
+use ovr_wire::ethernet::MacAddr;
+
+pub struct FlowSetup;
+
+/// flow-setup sends packets on as the flow node does, minus flow-setup itself.
+const NEXTS: &[&str] = {
+    let (_, rest) = Next::NAMES.split_at(1);
+    rest
+};
+
+impl Node<Cx, ForwardingState> for FlowSetup {
+    fn name(&self) -> &'static str {
+        "flow-setup"
+    }
+
+    fn next_nodes(&self) -> &'static [&'static str] {
+        NEXTS
+    }
+
+    fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        for (i, &p) in v.pkts.iter().enumerate() {
+            // Indices shift by one against the flow node's list (no flow-setup here).
+            v.next[i] = (setup(cx, st, p) as u16).saturating_sub(1);
+        }
+    }
+
+    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(if m.has(flags::FLOW_CREATED) {
+            format!("flow created, next hop {}", m.next_hop)
+        } else {
+            "no flow".into()
+        })
+    }
+}
+
+fn setup(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
+    let data = cx.pool.data(p);
+    let dst_mac = MacAddr(data[0..6].try_into().unwrap_or_default());
+    let src_mac = MacAddr(data[6..12].try_into().unwrap_or_default());
+    let meta = *cx.pool.meta(p);
+    let lookup = Lookup {
+        key: meta.key,
+        dst_mac,
+        pinned: meta.has(flags::PINNED).then_some(NextHopId(meta.pinned)),
+        previous: None,
+        hash: meta.hash,
+    };
+    let nh = match decide::route(st, &lookup) {
+        Ok(Route::NextHop(nh)) => nh,
+        Ok(Route::Flood) => return Next::Flood,
+        Err(r) => return drop(cx.pool.meta_mut(p), r, Next::Drop),
+    };
+    let key = meta.key;
+    let dst_net = decide::destination_network(st, nh, key.vrf());
+    let now = cx.now;
+    let epoch = st.epoch();
+    if policy_applies(st, &meta) && !decide::allowed(st, &key, dst_net) {
+        let reason = DropReason::from(Reason::PolicyDenied).0;
+        if let Ok(id) = cx.flows.insert(key, FlowAction::Drop { reason }, now) {
+            if let Some(e) = cx.flows.get_mut(id) {
+                e.epoch = epoch;
+            }
+            cx.flow_counters.created += 1;
+        }
+        return drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop);
+    }
+    // The reply arrives in the destination network and goes back where this came from.
+    let mut rev_key = key.reverse();
+    rev_key.vrf = dst_net.0;
+    let rev_lookup = Lookup {
+        key: rev_key,
+        dst_mac: src_mac,
+        pinned: None,
+        previous: None,
+        hash: meta.hash,
+    };
+    // A reverse flow left from earlier (say, denied) gives way to this pair.
+    if let Some(old) = cx.flows.lookup(&rev_key) {
+        cx.flows.remove(old);
+    }
+    let fwd = (key, FlowAction::Forward { next_hop: nh });
+    let installed = match decide::route(st, &rev_lookup) {
+        Ok(Route::NextHop(rev_nh)) => cx
+            .flows
+            .insert_pair(
+                fwd,
+                (rev_key, FlowAction::Forward { next_hop: rev_nh }),
+                now,
+            )
+            .map(|(f, r)| (f, Some(r))),
+        // No way back known yet: the reply will set up its own flow.
+        _ => cx.flows.insert(fwd.0, fwd.1, now).map(|f| (f, None)),
+    };
+    match installed {
+        Ok((f, r)) => {
+            for (id, mac) in [(Some(f), dst_mac), (r, src_mac)] {
+                if let Some(e) = id.and_then(|id| cx.flows.get_mut(id)) {
+                    e.epoch = epoch;
+                    e.dst_mac = mac.0;
+                }
+            }
+            cx.flow_counters.created += 1;
+            cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
+        }
+        // Two packets of one new flow in a vector: the first installed it.
+        Err(FlowInsertError::Exists(_)) => {}
+        Err(_) => return drop(cx.pool.meta_mut(p), Reason::FlowTableFull, Next::Drop),
+    }
+    let meta: &mut Meta = cx.pool.meta_mut(p);
+    let d = dest(st, meta, nh);
+    Next::from_dest(d, meta)
+}

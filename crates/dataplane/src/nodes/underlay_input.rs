@@ -1,0 +1,167 @@
+//! underlay-input: a frame from the physical network. Tunnel packets addressed to one of
+//! this host's VTEP addresses go to their decapsulation; ARP for those addresses is
+//! answered; everything else is dropped under a reason (ovr is not the host's IP stack).
+
+use super::drop;
+use crate::context::Cx;
+use crate::drop::Reason;
+use crate::meta::{Meta, flags};
+use core::net::IpAddr;
+use ovr_graph::{Node, Vector, next_nodes};
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::Interface;
+use ovr_tables::state::ForwardingState;
+use ovr_wire::ethernet::{ethertype, parse_l2};
+use ovr_wire::ipv4::Ipv4Packet;
+use ovr_wire::ipv6::{HEADER_LEN as IPV6_HEADER_LEN, Ipv6Packet};
+use ovr_wire::udp::UdpPacket;
+use ovr_wire::{WireError, ip_proto, udp_port};
+
+next_nodes! {
+    pub enum Next {
+        Vxlan = "vxlan-decap",
+        Mpls = "mpls-decap",
+        Arp = "arp",
+        Drop = "drop",
+    }
+}
+
+pub struct UnderlayInput;
+
+impl Node<Cx, ForwardingState> for UnderlayInput {
+    fn name(&self) -> &'static str {
+        "underlay-input"
+    }
+
+    fn next_nodes(&self) -> &'static [&'static str] {
+        Next::NAMES
+    }
+
+    fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        for (i, &p) in v.pkts.iter().enumerate() {
+            if let Some(&n) = v.pkts.get(i + 4) {
+                cx.pool.prefetch(n);
+            }
+            let next = classify(cx, st, p);
+            v.next[i] = next.into();
+        }
+    }
+}
+
+/// The transport of a tunnel packet, once its outer IP header is checked.
+struct Outer {
+    protocol: u8,
+    /// Offset of the UDP or GRE header from the IP header.
+    l4: usize,
+    /// IP packet length (without Ethernet padding).
+    len: usize,
+    fragment: bool,
+    dst: IpAddr,
+}
+
+fn outer_v4(b: &[u8]) -> Result<Outer, WireError> {
+    let ip = Ipv4Packet::new_checked(b)?;
+    if !ip.verify_checksum() {
+        return Err(WireError::Ipv4BadChecksum);
+    }
+    Ok(Outer {
+        protocol: ip.protocol(),
+        l4: ip.header_len(),
+        len: usize::from(ip.total_len()),
+        fragment: ip.is_fragment(),
+        dst: ip.dst().into(),
+    })
+}
+
+fn outer_v6(b: &[u8]) -> Result<Outer, WireError> {
+    let ip = Ipv6Packet::new_checked(b)?;
+    let upper = ip.upper_layer()?;
+    Ok(Outer {
+        protocol: upper.protocol,
+        l4: IPV6_HEADER_LEN + upper.offset,
+        len: IPV6_HEADER_LEN + usize::from(ip.payload_len()),
+        fragment: upper.fragment.is_some(),
+        dst: ip.dst().into(),
+    })
+}
+
+fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
+    let (meta, data) = cx.pool.split_mut(p);
+    let Some(rx) = st.interface(InterfaceId(meta.rx_if)) else {
+        return drop(meta, Reason::UnknownInterface, Next::Drop);
+    };
+    let l2 = match parse_l2(data) {
+        Ok(l2) => l2,
+        Err(e) => return drop(meta, e, Next::Drop),
+    };
+    if l2.outer.is_some() {
+        return drop(meta, Reason::VlanNotAllowed, Next::Drop);
+    }
+    let l3 = l2.payload_offset;
+    meta.l3 = l3 as u16;
+    let outer = match l2.ethertype {
+        ethertype::ARP => return Next::Arp,
+        _ if l2.dst != rx.mac => return drop(meta, Reason::NotForVtep, Next::Drop),
+        ethertype::IPV4 => outer_v4(&data[l3..]),
+        ethertype::IPV6 => outer_v6(&data[l3..]),
+        _ => return drop(meta, Reason::UnderlayUnsupported, Next::Drop),
+    };
+    let outer = match outer {
+        Ok(o) => o,
+        Err(e) => return drop(meta, e, Next::Drop),
+    };
+    let next = tunnel(meta, rx, &outer, &data[l3..l3 + outer.len]);
+    cx.pool.truncate(p, l3 + outer.len);
+    next
+}
+
+/// Which decapsulation a checked outer packet goes to.
+fn tunnel(meta: &mut Meta, rx: &Interface, o: &Outer, ip: &[u8]) -> Next {
+    if !rx.addresses.iter().any(|a| a.addr == o.dst) {
+        return drop(meta, Reason::NotForVtep, Next::Drop);
+    }
+    if o.fragment {
+        return drop(meta, Reason::OuterFragment, Next::Drop);
+    }
+    let l3 = usize::from(meta.l3);
+    match o.protocol {
+        ip_proto::UDP => {
+            let udp = match UdpPacket::new_checked(&ip[o.l4..]) {
+                Ok(u) => u,
+                Err(e) => return drop(meta, e, Next::Drop),
+            };
+            // A UDP checksum, when the sender set one, must hold (zero means none; IPv6
+            // tunnels may send zero, RFC 6935).
+            let valid = udp.checksum() == 0
+                || match (o.dst, ip_src(ip)) {
+                    (IpAddr::V4(d), Some(IpAddr::V4(s))) => udp.verify_v4(s, d),
+                    (IpAddr::V6(d), Some(IpAddr::V6(s))) => udp.verify_v6(s, d),
+                    _ => false,
+                };
+            if !valid {
+                return drop(meta, WireError::UdpBadChecksum, Next::Drop);
+            }
+            meta.l4 = (l3 + o.l4 + 8) as u16;
+            match udp.dst_port() {
+                udp_port::VXLAN => Next::Vxlan,
+                udp_port::MPLS_IN_UDP => Next::Mpls,
+                _ => drop(meta, Reason::UnderlayUnsupported, Next::Drop),
+            }
+        }
+        ip_proto::GRE => {
+            meta.l4 = (l3 + o.l4) as u16;
+            meta.flags |= flags::OUTER_GRE;
+            Next::Mpls
+        }
+        _ => drop(meta, Reason::UnderlayUnsupported, Next::Drop),
+    }
+}
+
+/// The source address of a checked IP header.
+fn ip_src(ip: &[u8]) -> Option<IpAddr> {
+    match ip.first()? >> 4 {
+        4 => Some(IpAddr::V4(Ipv4Packet::new_unchecked(ip).src())),
+        6 => Some(IpAddr::V6(Ipv6Packet::new_unchecked(ip).src())),
+        _ => None,
+    }
+}

@@ -1,0 +1,49 @@
+//! vxlan-decap: the VNI names the VRF; the inner frame continues from ethernet-input.
+
+use super::drop;
+use crate::context::Cx;
+use crate::drop::Reason;
+use crate::meta::flags;
+use ovr_graph::{Node, Vector, next_nodes};
+use ovr_tables::state::ForwardingState;
+use ovr_wire::vxlan::{HEADER_LEN, VxlanPacket};
+
+next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
+
+pub struct VxlanDecap;
+
+impl Node<Cx, ForwardingState> for VxlanDecap {
+    fn name(&self) -> &'static str {
+        "vxlan-decap"
+    }
+
+    fn next_nodes(&self) -> &'static [&'static str] {
+        Next::NAMES
+    }
+
+    fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        for (i, &p) in v.pkts.iter().enumerate() {
+            let (meta, data) = cx.pool.split_mut(p);
+            let at = usize::from(meta.l4);
+            let vni = match VxlanPacket::new_checked(&data[at..]) {
+                Ok(x) => x.vni(),
+                Err(e) => {
+                    v.next[i] = drop(meta, e, Next::Drop).into();
+                    continue;
+                }
+            };
+            let Some(vrf) = st.vrf_by_vni(vni) else {
+                v.next[i] = drop(meta, Reason::UnknownVni, Next::Drop).into();
+                continue;
+            };
+            meta.vrf = vrf.id.0;
+            meta.flags |= flags::FROM_TUNNEL;
+            cx.pool.pull_front(p, at + HEADER_LEN);
+            v.next[i] = Next::Ethernet.into();
+        }
+    }
+
+    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+        Some(format!("vrf {}", cx.pool.meta(pkt).vrf))
+    }
+}

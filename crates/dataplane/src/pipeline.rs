@@ -1,0 +1,139 @@
+//! The pipeline: ovr's nodes joined into one graph, with the entry points a driver uses
+//! (receive frames, run, drain what is to be transmitted).
+
+use crate::context::{Cx, Settings};
+use crate::drop::Reason;
+use crate::nodes::*;
+use ovr_graph::{Graph, Node, NodeId};
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::InterfaceKind;
+use ovr_tables::state::ForwardingState;
+
+type BoxedNode = Box<dyn Node<Cx, ForwardingState> + Send>;
+
+/// The nodes in processing order: every edge points forward (the graph checks it).
+fn nodes() -> Vec<BoxedNode> {
+    vec![
+        Box::new(underlay_input::UnderlayInput),
+        Box::new(vxlan_decap::VxlanDecap),
+        Box::new(mpls_decap::MplsDecap),
+        Box::new(ethernet_input::EthernetInput),
+        Box::new(arp::Arp),
+        Box::new(ip_input::IpInput),
+        Box::new(nd::Nd),
+        Box::new(flow::Flow::default()),
+        Box::new(flow_setup::FlowSetup),
+        Box::new(gateway::Gateway),
+        Box::new(flood::Flood),
+        Box::new(ip_rewrite::IpRewrite),
+        Box::new(encap_vxlan::EncapVxlan),
+        Box::new(encap_mpls::EncapMpls),
+        Box::new(interface_output::InterfaceOutput),
+        Box::new(drop::Drop),
+    ]
+}
+
+/// Aging work per run: enough entries that a table is swept in reasonable time, few
+/// enough that forwarding never waits on it.
+const AGE_BUDGET: usize = 256;
+
+/// One worker's pipeline.
+pub struct Pipeline {
+    graph: Graph<Cx, ForwardingState>,
+    pub cx: Cx,
+    workload_entry: NodeId,
+    underlay_entry: NodeId,
+}
+
+impl Pipeline {
+    pub fn new(settings: Settings) -> Self {
+        let graph = match Graph::new(nodes()) {
+            Ok(g) => g,
+            // The node list is fixed: a bad edge is a bug caught by every test.
+            Err(e) => panic!("ovr's pipeline is miswired: {e}"),
+        };
+        let id = |name| graph.node_id(name).unwrap_or(NodeId(0));
+        Self {
+            workload_entry: id("ethernet-input"),
+            underlay_entry: id("underlay-input"),
+            graph,
+            cx: Cx::new(settings),
+        }
+    }
+
+    /// Takes frames received on interface `rx` into buffers and queues them. Frames on
+    /// an unknown or down interface, or beyond the free buffers, are counted as drops.
+    pub fn receive<'a>(
+        &mut self,
+        st: &ForwardingState,
+        rx: InterfaceId,
+        frames: impl IntoIterator<Item = &'a [u8]>,
+    ) {
+        let iface = st.interface(rx);
+        let refused = match iface {
+            None => Some(Reason::UnknownInterface),
+            Some(i) if !i.admin_up => Some(Reason::InterfaceDown),
+            Some(_) => None,
+        };
+        let (entry, vrf) = match iface {
+            Some(i) if i.kind == InterfaceKind::Underlay => (self.underlay_entry, u32::MAX),
+            Some(i) => (self.workload_entry, i.vrf.map_or(u32::MAX, |v| v.0)),
+            None => (self.workload_entry, u32::MAX),
+        };
+        for f in frames {
+            let c = self.cx.interface_counters(rx.0);
+            c.rx_packets += 1;
+            c.rx_bytes += f.len() as u64;
+            if let Some(r) = refused {
+                self.cx.count_drop(r);
+                continue;
+            }
+            let Some(p) = self.cx.pool.alloc_with(f) else {
+                self.cx.count_drop(Reason::NoBuffers);
+                continue;
+            };
+            let trace = self.graph.trace_mut().pick();
+            let m = self.cx.pool.meta_mut(p);
+            m.rx_if = rx.0;
+            m.vrf = vrf;
+            m.trace = trace;
+            self.graph.enqueue(entry, &[p]);
+        }
+    }
+
+    /// Runs everything received through the graph, then ages a slice of the flows.
+    pub fn run(&mut self, st: &ForwardingState) {
+        self.graph.run(&mut self.cx, st);
+        let s = self.cx.settings;
+        let aged = self.cx.flows.age(
+            self.cx.now,
+            s.idle_timeout_ns,
+            s.denied_idle_timeout_ns,
+            AGE_BUDGET,
+        );
+        self.cx.flow_counters.aged += aged.aged as u64;
+    }
+
+    /// Hands every packet waiting for transmission to `send` (interface, bytes), then
+    /// frees it.
+    pub fn drain_tx(&mut self, mut send: impl FnMut(InterfaceId, &[u8])) {
+        for i in 0..self.cx.tx.len() {
+            let queue = core::mem::take(&mut self.cx.tx[i]);
+            for &p in &queue {
+                send(InterfaceId(i as u32), self.cx.pool.data(p));
+            }
+            self.cx.pool.free(&queue);
+            let mut queue = queue;
+            queue.clear();
+            self.cx.tx[i] = queue;
+        }
+    }
+
+    pub fn graph(&self) -> &Graph<Cx, ForwardingState> {
+        &self.graph
+    }
+
+    pub fn graph_mut(&mut self) -> &mut Graph<Cx, ForwardingState> {
+        &mut self.graph
+    }
+}
