@@ -35,7 +35,7 @@ fn nodes() -> Vec<BoxedNode> {
 
 /// Aging work per run: enough entries that a table is swept in reasonable time, few
 /// enough that forwarding never waits on it.
-const AGE_BUDGET: usize = 256;
+const AGE_BUDGET: usize = 64;
 
 /// One worker's pipeline.
 pub struct Pipeline {

@@ -30,6 +30,17 @@ pub enum GraphError {
     TooManyNexts(&'static str),
 }
 
+/// The queue a next index leads to: none for a consumed packet. A next index out of
+/// range is a node bug; the last next is the node's drop by convention, so the packet is
+/// not lost.
+#[inline]
+fn target(edges: &[usize], next: u16) -> Option<usize> {
+    if next == CONSUMED {
+        return None;
+    }
+    edges.get(usize::from(next)).or(edges.last()).copied()
+}
+
 /// Where the graph finds a packet's trace id (0: not traced).
 pub trait TraceId {
     fn trace_id(&self, pkt: u32) -> u32;
@@ -124,14 +135,22 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
                     self.trace_vector(i, cx, chunk);
                 }
                 let edges = &self.edges[i];
-                let moves = chunk.iter().zip(self.next.iter());
-                for (p, n) in moves.chain(self.extra.iter().map(|(p, n)| (p, n))) {
-                    if *n == CONSUMED {
-                        continue;
+                let next = &self.next[..chunk.len()];
+                let first = next[0];
+                if next.iter().all(|n| *n == first) {
+                    // The common case, every packet to one next node: one copy.
+                    if let Some(to) = target(edges, first) {
+                        self.queues[to].extend_from_slice(chunk);
                     }
-                    // A next index out of range is a node bug; the last next is the
-                    // node's drop by convention, so the packet is not lost.
-                    if let Some(&to) = edges.get(usize::from(*n)).or(edges.last()) {
+                } else {
+                    for (p, n) in chunk.iter().zip(next) {
+                        if let Some(to) = target(edges, *n) {
+                            self.queues[to].push(*p);
+                        }
+                    }
+                }
+                for (p, n) in &self.extra {
+                    if let Some(to) = target(edges, *n) {
                         self.queues[to].push(*p);
                     }
                 }

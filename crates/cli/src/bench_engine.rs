@@ -1,0 +1,393 @@
+//! `ovrctl bench engine`: the pipeline's own speed on one core, without kernel I/O.
+//!
+//! Packets come from an in-memory generator (frames built once per flow and copied into
+//! the pipeline's buffers, as a copy-mode driver would) and leave to a sink that frees
+//! them. The first pass over the flows sets every flow up (the slow path: that is the
+//! flow-setup rate); then the flows are cycled in a fixed order for the measured time.
+
+use ovr_dataplane::{Pipeline, Settings};
+use ovr_graph::VECTOR_SIZE;
+use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
+use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
+use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
+use ovr_tables::policy::{Policy, PolicyAction, PolicyRule, PortRange};
+use ovr_tables::state::{ForwardingState, TableOp, new_tables};
+use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
+use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
+use ovr_wire::ip_proto;
+use ovr_wire::ipv4::Ipv4Repr;
+use ovr_wire::udp::UdpRepr;
+use ovr_wire::vxlan::VxlanRepr;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The scenarios, by name.
+pub const SCENARIOS: &[&str] = &["vxlan-l2-encap", "mplsudp-l3-encap", "vxlan-decap"];
+/// Flow counts measured when none is given.
+pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
+
+pub struct Args {
+    pub scenario: Option<String>,
+    pub flows: Option<usize>,
+    pub seconds: f64,
+    pub json: bool,
+}
+
+const WORKLOAD: InterfaceId = InterfaceId(1);
+const UPLINK: InterfaceId = InterfaceId(0);
+const UPLINK_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x0a]);
+const REMOTE_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x0b]);
+const VM_MAC: MacAddr = MacAddr([2, 0, 0, 0, 1, 5]);
+const REMOTE_VM_MAC: MacAddr = MacAddr([2, 0, 0, 0, 2, 6]);
+const LOCAL_VTEP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const REMOTE_VTEP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const VNI: u32 = 100;
+
+/// One network with a workload, an uplink, a VXLAN and an MPLS-over-UDP tunnel, routes
+/// and bridge entries, and a policy of a few rules (which the slow path evaluates).
+fn tables() -> Vec<TableOp> {
+    let vrf = VrfId(1);
+    let tunnel = |encap| {
+        NextHop::Tunnel(Tunnel {
+            encap,
+            underlay: UPLINK,
+            src: LOCAL_VTEP.into(),
+            dst: REMOTE_VTEP.into(),
+            dst_mac: REMOTE_MAC,
+        })
+    };
+    let rule = |protocol, port: u16, action| PolicyRule {
+        protocol: Some(protocol),
+        dst_ports: PortRange {
+            first: port,
+            last: port,
+        },
+        ..PolicyRule::matching_all(action)
+    };
+    let policy = Policy::new(vec![
+        rule(ip_proto::TCP, 23, PolicyAction::Deny),
+        rule(ip_proto::UDP, 53, PolicyAction::Deny),
+        rule(ip_proto::TCP, 22, PolicyAction::Deny),
+        PolicyRule {
+            src: "10.0.0.0/8".parse().ok(),
+            ..PolicyRule::matching_all(PolicyAction::Allow)
+        },
+    ])
+    .unwrap_or_default();
+    vec![
+        TableOp::UpsertVrf {
+            id: vrf,
+            name: "red".into(),
+            vni: Some(VNI),
+        },
+        TableOp::UpsertInterface(Interface {
+            id: UPLINK,
+            name: "uplink".into(),
+            kind: InterfaceKind::Underlay,
+            vrf: None,
+            mac: UPLINK_MAC,
+            addresses: vec![InterfaceAddress {
+                addr: LOCAL_VTEP.into(),
+                prefix_len: 24,
+            }],
+            mtu: 9000,
+            policy: false,
+            admin_up: true,
+        }),
+        TableOp::UpsertInterface(Interface {
+            id: WORKLOAD,
+            name: "vm1".into(),
+            kind: InterfaceKind::Workload,
+            vrf: Some(vrf),
+            mac: DEFAULT_ROUTER_MAC,
+            addresses: vec![],
+            mtu: 1500,
+            policy: true,
+            admin_up: true,
+        }),
+        TableOp::UpsertNextHop(
+            NextHopId(1),
+            NextHop::Interface {
+                interface: WORKLOAD,
+                dst_mac: VM_MAC,
+            },
+        ),
+        TableOp::UpsertNextHop(NextHopId(2), tunnel(Encap::Vxlan { vni: VNI })),
+        TableOp::UpsertNextHop(NextHopId(3), tunnel(Encap::MplsOverUdp { label: 1000 })),
+        TableOp::AddBridge {
+            vrf,
+            mac: VM_MAC,
+            nh: NextHopId(1),
+        },
+        TableOp::AddBridge {
+            vrf,
+            mac: REMOTE_VM_MAC,
+            nh: NextHopId(2),
+        },
+        TableOp::AddRoute {
+            vrf,
+            prefix: "10.1.0.0/16".parse().unwrap_or_else(|_| unreachable!()),
+            nh: NextHopId(1),
+        },
+        TableOp::AddRoute {
+            vrf,
+            prefix: "10.2.0.0/16".parse().unwrap_or_else(|_| unreachable!()),
+            nh: NextHopId(3),
+        },
+        TableOp::SetPolicy {
+            vrf,
+            policy: Arc::new(policy),
+        },
+    ]
+}
+
+/// A 64-byte Ethernet/IPv4/UDP frame (18 bytes of payload).
+fn inner_frame(dst_mac: MacAddr, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    EthernetRepr {
+        dst: dst_mac,
+        src: VM_MAC,
+        tags: [None, None],
+        ethertype: ethertype::IPV4,
+    }
+    .emit(&mut f);
+    let ip = Ipv4Repr {
+        src,
+        dst,
+        protocol: ip_proto::UDP,
+        ttl: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: false,
+        payload_len: 30,
+    };
+    ip.emit(&mut f[14..]);
+    UdpRepr {
+        src_port: sport,
+        dst_port: dport,
+        payload_len: 22,
+    }
+    .emit(&mut f[34..]);
+    f
+}
+
+/// Flow `i`'s addresses and ports: 4096 source ports per address.
+fn flow(i: usize) -> (Ipv4Addr, u16) {
+    let host = (i / 4096) as u32;
+    (
+        Ipv4Addr::from(0x0a01_0000 + 10 + host),
+        1024 + (i % 4096) as u16,
+    )
+}
+
+/// The frames of a scenario, one per flow, and the interface they arrive on.
+fn frames(scenario: &str, flows: usize) -> Option<(InterfaceId, Vec<Vec<u8>>)> {
+    let build = |f: &dyn Fn(usize) -> Vec<u8>| (0..flows).map(f).collect::<Vec<_>>();
+    Some(match scenario {
+        "vxlan-l2-encap" => (
+            WORKLOAD,
+            build(&|i| {
+                let (src, sport) = flow(i);
+                inner_frame(
+                    REMOTE_VM_MAC,
+                    src,
+                    Ipv4Addr::new(10, 1, 200, 6),
+                    sport,
+                    5000,
+                )
+            }),
+        ),
+        "mplsudp-l3-encap" => (
+            WORKLOAD,
+            build(&|i| {
+                let (src, sport) = flow(i);
+                let dst = Ipv4Addr::new(10, 2, (i % 251) as u8, 9);
+                inner_frame(DEFAULT_ROUTER_MAC, src, dst, sport, 5000)
+            }),
+        ),
+        "vxlan-decap" => (
+            UPLINK,
+            build(&|i| {
+                let (src, sport) = flow(i);
+                let inner = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
+                vxlan_frame(&inner, sport)
+            }),
+        ),
+        _ => return None,
+    })
+}
+
+/// `inner` in VXLAN from the remote VTEP to us.
+fn vxlan_frame(inner: &[u8], sport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 50 + inner.len()];
+    EthernetRepr {
+        dst: UPLINK_MAC,
+        src: REMOTE_MAC,
+        tags: [None, None],
+        ethertype: ethertype::IPV4,
+    }
+    .emit(&mut f);
+    Ipv4Repr {
+        src: REMOTE_VTEP,
+        dst: LOCAL_VTEP,
+        protocol: ip_proto::UDP,
+        ttl: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 0,
+        dont_frag: true,
+        payload_len: (16 + inner.len()) as u16,
+    }
+    .emit(&mut f[14..]);
+    UdpRepr {
+        src_port: 0xc000 | sport,
+        dst_port: ovr_wire::udp_port::VXLAN,
+        payload_len: (8 + inner.len()) as u16,
+    }
+    .emit(&mut f[34..]);
+    VxlanRepr { vni: VNI }.emit(&mut f[42..]);
+    f[50..].copy_from_slice(inner);
+    f
+}
+
+/// What one measurement gave.
+struct Result {
+    scenario: String,
+    flows: usize,
+    mpps: f64,
+    ns_per_packet: f64,
+    setup_flows_per_sec: f64,
+    forwarded: u64,
+    dropped: u64,
+    packets: u64,
+}
+
+/// Sends `frames` in vectors, `count` packets from `start`, cycling; returns packets
+/// transmitted (the sink's count).
+fn pump(
+    pipe: &mut Pipeline,
+    st: &ForwardingState,
+    rx: InterfaceId,
+    frames: &[Vec<u8>],
+    start: usize,
+    count: usize,
+) -> u64 {
+    let mut sent = 0u64;
+    let mut at = start;
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(VECTOR_SIZE);
+        let batch = (0..n).map(|k| frames[(at + k) % frames.len()].as_slice());
+        pipe.cx.now += 1_000;
+        pipe.receive(st, rx, batch);
+        pipe.run(st);
+        pipe.drain_tx(|_, _| sent += 1);
+        at = (at + n) % frames.len();
+        left -= n;
+    }
+    sent
+}
+
+fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Result, String> {
+    let (mut w, r) = new_tables();
+    w.commit(tables()).map_err(|e| e.to_string())?;
+    let (rx, frames) = frames(scenario, flows).ok_or_else(|| {
+        format!(
+            "unknown scenario '{scenario}' (known: {})",
+            SCENARIOS.join(", ")
+        )
+    })?;
+    let settings = Settings {
+        // Each flow is a pair: room for both directions, and a quarter more.
+        flow_capacity: (flows * 2).max(1024) * 5 / 4,
+        frames: 2 * VECTOR_SIZE,
+        ..Settings::default()
+    };
+    let mut pipe = Pipeline::new(settings);
+    let guard = r.enter().ok_or("tables closed")?;
+    let st = &*guard;
+    // Slow path: every flow once.
+    let t = Instant::now();
+    pump(&mut pipe, st, rx, &frames, 0, flows);
+    let setup = t.elapsed().as_secs_f64();
+    let created = pipe.cx.flow_counters.created;
+    pipe.graph_mut().reset_stats();
+    // Fast path, for the measured time, in rounds of about a million packets.
+    let round = 1 << 20;
+    let (mut packets, mut forwarded) = (0u64, 0u64);
+    let drops_before: u64 = pipe.cx.drops.iter().sum();
+    let t = Instant::now();
+    let budget = Duration::from_secs_f64(seconds);
+    while t.elapsed() < budget {
+        forwarded += pump(&mut pipe, st, rx, &frames, packets as usize % flows, round);
+        packets += round as u64;
+    }
+    let took = t.elapsed().as_secs_f64();
+    let dropped = pipe.cx.drops.iter().sum::<u64>() - drops_before;
+    Ok(Result {
+        scenario: scenario.to_string(),
+        flows,
+        mpps: packets as f64 / took / 1e6,
+        ns_per_packet: took * 1e9 / packets as f64,
+        setup_flows_per_sec: created as f64 / setup,
+        forwarded,
+        dropped,
+        packets,
+    })
+}
+
+pub fn run(a: &Args) -> std::result::Result<(), String> {
+    let scenarios: Vec<&str> = match &a.scenario {
+        Some(s) => vec![s.as_str()],
+        None => SCENARIOS.to_vec(),
+    };
+    let flows: Vec<usize> = match a.flows {
+        Some(f) => vec![f.max(1)],
+        None => FLOWS.to_vec(),
+    };
+    if !a.json {
+        println!(
+            "{:<18} {:>9} {:>8} {:>8} {:>14} {:>10}",
+            "scenario", "flows", "Mpps", "ns/pkt", "setup flows/s", "forwarded"
+        );
+    }
+    for s in &scenarios {
+        for &f in &flows {
+            let r = measure(s, f, a.seconds)?;
+            if a.json {
+                println!(
+                    "{{\"scenario\":\"{}\",\"flows\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"setup_flows_per_sec\":{:.0},\"packets\":{},\"forwarded\":{},\"dropped\":{}}}",
+                    r.scenario,
+                    r.flows,
+                    r.mpps,
+                    r.ns_per_packet,
+                    r.setup_flows_per_sec,
+                    r.packets,
+                    r.forwarded,
+                    r.dropped
+                );
+            } else {
+                println!(
+                    "{:<18} {:>9} {:>8.2} {:>8.1} {:>14.0} {:>9.1}%",
+                    r.scenario,
+                    r.flows,
+                    r.mpps,
+                    r.ns_per_packet,
+                    r.setup_flows_per_sec,
+                    100.0 * r.forwarded as f64 / r.packets as f64
+                );
+            }
+            if r.forwarded < r.packets {
+                eprintln!(
+                    "warning: {} of {} packets were not forwarded ({} dropped)",
+                    r.packets - r.forwarded,
+                    r.packets,
+                    r.dropped
+                );
+            }
+        }
+    }
+    Ok(())
+}

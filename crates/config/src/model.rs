@@ -1,0 +1,225 @@
+//! The configuration as written: plain serde structs. Values with a syntax of their own
+//! (MACs, prefixes, port ranges) stay strings here and are parsed during translation,
+//! so that an error can name the field it came from.
+
+use serde::{Deserialize, Serialize};
+
+/// A whole configuration. Every section is optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub interfaces: Vec<InterfaceConfig>,
+    #[serde(default)]
+    pub networks: Vec<NetworkConfig>,
+    #[serde(default)]
+    pub tunnels: Vec<TunnelConfig>,
+    #[serde(default)]
+    pub nexthops: Vec<NextHopConfig>,
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    #[serde(default)]
+    pub bridge: Vec<BridgeConfig>,
+    #[serde(default)]
+    pub labels: Vec<LabelConfig>,
+    #[serde(default)]
+    pub flows: FlowSettings,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterfaceKindConfig {
+    Underlay,
+    #[default]
+    Workload,
+    Tap,
+    Memif,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceConfig {
+    pub name: String,
+    #[serde(default)]
+    pub kind: InterfaceKindConfig,
+    /// Required for the underlay; workloads default to their network's gateway MAC.
+    pub mac: Option<String>,
+    /// "address/length"; on the underlay, the local VTEP addresses.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+    /// The network of a workload (not of the underlay).
+    pub network: Option<String>,
+    #[serde(default = "yes")]
+    pub policy: bool,
+    #[serde(default = "yes")]
+    pub admin_up: bool,
+    /// The workload's own MAC: gives it a next hop (named after the interface), a bridge
+    /// entry, host routes for `peer_addresses` and a place in the flood list.
+    pub peer_mac: Option<String>,
+    #[serde(default)]
+    pub peer_addresses: Vec<String>,
+}
+
+fn default_mtu() -> u16 {
+    1500
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    pub name: String,
+    pub vni: Option<u32>,
+    pub router_mac: Option<String>,
+    /// Virtual gateway addresses, "address/length".
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// Next hops to replicate broadcast and unknown unicast to (besides the workloads
+    /// that have a `peer_mac`).
+    #[serde(default)]
+    pub flood: Vec<String>,
+    /// Ordered rules; absent means the default (allow within, deny between networks).
+    pub policy: Option<Vec<RuleConfig>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionConfig {
+    Allow,
+    Deny,
+}
+
+/// A number, or a name / range in text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NumberOrText {
+    Number(u64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub action: ActionConfig,
+    pub src_network: Option<String>,
+    pub dst_network: Option<String>,
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    /// tcp, udp, icmp, icmpv6 or a protocol number.
+    pub protocol: Option<NumberOrText>,
+    /// A port or "first-last".
+    pub src_ports: Option<NumberOrText>,
+    pub dst_ports: Option<NumberOrText>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelConfig {
+    pub name: String,
+    /// An underlay interface.
+    pub underlay: String,
+    /// The remote VTEP's address.
+    pub remote: String,
+    /// The outer destination MAC (the underlay neighbour).
+    pub remote_mac: String,
+    /// The local VTEP address; by default the underlay's first address of the family.
+    pub local: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextHopKindConfig {
+    Interface,
+    Tunnel,
+    Ecmp,
+    Drop,
+    Receive,
+    Vrf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncapConfig {
+    Vxlan,
+    MplsUdp,
+    MplsGre,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InnerConfig {
+    Ethernet,
+    Ip,
+}
+
+/// One next hop; which fields apply depends on `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextHopConfig {
+    pub name: String,
+    pub kind: NextHopKindConfig,
+    /// interface: the interface and the destination MAC.
+    pub interface: Option<String>,
+    pub mac: Option<String>,
+    /// tunnel: the tunnel, the encapsulation and its VNI or label.
+    pub tunnel: Option<String>,
+    pub encap: Option<EncapConfig>,
+    pub vni: Option<u32>,
+    pub label: Option<u32>,
+    /// ecmp: the members.
+    pub members: Option<Vec<String>>,
+    /// vrf: the network to look up in, and what the payload is.
+    pub network: Option<String>,
+    pub inner: Option<InnerConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub network: String,
+    pub prefix: String,
+    pub nexthop: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeConfig {
+    pub network: String,
+    pub mac: String,
+    pub nexthop: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelConfig {
+    pub label: u32,
+    pub nexthop: String,
+}
+
+/// The dataplane's flow-table settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlowSettings {
+    /// Flows (each direction counts one).
+    pub capacity: usize,
+    pub idle_timeout_ms: u64,
+    pub denied_idle_timeout_ms: u64,
+    /// The most flows one network may hold.
+    pub network_quota: Option<u32>,
+}
+
+impl Default for FlowSettings {
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 20,
+            idle_timeout_ms: 60_000,
+            denied_idle_timeout_ms: 5_000,
+            network_quota: None,
+        }
+    }
+}
