@@ -204,7 +204,7 @@ fn a_policy_change_applies_to_established_flows_and_idle_flows_age_out() {
     assert_eq!(snap.drops.get("policy_denied"), Some(&10));
     // Flows idle for longer than the timeout go (the aging pass runs with each vector).
     let g = r.enter().unwrap();
-    for _ in 0..10 {
+    for _ in 0..100 {
         pipe.cx.now += 10_000_000_000;
         pipe.run(&g);
     }

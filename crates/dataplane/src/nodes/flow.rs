@@ -74,7 +74,6 @@ impl Node<Cx, ForwardingState> for Flow {
                 v.next[i] = Next::Setup.into();
                 continue;
             };
-            let len = cx.pool.len(p) as u64;
             let stale = cx.flows.get(id).is_some_and(|e| e.epoch != epoch);
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
@@ -84,18 +83,8 @@ impl Node<Cx, ForwardingState> for Flow {
                 }
                 cx.pool.meta_mut(p).flags |= flags::FLOW_REVALIDATED;
             }
-            cx.flows.touch(id, len, cx.now);
-            let action = cx.flows.get(id).and_then(|e| e.action);
-            let meta = cx.pool.meta_mut(p);
-            meta.flags |= flags::FLOW_HIT;
-            v.next[i] = match action {
-                Some(FlowAction::Forward { next_hop }) => {
-                    Next::from_dest(dest(st, meta, next_hop), meta)
-                }
-                Some(FlowAction::Drop { reason }) => drop(meta, DropReason(reason), Next::Drop),
-                None => Next::Setup,
-            }
-            .into();
+            cx.pool.meta_mut(p).flags |= flags::FLOW_HIT;
+            v.next[i] = follow(cx, st, p, id).into();
         }
     }
 
@@ -111,6 +100,23 @@ impl Node<Cx, ForwardingState> for Flow {
         } else {
             "miss".into()
         })
+    }
+}
+
+/// Sends a packet the way its installed flow says, counting it on the flow.
+pub(crate) fn follow(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) -> Next {
+    let len = cx.pool.len(p) as u64;
+    cx.flows.touch(id, len, cx.now);
+    let action = cx.flows.get(id).and_then(|e| e.action);
+    let meta = cx.pool.meta_mut(p);
+    match action {
+        Some(FlowAction::Forward { next_hop }) => {
+            let d = dest(st, meta, next_hop);
+            Next::from_dest(d, meta)
+        }
+        Some(FlowAction::Drop { reason }) => drop(meta, DropReason(reason), Next::Drop),
+        // A live entry always has an action.
+        None => drop(meta, Reason::NoNextHop, Next::Drop),
     }
 }
 

@@ -5,7 +5,7 @@
 //! that a blocked sender costs a lookup, not a slow path, per packet.
 
 use super::drop;
-use super::flow::{Next, policy_applies};
+use super::flow::{Next, follow, policy_applies};
 use crate::context::Cx;
 use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
@@ -56,6 +56,10 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
     let dst_mac = MacAddr(data[0..6].try_into().unwrap_or_default());
     let src_mac = MacAddr(data[6..12].try_into().unwrap_or_default());
     let meta = *cx.pool.meta(p);
+    // An earlier packet of the same new flow in this vector has installed it already.
+    if let Some(id) = cx.flows.lookup(&meta.key) {
+        return follow(cx, st, p, id);
+    }
     let lookup = Lookup {
         key: meta.key,
         dst_mac,
@@ -120,8 +124,7 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
             cx.flow_counters.created += 1;
             cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
         }
-        // Two packets of one new flow in a vector: the first installed it.
-        Err(FlowInsertError::Exists(_)) => {}
+        Err(FlowInsertError::Exists(id)) => return follow(cx, st, p, id),
         Err(_) => return drop(cx.pool.meta_mut(p), Reason::FlowTableFull, Next::Drop),
     }
     let meta: &mut Meta = cx.pool.meta_mut(p);
