@@ -26,8 +26,8 @@ fn nodes() -> Vec<BoxedNode> {
         Box::new(gateway::Gateway),
         Box::new(flood::Flood),
         Box::new(ip_rewrite::IpRewrite),
-        Box::new(encap_vxlan::EncapVxlan),
-        Box::new(encap_mpls::EncapMpls),
+        Box::new(encap_vxlan::EncapVxlan::default()),
+        Box::new(encap_mpls::EncapMpls::default()),
         Box::new(interface_output::InterfaceOutput),
         Box::new(drop::Drop),
     ]

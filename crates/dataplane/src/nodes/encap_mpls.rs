@@ -3,7 +3,7 @@
 //! frames: the label, which the receiver allocated, tells it which.
 
 use super::drop;
-use super::outer::{Transport, encapsulate};
+use super::outer::{Rewrites, Transport};
 use crate::context::Cx;
 use crate::drop::Reason;
 use ovr_graph::{Node, Vector, next_nodes};
@@ -15,7 +15,10 @@ use ovr_wire::udp_port;
 
 next_nodes! { pub enum Next { Output = "interface-output", Drop = "drop" } }
 
-pub struct EncapMpls;
+#[derive(Default)]
+pub struct EncapMpls {
+    rewrites: Rewrites,
+}
 
 /// TTL of the label entry: the tunnel is one hop of the overlay.
 const LABEL_TTL: u8 = 64;
@@ -31,7 +34,8 @@ impl Node<Cx, ForwardingState> for EncapMpls {
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         for (i, &p) in v.pkts.iter().enumerate() {
-            let r = match st.nexthop(NextHopId(cx.pool.meta(p).next_hop)) {
+            let nh = NextHopId(cx.pool.meta(p).next_hop);
+            let r = match st.nexthop(nh) {
                 Some(NextHop::Tunnel(t)) => match mpls_transport(t.encap) {
                     Some((label, transport)) => {
                         let entry = LabelEntry {
@@ -40,7 +44,14 @@ impl Node<Cx, ForwardingState> for EncapMpls {
                             bottom: true,
                             ttl: LABEL_TTL,
                         };
-                        encapsulate(cx, st, p, t, transport, &entry.to_word().to_be_bytes())
+                        self.rewrites.encapsulate(
+                            cx,
+                            st,
+                            p,
+                            (nh, t),
+                            transport,
+                            &entry.to_word().to_be_bytes(),
+                        )
                     }
                     None => Err(Reason::NextHopUnsupported),
                 },

@@ -1,7 +1,7 @@
 //! encap-vxlan: an Ethernet frame into VXLAN (RFC 7348) towards its next hop's VTEP.
 
 use super::drop;
-use super::outer::{Transport, encapsulate};
+use super::outer::{Rewrites, Transport};
 use crate::context::Cx;
 use crate::drop::Reason;
 use ovr_graph::{Node, Vector, next_nodes};
@@ -13,7 +13,10 @@ use ovr_wire::vxlan::VxlanRepr;
 
 next_nodes! { pub enum Next { Output = "interface-output", Drop = "drop" } }
 
-pub struct EncapVxlan;
+#[derive(Default)]
+pub struct EncapVxlan {
+    rewrites: Rewrites,
+}
 
 impl Node<Cx, ForwardingState> for EncapVxlan {
     fn name(&self) -> &'static str {
@@ -29,7 +32,8 @@ impl Node<Cx, ForwardingState> for EncapVxlan {
             if let Some(&n) = v.pkts.get(i + 4) {
                 cx.pool.prefetch(n);
             }
-            let r = match st.nexthop(NextHopId(cx.pool.meta(p).next_hop)) {
+            let nh = NextHopId(cx.pool.meta(p).next_hop);
+            let r = match st.nexthop(nh) {
                 Some(NextHop::Tunnel(t)) => match t.encap {
                     Encap::Vxlan { vni } => {
                         let mut shim = [0u8; 8];
@@ -37,7 +41,7 @@ impl Node<Cx, ForwardingState> for EncapVxlan {
                         let udp = Transport::Udp {
                             dst_port: udp_port::VXLAN,
                         };
-                        encapsulate(cx, st, p, t, udp, &shim)
+                        self.rewrites.encapsulate(cx, st, p, (nh, t), udp, &shim)
                     }
                     _ => Err(Reason::NextHopUnsupported),
                 },

@@ -1,13 +1,20 @@
 //! The outer headers of a tunnel packet: Ethernet, IPv4 or IPv6, then UDP or GRE, then
 //! the tunnel's own header (the "shim": VXLAN, or an MPLS label), all written into the
 //! headroom in front of the packet without moving it.
+//!
+//! As VPP does with its adjacency "rewrite strings", the headers of an IPv4 tunnel are
+//! built once per next hop into a template; a packet then costs a copy and three patched
+//! fields (lengths, checksum, source port). IPv6 tunnels are written whole, because their
+//! UDP checksum covers the packet anyway.
 
 use crate::context::Cx;
 use crate::drop::Reason;
 use core::net::IpAddr;
+use ovr_tables::ids::NextHopId;
 use ovr_tables::nexthop::Tunnel;
 use ovr_tables::state::ForwardingState;
-use ovr_wire::ethernet::{EthernetRepr, HEADER_LEN, ethertype};
+use ovr_wire::checksum;
+use ovr_wire::ethernet::{EthernetRepr, HEADER_LEN, MacAddr, ethertype};
 use ovr_wire::gre::GreRepr;
 use ovr_wire::ip_proto;
 use ovr_wire::ipv4::Ipv4Repr;
@@ -24,36 +31,30 @@ pub enum Transport {
 
 /// TTL of the outer header: the underlay is a network of its own.
 const OUTER_TTL: u8 = 64;
+/// The longest headers: Ethernet, IPv6, UDP and an 8-byte shim.
+const MAX_HEAD: usize = HEADER_LEN + 40 + 8 + 8;
 
-/// Prepends the outer headers and `shim` to packet `p` for tunnel `t`.
-pub fn encapsulate(
-    cx: &mut Cx,
-    st: &ForwardingState,
-    p: u32,
+/// Writes the outer headers for an inner packet of `inner_len` bytes into `buf`
+/// (`head` bytes: everything up to and including the shim).
+fn write_outer(
+    buf: &mut [u8],
+    src_mac: MacAddr,
     t: &Tunnel,
     transport: Transport,
     shim: &[u8],
+    inner_len: usize,
+    hash: u32,
 ) -> Result<(), Reason> {
-    let underlay = st.interface(t.underlay).ok_or(Reason::UnknownInterface)?;
-    let inner_len = cx.pool.len(p);
     let ip_len = if t.dst.is_ipv6() { 40 } else { 20 };
     let (l4_len, protocol) = match transport {
         Transport::Udp { .. } => (8, ip_proto::UDP),
         Transport::Gre => (4, ip_proto::GRE),
     };
-    let head = HEADER_LEN + ip_len + l4_len + shim.len();
     let ip_payload = l4_len + shim.len() + inner_len;
     if ip_len + ip_payload > usize::from(u16::MAX) {
         return Err(Reason::MtuExceeded);
     }
-    if !cx.pool.push_front(p, head) {
-        return Err(Reason::NoHeadroom);
-    }
-    let (meta, data) = cx.pool.split_mut(p);
-    let hash = meta.hash;
-    meta.tx_if = t.underlay.0;
-    meta.l3 = HEADER_LEN as u16;
-    let (ip, rest) = data[HEADER_LEN..].split_at_mut(ip_len);
+    let (ip, rest) = buf[HEADER_LEN..].split_at_mut(ip_len);
     match (t.src, t.dst) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => Ipv4Repr {
             src,
@@ -93,8 +94,9 @@ pub fn encapsulate(
             // IPv4 tunnels send no UDP checksum (RFC 7348 section 5, RFC 7510 section
             // 3); IPv6 requires one (RFC 8200 section 8.1).
             if let (IpAddr::V6(src), IpAddr::V6(dst)) = (t.src, t.dst) {
-                UdpPacket::new_unchecked(&mut rest[..l4_len + shim.len() + inner_len])
-                    .fill_checksum_v6(src, dst);
+                if let Some(dgram) = rest.get_mut(..l4_len + shim.len() + inner_len) {
+                    UdpPacket::new_unchecked(dgram).fill_checksum_v6(src, dst);
+                }
             }
         }
         Transport::Gre => GreRepr {
@@ -107,7 +109,7 @@ pub fn encapsulate(
     }
     EthernetRepr {
         dst: t.dst_mac,
-        src: underlay.mac,
+        src: src_mac,
         tags: [None, None],
         ethertype: if t.dst.is_ipv6() {
             ethertype::IPV6
@@ -115,6 +117,94 @@ pub fn encapsulate(
             ethertype::IPV4
         },
     }
-    .emit(data);
+    .emit(buf);
     Ok(())
+}
+
+/// The headers of one IPv4 tunnel next hop, for an empty inner packet.
+#[derive(Clone, Copy)]
+struct Template {
+    bytes: [u8; MAX_HEAD],
+    head: u8,
+    udp: bool,
+    tx_if: u32,
+}
+
+/// Per-node cache of templates by next hop, valid for one table epoch.
+#[derive(Default)]
+pub struct Rewrites {
+    epoch: Option<u32>,
+    by_nexthop: Vec<Option<Template>>,
+}
+
+impl Rewrites {
+    /// Prepends the outer headers and `shim` to packet `p` for tunnel next hop `nh`.
+    pub fn encapsulate(
+        &mut self,
+        cx: &mut Cx,
+        st: &ForwardingState,
+        p: u32,
+        (nh, t): (NextHopId, &Tunnel),
+        transport: Transport,
+        shim: &[u8],
+    ) -> Result<(), Reason> {
+        if self.epoch != Some(st.epoch()) {
+            self.by_nexthop.clear();
+            self.epoch = Some(st.epoch());
+        }
+        let underlay = st.interface(t.underlay).ok_or(Reason::UnknownInterface)?;
+        let inner_len = cx.pool.len(p);
+        let ip_len = if t.dst.is_ipv6() { 40 } else { 20 };
+        let l4_len = if transport == Transport::Gre { 4 } else { 8 };
+        let head = HEADER_LEN + ip_len + l4_len + shim.len();
+        if !cx.pool.push_front(p, head) {
+            return Err(Reason::NoHeadroom);
+        }
+        let (meta, data) = cx.pool.split_mut(p);
+        meta.tx_if = t.underlay.0;
+        meta.l3 = HEADER_LEN as u16;
+        if t.dst.is_ipv6() {
+            return write_outer(data, underlay.mac, t, transport, shim, inner_len, meta.hash);
+        }
+        let i = nh.0 as usize;
+        if self.by_nexthop.len() <= i {
+            self.by_nexthop.resize(i + 1, None);
+        }
+        let tpl = match self.by_nexthop[i] {
+            Some(tpl) if usize::from(tpl.head) == head => tpl,
+            _ => {
+                let mut bytes = [0u8; MAX_HEAD];
+                write_outer(&mut bytes, underlay.mac, t, transport, shim, 0, 0)?;
+                let tpl = Template {
+                    bytes,
+                    head: head as u8,
+                    udp: matches!(transport, Transport::Udp { .. }),
+                    tx_if: t.underlay.0,
+                };
+                self.by_nexthop[i] = Some(tpl);
+                tpl
+            }
+        };
+        if inner_len + head - HEADER_LEN > usize::from(u16::MAX) {
+            return Err(Reason::MtuExceeded);
+        }
+        data[..head].copy_from_slice(&tpl.bytes[..head]);
+        meta.tx_if = tpl.tx_if;
+        // Patch what depends on the packet: IPv4 total length (and its checksum,
+        // incrementally), UDP length and source port.
+        let ip = HEADER_LEN;
+        let old_total = u16::from_be_bytes([data[ip + 2], data[ip + 3]]);
+        let total = old_total + inner_len as u16;
+        let csum = u16::from_be_bytes([data[ip + 10], data[ip + 11]]);
+        data[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+        let csum = checksum::update16(csum, old_total, total);
+        data[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
+        if tpl.udp {
+            let udp = ip + 20;
+            let len = u16::from_be_bytes([data[udp + 4], data[udp + 5]]) + inner_len as u16;
+            data[udp..udp + 2].copy_from_slice(&source_port_from_hash(meta.hash).to_be_bytes());
+            data[udp + 4..udp + 6].copy_from_slice(&len.to_be_bytes());
+        }
+        Ok(())
+    }
 }
