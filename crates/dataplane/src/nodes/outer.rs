@@ -93,10 +93,10 @@ fn write_outer(
             .emit(rest);
             // IPv4 tunnels send no UDP checksum (RFC 7348 section 5, RFC 7510 section
             // 3); IPv6 requires one (RFC 8200 section 8.1).
-            if let (IpAddr::V6(src), IpAddr::V6(dst)) = (t.src, t.dst) {
-                if let Some(dgram) = rest.get_mut(..l4_len + shim.len() + inner_len) {
-                    UdpPacket::new_unchecked(dgram).fill_checksum_v6(src, dst);
-                }
+            if let (IpAddr::V6(src), IpAddr::V6(dst)) = (t.src, t.dst)
+                && let Some(dgram) = rest.get_mut(..l4_len + shim.len() + inner_len)
+            {
+                UdpPacket::new_unchecked(dgram).fill_checksum_v6(src, dst);
             }
         }
         Transport::Gre => GreRepr {
