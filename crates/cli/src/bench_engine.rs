@@ -32,6 +32,8 @@ pub struct Args {
     pub flows: Option<usize>,
     pub seconds: f64,
     pub json: bool,
+    /// Print each node's share of the fast path.
+    pub nodes: bool,
 }
 
 const WORKLOAD: InterfaceId = InterfaceId(1);
@@ -262,6 +264,8 @@ struct Result {
     forwarded: u64,
     dropped: u64,
     packets: u64,
+    /// Per node of the fast path: (name, ns per packet through it, packets per vector).
+    nodes: Vec<(&'static str, f64, f64)>,
 }
 
 /// Sends `frames` in vectors, `count` packets from `start`, cycling; returns packets
@@ -326,6 +330,12 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
     }
     let took = t.elapsed().as_secs_f64();
     let dropped = pipe.cx.drops.iter().sum::<u64>() - drops_before;
+    let nodes = pipe
+        .graph()
+        .stats()
+        .filter(|(_, s)| s.packets > 0)
+        .map(|(n, s)| (n, s.nanos as f64 / packets as f64, s.average_vector()))
+        .collect();
     Ok(Result {
         scenario: scenario.to_string(),
         flows,
@@ -335,6 +345,7 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
         forwarded,
         dropped,
         packets,
+        nodes,
     })
 }
 
@@ -378,6 +389,11 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     r.setup_flows_per_sec,
                     100.0 * r.forwarded as f64 / r.packets as f64
                 );
+            }
+            if a.nodes {
+                for (n, ns, vec) in &r.nodes {
+                    println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                }
             }
             if r.forwarded < r.packets {
                 eprintln!(

@@ -84,6 +84,9 @@ enum Bench {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Also show each node's time per packet on the fast path.
+        #[arg(long)]
+        nodes: bool,
     },
 }
 
@@ -99,12 +102,14 @@ fn main() -> ExitCode {
                     flows,
                     seconds,
                     json,
+                    nodes,
                 },
         } => bench_engine::run(&bench_engine::Args {
             scenario,
             flows,
             seconds,
             json,
+            nodes,
         }),
         Command::Replay {
             config,
