@@ -623,6 +623,34 @@ def s_ttl():
     return s
 
 
+def s_mtu():
+    cfg = config(
+        [vm1(), vm3()], [network("red", 100)], [TUNNEL_B],
+        [nh_tunnel("b_vxlan", "B", "vxlan", vni=100)],
+        bridge=[{"network": "red", "mac": REM_MAC, "nexthop": "b_vxlan"}])
+    s = Scenario("mtu", cfg, [
+        "The uplink's MTU is 1500: a bridged frame whose VXLAN packet is exactly 1500 bytes",
+        "of IP goes out; one byte more is mtu_exceeded. A 1501-byte IP packet bridged to vm3",
+        "(MTU 1500) is mtu_exceeded too; 1500 bytes pass.",
+    ])
+    e = Ether(src=VM1_MAC, dst=REM_MAC)
+    # Outer IP = 20 + 8 + 8 + 14 + inner IP length: 1500 when the inner IP is 1450.
+    for ip_len, ident in ((1450, 150), (1451, 151)):
+        p = e / ip4(VM1_IP, REM_IP, ident=ident) / udp(1000, 2000, b"m" * (ip_len - 28))
+        if ip_len == 1450:
+            s.send("vm1", p, [("uplink", vxlan_out(p))])
+        else:
+            s.send("vm1", p, drop="mtu_exceeded")
+    local = Ether(src=VM1_MAC, dst=VM3_MAC)
+    for ip_len, ident in ((1500, 152), (1501, 153)):
+        p = local / ip4(VM1_IP, VM3_IP, ident=ident) / udp(1000, 2000, b"l" * (ip_len - 28))
+        if ip_len == 1500:
+            s.send("vm1", p, [("vm3", p)])
+        else:
+            s.send("vm1", p, drop="mtu_exceeded")
+    return s
+
+
 def s_unknown():
     cfg = config([vm1()], [network("red", 100)], labels=[{"label": 2001, "nexthop": "vm1"}])
     s = Scenario("unknown", cfg, [
@@ -730,7 +758,7 @@ SCENARIOS = [
     lambda: s_l3_mpls("udp"), lambda: s_l3_mpls("gre"),
     lambda: s_l2_mpls("udp"), lambda: s_l2_mpls("gre"),
     s_decap_to_right_workload, s_tenant_isolation, s_policy, s_ecmp, s_gateway, s_flood,
-    s_ttl, s_unknown, s_malformed, s_ipv6_underlay,
+    s_ttl, s_mtu, s_unknown, s_malformed, s_ipv6_underlay,
 ]
 
 
