@@ -89,6 +89,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         idle_timeout_ns: t.flows.idle_timeout_ms * 1_000_000,
         denied_idle_timeout_ns: t.flows.denied_idle_timeout_ms * 1_000_000,
         network_quota: t.flows.network_quota,
+        setup_rate: Some(t.flows.setup_rate).filter(|r| *r > 0),
         ..Settings::default()
     };
     let mut pipe = Pipeline::new(settings);

@@ -211,6 +211,8 @@ pub struct FlowSettings {
     pub denied_idle_timeout_ms: u64,
     /// The most flows one network may hold.
     pub network_quota: Option<u32>,
+    /// The most new flows per second from one interface (0: no limit).
+    pub setup_rate: u32,
 }
 
 impl Default for FlowSettings {
@@ -220,6 +222,7 @@ impl Default for FlowSettings {
             idle_timeout_ms: 60_000,
             denied_idle_timeout_ms: 5_000,
             network_quota: None,
+            setup_rate: 200_000,
         }
     }
 }

@@ -16,6 +16,10 @@ pub struct Settings {
     pub denied_idle_timeout_ns: u64,
     /// Most flows one network (VRF) may hold in this worker.
     pub network_quota: Option<u32>,
+    /// Most new flows per second set up for packets from one interface (bursts of a
+    /// tenth of a second allowed): a storm of new flows from one workload is dropped
+    /// before it can take the core from established flows.
+    pub setup_rate: Option<u32>,
     /// Packet buffers.
     pub frames: usize,
 }
@@ -27,10 +31,16 @@ impl Default for Settings {
             idle_timeout_ns: 60_000_000_000,
             denied_idle_timeout_ns: 5_000_000_000,
             network_quota: None,
+            setup_rate: Some(DEFAULT_SETUP_RATE),
             frames: 4096,
         }
     }
 }
+
+/// New flows per second per interface unless configured otherwise: about a tenth of
+/// what one core sets up, so that one interface's storm leaves most of the core to the
+/// fast path.
+pub const DEFAULT_SETUP_RATE: u32 = 200_000;
 
 /// Packet and byte counts of one interface (this worker's share).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -45,6 +45,7 @@ drop_reasons! {
     TtlExpired => "ttl_expired", "IPv4 TTL or IPv6 hop limit would reach 0";
     PolicyDenied => "policy_denied", "network policy denies the flow";
     FlowTableFull => "flow_table_full", "no room for a new flow (table, bucket or quota)";
+    FlowSetupLimited => "flow_setup_limited", "the interface exceeded its rate of new flows";
     MtuExceeded => "mtu_exceeded", "packet larger than the outgoing interface's MTU";
     NoHeadroom => "no_headroom", "no room in front of the packet for the encapsulation";
     NoBuffers => "no_buffers", "no free packet buffer to replicate into";

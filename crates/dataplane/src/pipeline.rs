@@ -22,7 +22,7 @@ fn nodes() -> Vec<BoxedNode> {
         Box::new(ip_input::IpInput),
         Box::new(nd::Nd),
         Box::new(flow::Flow::default()),
-        Box::new(flow_setup::FlowSetup),
+        Box::new(flow_setup::FlowSetup::default()),
         Box::new(gateway::Gateway),
         Box::new(flood::Flood),
         Box::new(ip_rewrite::IpRewrite),

@@ -210,3 +210,27 @@ fn a_policy_change_applies_to_established_flows_and_idle_flows_age_out() {
     }
     assert_eq!(pipe.cx.flows.len(), 0);
 }
+
+#[test]
+fn a_storm_of_new_flows_is_limited_and_established_flows_pass() {
+    let (_w, r) = setup();
+    let mut pipe = Pipeline::new(Settings {
+        // A tenth of a second's worth, 100 flows, may come at once.
+        setup_rate: Some(1000),
+        ..Settings::default()
+    });
+    let first = send(&mut pipe, &r, 300);
+    assert_eq!(first.iter().filter(|m| **m != 0).count(), 100);
+    assert_eq!(
+        pipe.snapshot(|_| None).drops.get("flow_setup_limited"),
+        Some(&200)
+    );
+    // A second later: the 100 established flows pass, and 100 more are set up.
+    let second = send(&mut pipe, &r, 300);
+    assert_eq!(second.iter().filter(|m| **m != 0).count(), 200);
+    for (a, b) in first.iter().zip(&second) {
+        if *a != 0 {
+            assert_eq!(a, b);
+        }
+    }
+}

@@ -17,7 +17,55 @@ use ovr_tables::ids::NextHopId;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
 
-pub struct FlowSetup;
+#[derive(Default)]
+pub struct FlowSetup {
+    /// Per receiving interface, the new-flow allowance.
+    limits: Vec<TokenBucket>,
+}
+
+/// A token bucket in nanosecond units: `rate` flows per second accrue continuously, up
+/// to a tenth of a second's worth.
+#[derive(Debug, Clone, Copy, Default)]
+struct TokenBucket {
+    /// Flows available, times 10^9.
+    credit: u64,
+    last: u64,
+}
+
+const NS: u64 = 1_000_000_000;
+
+impl TokenBucket {
+    fn take(&mut self, now: u64, rate: u32) -> bool {
+        let rate = u64::from(rate);
+        let cap = (rate / 10).max(64) * NS;
+        if self.last == 0 {
+            self.credit = cap;
+        }
+        let elapsed = now.saturating_sub(self.last).min(NS);
+        self.last = now.max(self.last);
+        self.credit = (self.credit + elapsed * rate).min(cap);
+        if self.credit >= NS {
+            self.credit -= NS;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl FlowSetup {
+    /// Whether packets from `rx` may set up one more flow now.
+    fn admit(&mut self, cx: &Cx, rx: u32) -> bool {
+        let Some(rate) = cx.settings.setup_rate else {
+            return true;
+        };
+        let i = rx as usize;
+        if self.limits.len() <= i {
+            self.limits.resize(i + 1, TokenBucket::default());
+        }
+        self.limits[i].take(cx.now.max(1), rate)
+    }
+}
 
 /// flow-setup sends packets on as the flow node does, minus flow-setup itself.
 const NEXTS: &[&str] = {
@@ -36,8 +84,9 @@ impl Node<Cx, ForwardingState> for FlowSetup {
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         for (i, &p) in v.pkts.iter().enumerate() {
+            let next = setup(cx, st, p, |cx| self.admit(cx, cx.pool.meta(p).rx_if));
             // Indices shift by one against the flow node's list (no flow-setup here).
-            v.next[i] = (setup(cx, st, p) as u16).saturating_sub(1);
+            v.next[i] = (next as u16).saturating_sub(1);
         }
     }
 
@@ -51,7 +100,7 @@ impl Node<Cx, ForwardingState> for FlowSetup {
     }
 }
 
-fn setup(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
+fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> bool) -> Next {
     let data = cx.pool.data(p);
     let dst_mac = MacAddr(data[0..6].try_into().unwrap_or_default());
     let src_mac = MacAddr(data[6..12].try_into().unwrap_or_default());
@@ -72,6 +121,9 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
         Ok(Route::Flood) => return Next::Flood,
         Err(r) => return drop(cx.pool.meta_mut(p), r, Next::Drop),
     };
+    if !admit(cx) {
+        return drop(cx.pool.meta_mut(p), Reason::FlowSetupLimited, Next::Drop);
+    }
     let key = meta.key;
     let dst_net = decide::destination_network(st, nh, key.vrf());
     let now = cx.now;
