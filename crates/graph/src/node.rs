@@ -17,6 +17,15 @@ pub struct Vector<'a> {
 }
 
 impl Vector<'_> {
+    /// Sets each packet's next node to what `f` says for it, given its index and
+    /// packet: the loop most nodes are.
+    #[inline]
+    pub fn map<N: Into<u16>>(&mut self, mut f: impl FnMut(usize, u32) -> N) {
+        for (i, (p, n)) in self.pkts.iter().zip(self.next.iter_mut()).enumerate() {
+            *n = f(i, *p).into();
+        }
+    }
+
     /// Sends a packet this node created (a replica) to a next node.
     #[inline]
     pub fn emit(&mut self, pkt: u32, next: impl Into<u16>) {

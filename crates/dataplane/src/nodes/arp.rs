@@ -35,10 +35,7 @@ impl Node<Cx, ForwardingState> for Arp {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            let next = handle(cx, st, p);
-            v.next[i] = next.into();
-        }
+        v.map(|_, p| handle(cx, st, p));
     }
 
     fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {

@@ -24,10 +24,10 @@ impl Node<Cx, ForwardingState> for EthernetInput {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
+        v.map(|_, p| {
             let (meta, data) = cx.pool.split_mut(p);
-            v.next[i] = classify(st, meta, data).into();
-        }
+            classify(st, meta, data)
+        });
     }
 }
 

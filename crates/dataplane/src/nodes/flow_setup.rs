@@ -83,11 +83,11 @@ impl Node<Cx, ForwardingState> for FlowSetup {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
+        v.map(|_, p| {
             let next = setup(cx, st, p, |cx| self.admit(cx, cx.pool.meta(p).rx_if));
             // Indices shift by one against the flow node's list (no flow-setup here).
-            v.next[i] = (next as u16).saturating_sub(1);
-        }
+            (next as u16).saturating_sub(1)
+        });
     }
 
     fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {

@@ -28,10 +28,10 @@ impl Node<Cx, ForwardingState> for Gateway {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
+        v.map(|_, p| {
             let (meta, data) = cx.pool.split_mut(p);
-            v.next[i] = answer(st, meta, data).into();
-        }
+            answer(st, meta, data)
+        });
     }
 }
 

@@ -40,12 +40,13 @@ impl Node<Cx, ForwardingState> for IpInput {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            if let Some(&n) = v.pkts.get(i + 4) {
+        let pkts = v.pkts;
+        v.map(|i, p| {
+            if let Some(&n) = pkts.get(i + 4) {
                 cx.pool.prefetch(n);
             }
-            v.next[i] = classify(cx, st, p).into();
-        }
+            classify(cx, st, p)
+        });
     }
 
     fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {

@@ -36,9 +36,7 @@ impl Node<Cx, ForwardingState> for IpRewrite {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            v.next[i] = rewrite(cx, st, p).into();
-        }
+        v.map(|_, p| rewrite(cx, st, p));
     }
 }
 

@@ -35,13 +35,10 @@ impl Node<Cx, ForwardingState> for MplsDecap {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            v.next[i] = match decap(cx, st, p) {
-                Ok(n) => n,
-                Err(r) => drop(cx.pool.meta_mut(p), r, Next::Drop),
-            }
-            .into();
-        }
+        v.map(|_, p| match decap(cx, st, p) {
+            Ok(n) => n,
+            Err(r) => drop(cx.pool.meta_mut(p), r, Next::Drop),
+        });
     }
 
     fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {

@@ -26,9 +26,7 @@ impl Node<Cx, ForwardingState> for Nd {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            v.next[i] = answer(cx, st, p).into();
-        }
+        v.map(|_, p| answer(cx, st, p));
     }
 }
 

@@ -7,11 +7,13 @@
 //! fields (lengths, checksum, source port). IPv6 tunnels are written whole, because their
 //! UDP checksum covers the packet anyway.
 
+use super::drop;
 use crate::context::Cx;
 use crate::drop::Reason;
 use core::net::IpAddr;
+use ovr_graph::{Vector, next_nodes};
 use ovr_tables::ids::NextHopId;
-use ovr_tables::nexthop::Tunnel;
+use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::state::ForwardingState;
 use ovr_wire::checksum;
 use ovr_wire::ethernet::{EthernetRepr, HEADER_LEN, MacAddr, ethertype};
@@ -27,6 +29,15 @@ use ovr_wire::vxlan::source_port_from_hash;
 pub enum Transport {
     Udp { dst_port: u16 },
     Gre,
+}
+
+next_nodes! { pub enum Next { Output = "interface-output", Drop = "drop" } }
+
+/// The header a tunnel puts right after its transport (VXLAN, or an MPLS label).
+pub struct Shim {
+    pub transport: Transport,
+    pub bytes: [u8; 8],
+    pub len: usize,
 }
 
 /// TTL of the outer header: the underlay is a network of its own.
@@ -138,8 +149,37 @@ pub struct Rewrites {
 }
 
 impl Rewrites {
+    /// An encapsulation node's loop: every packet's next hop must be a tunnel for which
+    /// `shim` gives the header (others are this node's mistake: `nexthop_unsupported`).
+    pub fn process(
+        &mut self,
+        cx: &mut Cx,
+        st: &ForwardingState,
+        v: &mut Vector<'_>,
+        shim: impl Fn(Encap) -> Option<Shim>,
+    ) {
+        let pkts = v.pkts;
+        v.map(|i, p| {
+            if let Some(&n) = pkts.get(i + 4) {
+                cx.pool.prefetch(n);
+            }
+            let nh = NextHopId(cx.pool.meta(p).next_hop);
+            let r = match st.nexthop(nh) {
+                Some(NextHop::Tunnel(t)) => match shim(t.encap) {
+                    Some(s) => self.encapsulate(cx, st, p, (nh, t), s.transport, &s.bytes[..s.len]),
+                    None => Err(Reason::NextHopUnsupported),
+                },
+                _ => Err(Reason::NextHopUnsupported),
+            };
+            match r {
+                Ok(()) => Next::Output,
+                Err(e) => drop(cx.pool.meta_mut(p), e, Next::Drop),
+            }
+        });
+    }
+
     /// Prepends the outer headers and `shim` to packet `p` for tunnel next hop `nh`.
-    pub fn encapsulate(
+    fn encapsulate(
         &mut self,
         cx: &mut Cx,
         st: &ForwardingState,

@@ -38,13 +38,13 @@ impl Node<Cx, ForwardingState> for UnderlayInput {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
-            if let Some(&n) = v.pkts.get(i + 4) {
+        let pkts = v.pkts;
+        v.map(|i, p| {
+            if let Some(&n) = pkts.get(i + 4) {
                 cx.pool.prefetch(n);
             }
-            let next = classify(cx, st, p);
-            v.next[i] = next.into();
-        }
+            classify(cx, st, p)
+        });
     }
 }
 

@@ -22,25 +22,21 @@ impl Node<Cx, ForwardingState> for VxlanDecap {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        for (i, &p) in v.pkts.iter().enumerate() {
+        v.map(|_, p| {
             let (meta, data) = cx.pool.split_mut(p);
             let at = usize::from(meta.l4);
             let vni = match VxlanPacket::new_checked(&data[at..]) {
                 Ok(x) => x.vni(),
-                Err(e) => {
-                    v.next[i] = drop(meta, e, Next::Drop).into();
-                    continue;
-                }
+                Err(e) => return drop(meta, e, Next::Drop),
             };
             let Some(vrf) = st.vrf_by_vni(vni) else {
-                v.next[i] = drop(meta, Reason::UnknownVni, Next::Drop).into();
-                continue;
+                return drop(meta, Reason::UnknownVni, Next::Drop);
             };
             meta.vrf = vrf.id.0;
             meta.flags |= flags::FROM_TUNNEL;
             cx.pool.pull_front(p, at + HEADER_LEN);
-            v.next[i] = Next::Ethernet.into();
-        }
+            Next::Ethernet
+        });
     }
 
     fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
