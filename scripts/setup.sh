@@ -10,6 +10,9 @@ command -v python3 >/dev/null || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
+# The system tests' traffic tools.
+command -v ping >/dev/null || need_apt+=(iputils-ping)
+command -v ethtool >/dev/null || need_apt+=(ethtool)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

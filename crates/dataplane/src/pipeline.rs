@@ -117,13 +117,26 @@ impl Pipeline {
     /// Hands every packet waiting for transmission to `send` (interface, bytes), then
     /// frees it.
     pub fn drain_tx(&mut self, mut send: impl FnMut(InterfaceId, &[u8])) {
+        self.drain_tx_batches(|iface, frames| {
+            for f in frames {
+                send(iface, f);
+            }
+        });
+    }
+
+    /// Like [`Self::drain_tx`], with one call per interface and all its frames (for
+    /// drivers that send a batch per system call).
+    pub fn drain_tx_batches(&mut self, mut send: impl FnMut(InterfaceId, &[&[u8]])) {
         for i in 0..self.cx.tx.len() {
-            let queue = core::mem::take(&mut self.cx.tx[i]);
-            for &p in &queue {
-                send(InterfaceId(i as u32), self.cx.pool.data(p));
+            if self.cx.tx[i].is_empty() {
+                continue;
+            }
+            let mut queue = core::mem::take(&mut self.cx.tx[i]);
+            {
+                let frames: Vec<&[u8]> = queue.iter().map(|&p| self.cx.pool.data(p)).collect();
+                send(InterfaceId(i as u32), &frames);
             }
             self.cx.pool.free(&queue);
-            let mut queue = queue;
             queue.clear();
             self.cx.tx[i] = queue;
         }

@@ -1,0 +1,179 @@
+//! The system calls the drivers make, each wrapped once. The only `unsafe` of the crate.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// The index of a network interface in the current namespace.
+pub fn if_index(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
+/// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving every
+/// EtherType but not the frames this host sends.
+pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::c_int::from(proto),
+        )
+    })?;
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    // SAFETY: the option value points to a live c_int of the length given.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            (&raw const one).cast(),
+            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = index as i32;
+    // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&raw const sll).cast(),
+            core::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// Receives up to `bufs.len()` frames in one call; returns each frame's length in `lens`
+/// and how many arrived (0 when none is waiting). Frames longer than their buffer are
+/// cut to it; `truncated` reports them.
+pub fn recv_batch(
+    fd: &OwnedFd,
+    bufs: &mut [Vec<u8>],
+    lens: &mut [usize],
+    truncated: &mut [bool],
+) -> io::Result<usize> {
+    let n = bufs.len().min(lens.len()).min(truncated.len());
+    let mut iovs: Vec<libc::iovec> = bufs[..n]
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control).
+    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { core::mem::zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every msg points to one iovec over a live, exclusively borrowed buffer of
+    // the stated length; the kernel writes at most that much and `msg_len`.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            core::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    let got = r as usize;
+    for i in 0..got {
+        let full = msgs[i].msg_len as usize;
+        truncated[i] = full > bufs[i].len();
+        lens[i] = full.min(bufs[i].len());
+    }
+    Ok(got)
+}
+
+/// Sends frames in one call (more if the kernel takes fewer); returns how many it took.
+pub fn send_batch(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
+    let mut iovs: Vec<libc::iovec> = frames
+        .iter()
+        .map(|f| libc::iovec {
+            iov_base: f.as_ptr().cast_mut().cast(),
+            iov_len: f.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is valid.
+    let mut msgs: Vec<libc::mmsghdr> = (0..frames.len())
+        .map(|_| unsafe { core::mem::zeroed() })
+        .collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut sent = 0;
+    while sent < msgs.len() {
+        // SAFETY: the messages point to iovecs over live buffers the kernel only reads.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                msgs[sent..].as_mut_ptr(),
+                (msgs.len() - sent) as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(sent),
+                _ if sent > 0 => Ok(sent),
+                _ => Err(e),
+            };
+        }
+        if r == 0 {
+            break;
+        }
+        sent += r as usize;
+    }
+    Ok(sent)
+}
+
+/// poll(2) for readability on `fds`.
+pub fn poll_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: *fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` is a live array of `p.len()` pollfd structures.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}

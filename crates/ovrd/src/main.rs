@@ -1,0 +1,133 @@
+//! ovrd: loads a configuration, opens its interfaces and forwards between them until
+//! SIGTERM or SIGINT, then closes everything it opened and prints its counters.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use ovr_config::Config;
+use ovr_dataplane::{Pipeline, Settings};
+use ovr_io::AfPacket;
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::state::new_tables;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+
+#[derive(Parser)]
+#[command(
+    name = "ovrd",
+    version,
+    about = "ovr, the overlay virtual router: the daemon"
+)]
+struct Args {
+    /// The configuration (YAML); its interface names are the host's interfaces.
+    #[arg(long)]
+    config: PathBuf,
+    /// Frames read from an interface per system call.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Spin instead of sleeping in poll(2) when idle (lower latency, one busy core).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Print the counters this often (seconds; 0: only at exit).
+    #[arg(long, default_value_t = 0)]
+    stats_every: u64,
+}
+
+/// How long an idle ovrd sleeps in poll(2) before looking at its stop flag again.
+const IDLE_POLL_MS: i32 = 100;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let config = Config::load(&a.config).map_err(|e| e.to_string())?;
+    let t = config.translate().map_err(|e| e.to_string())?;
+    let (mut writer, reader) = new_tables();
+    t.apply(&mut writer).map_err(|e| e.to_string())?;
+    let names = &t.names;
+    let mut drivers: Vec<(InterfaceId, AfPacket)> = Vec::new();
+    for (name, id) in &names.interfaces {
+        let d = AfPacket::open(name, a.batch).map_err(|e| e.to_string())?;
+        info!(interface = %name, id = id.0, "attached (AF_PACKET)");
+        drivers.push((*id, d));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
+    }
+    let settings = Settings {
+        flow_capacity: t.flows.capacity,
+        idle_timeout_ns: t.flows.idle_timeout_ms * 1_000_000,
+        denied_idle_timeout_ns: t.flows.denied_idle_timeout_ms * 1_000_000,
+        network_quota: t.flows.network_quota,
+        setup_rate: Some(t.flows.setup_rate).filter(|r| *r > 0),
+        ..Settings::default()
+    };
+    let mut pipe = Pipeline::new(settings);
+    let start = Instant::now();
+    let mut last_stats = Instant::now();
+    info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
+    while !stop.load(Ordering::Relaxed) {
+        if !a.busy_poll {
+            let all: Vec<&AfPacket> = drivers.iter().map(|(_, d)| d).collect();
+            ovr_io::wait_readable(&all, IDLE_POLL_MS).map_err(|e| format!("poll: {e}"))?;
+        }
+        let Some(guard) = reader.enter() else { break };
+        let state = &*guard;
+        pipe.cx.now = start.elapsed().as_nanos() as u64;
+        for (id, d) in &mut drivers {
+            match d.recv() {
+                Ok(frames) => pipe.receive(state, *id, frames),
+                Err(e) => warn!("{e}"),
+            }
+        }
+        pipe.run(state);
+        pipe.drain_tx_batches(|iface, frames| {
+            if let Some((_, d)) = drivers.iter_mut().find(|(id, _)| *id == iface)
+                && let Err(e) = d.send(frames)
+            {
+                warn!("{e}");
+            }
+        });
+        if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
+            last_stats = Instant::now();
+            info!("counters\n{}", snapshot(&pipe, names));
+        }
+    }
+    info!("stopping: closing {} interfaces", drivers.len());
+    for (_, d) in &drivers {
+        info!(
+            interface = d.name(),
+            rx = d.stats.rx_frames,
+            tx = d.stats.tx_frames,
+            tx_dropped = d.stats.tx_dropped,
+            rx_truncated = d.stats.rx_truncated,
+            "closed"
+        );
+    }
+    drop(drivers);
+    eprintln!("{}", snapshot(&pipe, names));
+    Ok(())
+}
+
+fn snapshot(pipe: &Pipeline, names: &ovr_config::Names) -> ovr_dataplane::counters::Snapshot {
+    pipe.snapshot(|i| names.interface_name(i).map(str::to_string))
+}
