@@ -13,6 +13,7 @@ command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 # The system tests' traffic tools.
 command -v ping >/dev/null || need_apt+=(iputils-ping)
 command -v ethtool >/dev/null || need_apt+=(ethtool)
+command -v iperf3 >/dev/null || need_apt+=(iperf3)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

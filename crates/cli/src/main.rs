@@ -3,6 +3,7 @@
 
 mod bench_engine;
 mod decode;
+mod lab;
 mod lpm_demo;
 mod replay;
 
@@ -38,6 +39,12 @@ enum Command {
         #[arg(long, default_value_t = 16_000_000)]
         lookups: usize,
     },
+    /// A multi-host overlay on this machine: hosts and workloads in network namespaces,
+    /// one ovrd per host.
+    Lab {
+        #[command(subcommand)]
+        what: Lab,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -68,6 +75,33 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum Lab {
+    /// Build the lab and start an ovrd per host.
+    Up {
+        #[arg(long, default_value_t = 2)]
+        hosts: usize,
+        #[arg(long, default_value_t = 2)]
+        tenants: usize,
+        /// Workloads per host and tenant.
+        #[arg(long, default_value_t = 1)]
+        workloads: usize,
+        /// How hosts carry tenant traffic to each other.
+        #[arg(long, value_enum, default_value_t = lab::LabEncap::Vxlan)]
+        encap: lab::LabEncap,
+    },
+    /// Hosts, their ovrd, and workloads with their addresses.
+    Status,
+    /// Run a command in a workload's (or host's) namespace: lab exec h1-t1-w1 -- ping 10.1.0.21
+    Exec {
+        workload: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+    },
+    /// Stop every ovrd (printing its counters) and remove everything the lab made.
+    Down,
+}
+
+#[derive(Subcommand)]
 enum Bench {
     /// The pipeline on one core, without kernel I/O: Mpps and ns per packet by scenario
     /// and flow count, and the flow-setup rate.
@@ -90,11 +124,50 @@ enum Bench {
     },
 }
 
+/// ovrd lives next to ovrctl (both are built into the same target directory).
+fn ovrd_path() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let ovrd = me.with_file_name("ovrd");
+    if ovrd.exists() {
+        Ok(ovrd)
+    } else {
+        Err(format!(
+            "{} not found: build it (cargo build -p ovrd)",
+            ovrd.display()
+        ))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode { pcap } => decode::run(&pcap),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
+        Command::Lab { what } => match what {
+            Lab::Up {
+                hosts,
+                tenants,
+                workloads,
+                encap,
+            } => ovrd_path().and_then(|ovrd| {
+                lab::up(
+                    &lab::Up {
+                        hosts,
+                        tenants,
+                        workloads,
+                        encap,
+                    },
+                    &ovrd,
+                )
+            }),
+            Lab::Status => lab::status(),
+            Lab::Exec { workload, cmd } => match lab::exec(&workload, &cmd) {
+                Ok(0) => Ok(()),
+                Ok(code) => return ExitCode::from(code.clamp(1, 255) as u8),
+                Err(e) => Err(e),
+            },
+            Lab::Down => lab::down(),
+        },
         Command::Bench {
             what:
                 Bench::Engine {

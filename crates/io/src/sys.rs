@@ -45,6 +45,22 @@ pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
             core::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     })?;
+    // Deep socket buffers absorb bursts while the worker is busy with a vector; without
+    // them TCP through ovr loses segments at every burst. FORCE (as root) passes the
+    // rmem_max/wmem_max limits; failing that, the default stays.
+    let size: libc::c_int = 8 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: the option value points to a live c_int of the length given.
+        let _ = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const size).cast(),
+                core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;

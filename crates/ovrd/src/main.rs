@@ -36,6 +36,9 @@ struct Args {
     stats_every: u64,
 }
 
+/// The line before the counters ovrd prints when it stops (the lab looks for it).
+const COUNTERS_AT_EXIT: &str = "== counters at exit";
+
 /// How long an idle ovrd sleeps in poll(2) before looking at its stop flag again.
 const IDLE_POLL_MS: i32 = 100;
 
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
     match run(&args) {
@@ -124,7 +128,7 @@ fn run(a: &Args) -> Result<(), String> {
         );
     }
     drop(drivers);
-    eprintln!("{}", snapshot(&pipe, names));
+    eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
     Ok(())
 }
 

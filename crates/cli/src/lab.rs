@@ -1,0 +1,480 @@
+//! `ovrctl lab`: a multi-host overlay on one machine. Each host is a network namespace
+//! running its own ovrd; hosts meet on an underlay bridge (in a namespace of its own);
+//! each host has workloads (namespaces behind veth pairs) in one or more tenants. Every
+//! tenant uses the same subnet, 10.1.0.0/24 with gateway 10.1.0.1, and the same workload
+//! addresses: overlapping addresses stay apart because each tenant is its own network.
+//!
+//! What `up` creates is written to a state file first, so `down` removes exactly that
+//! (by name and by process id), even after a failed `up`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where the lab keeps its state, configurations and logs.
+pub const DIR: &str = "/run/ovr-lab";
+/// The underlay carries jumbo frames, so that tenants keep a 1500-byte MTU inside the
+/// tunnels (as clouds do).
+const UNDERLAY_MTU: u32 = 9000;
+/// Every namespace of the lab starts with this.
+const PREFIX: &str = "ovrlab";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum LabEncap {
+    Vxlan,
+    MplsUdp,
+    MplsGre,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    /// "h1-t2-w1": host 1, tenant 2, workload 1.
+    pub name: String,
+    pub namespace: String,
+    pub host: usize,
+    pub tenant: usize,
+    /// Its number within its host and tenant.
+    pub index: usize,
+    pub address: String,
+    pub mac: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Host {
+    pub name: String,
+    pub namespace: String,
+    pub underlay_ip: String,
+    pub mac: String,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub ovrd_pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Namespaces in creation order (removed in reverse).
+    pub namespaces: Vec<String>,
+    pub hosts: Vec<Host>,
+    pub workloads: Vec<Workload>,
+}
+
+fn state_path() -> PathBuf {
+    Path::new(DIR).join("state.json")
+}
+
+fn save(s: &State) -> Result<(), String> {
+    std::fs::create_dir_all(DIR).map_err(|e| format!("{DIR}: {e}"))?;
+    let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+    std::fs::write(state_path(), text).map_err(|e| format!("{}: {e}", state_path().display()))
+}
+
+pub fn load() -> Result<Option<State>, String> {
+    match std::fs::read_to_string(state_path()) {
+        Ok(t) => serde_json::from_str(&t)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", state_path().display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", state_path().display())),
+    }
+}
+
+/// Runs a command (in a namespace if given), failing with its stderr.
+fn run(ns: Option<&str>, args: &[&str]) -> Result<String, String> {
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).args(args);
+            c
+        }
+        None => {
+            let mut c = Command::new(args[0]);
+            c.args(&args[1..]);
+            c
+        }
+    };
+    let out = c.output().map_err(|e| format!("{}: {e}", args[0]))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{}{}: {}",
+            ns.map(|n| format!("[{n}] ")).unwrap_or_default(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn mac(kind: u8, a: usize, b: usize, c: usize) -> String {
+    format!("02:{kind:02x}:00:{a:02x}:{b:02x}:{c:02x}")
+}
+
+/// A veth pair with one queue each way, ends named and placed, and up.
+fn veth(a: (&str, &str, &str), b: (&str, &str, &str)) -> Result<(), String> {
+    let (ta, tb) = ("ovrlabtmpa", "ovrlabtmpb");
+    run(
+        None,
+        &[
+            "ip",
+            "link",
+            "add",
+            ta,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            tb,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+        ],
+    )?;
+    for (tmp, (ns, name, mac)) in [(ta, a), (tb, b)] {
+        run(None, &["ip", "link", "set", tmp, "netns", ns])?;
+        run(Some(ns), &["ip", "link", "set", tmp, "name", name])?;
+        if !mac.is_empty() {
+            run(Some(ns), &["ip", "link", "set", name, "address", mac])?;
+        }
+        run(Some(ns), &["ip", "link", "set", name, "up"])?;
+    }
+    Ok(())
+}
+
+fn add_namespace(s: &mut State, name: &str) -> Result<(), String> {
+    run(None, &["ip", "netns", "add", name])?;
+    s.namespaces.push(name.to_string());
+    save(s)?;
+    run(Some(name), &["ip", "link", "set", "lo", "up"])?;
+    run(
+        Some(name),
+        &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"],
+    )?;
+    run(
+        Some(name),
+        &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+    )?;
+    Ok(())
+}
+
+/// Host `h`'s ovrd configuration.
+fn host_config(s: &State, h: usize, tenants: usize, encap: LabEncap) -> String {
+    let me = &s.hosts[h - 1];
+    let mut y = String::new();
+    let _ = writeln!(y, "# Lab host {}: generated by ovrctl lab up", me.name);
+    let _ = writeln!(y, "interfaces:");
+    let _ = writeln!(
+        y,
+        "  - {{ name: uplink, kind: underlay, mac: \"{}\", addresses: [{}/24], mtu: {UNDERLAY_MTU} }}",
+        me.mac, me.underlay_ip
+    );
+    for w in s.workloads.iter().filter(|w| w.host == h) {
+        let _ = writeln!(
+            y,
+            "  - {{ name: t{}w{}, network: t{}, peer_mac: \"{}\", peer_addresses: [{}] }}",
+            w.tenant, w.index, w.tenant, w.mac, w.address
+        );
+    }
+    let others: Vec<&Host> = s.hosts.iter().filter(|o| o.name != me.name).collect();
+    let _ = writeln!(y, "networks:");
+    for t in 1..=tenants {
+        let flood: Vec<String> = others.iter().map(|o| format!("{}-t{t}", o.name)).collect();
+        let _ = writeln!(
+            y,
+            "  - {{ name: t{t}, vni: {}, gateways: [10.1.0.1/24], flood: [{}] }}",
+            100 + t,
+            flood.join(", ")
+        );
+    }
+    if others.is_empty() {
+        return y;
+    }
+    let _ = writeln!(y, "tunnels:");
+    for o in &others {
+        let _ = writeln!(
+            y,
+            "  - {{ name: to-{}, underlay: uplink, remote: {}, remote_mac: \"{}\" }}",
+            o.name, o.underlay_ip, o.mac
+        );
+    }
+    let _ = writeln!(y, "nexthops:");
+    for o in &others {
+        for t in 1..=tenants {
+            let how = match encap {
+                LabEncap::Vxlan => format!("encap: vxlan, vni: {}", 100 + t),
+                LabEncap::MplsUdp => format!("encap: mpls_udp, label: {}", 1000 + t),
+                LabEncap::MplsGre => format!("encap: mpls_gre, label: {}", 1000 + t),
+            };
+            let _ = writeln!(
+                y,
+                "  - {{ name: {}-t{t}, kind: tunnel, tunnel: to-{}, {how} }}",
+                o.name, o.name
+            );
+        }
+    }
+    if encap != LabEncap::Vxlan {
+        for t in 1..=tenants {
+            let _ = writeln!(
+                y,
+                "  - {{ name: l2-t{t}, kind: vrf, network: t{t}, inner: ethernet }}"
+            );
+        }
+        let _ = writeln!(y, "labels:");
+        for t in 1..=tenants {
+            let _ = writeln!(y, "  - {{ label: {}, nexthop: l2-t{t} }}", 1000 + t);
+        }
+    }
+    let _ = writeln!(y, "bridge:");
+    for w in s.workloads.iter().filter(|w| w.host != h) {
+        let _ = writeln!(
+            y,
+            "  - {{ network: t{}, mac: \"{}\", nexthop: h{}-t{} }}",
+            w.tenant, w.mac, w.host, w.tenant
+        );
+    }
+    y
+}
+
+pub struct Up {
+    pub hosts: usize,
+    pub tenants: usize,
+    pub workloads: usize,
+    pub encap: LabEncap,
+}
+
+pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
+    if load()?.is_some() {
+        return Err("a lab is up already: `ovrctl lab down` first".into());
+    }
+    if !(1..=9).contains(&a.hosts)
+        || !(1..=9).contains(&a.tenants)
+        || !(1..=9).contains(&a.workloads)
+    {
+        return Err("--hosts, --tenants and --workloads go from 1 to 9".into());
+    }
+    let mut s = State::default();
+    save(&s)?;
+    let r = build(&mut s, a, ovrd);
+    if r.is_err() {
+        let _ = down();
+    }
+    r
+}
+
+fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
+    let ul = format!("{PREFIX}-underlay");
+    add_namespace(s, &ul)?;
+    run(Some(&ul), &["ip", "link", "add", "br0", "type", "bridge"])?;
+    run(Some(&ul), &["ip", "link", "set", "br0", "up"])?;
+    for h in 1..=a.hosts {
+        let name = format!("h{h}");
+        let ns = format!("{PREFIX}-{name}");
+        add_namespace(s, &ns)?;
+        let hmac = mac(0, 0, 0, h);
+        veth((&ns, "uplink", &hmac), (&ul, &name, ""))?;
+        run(Some(&ul), &["ip", "link", "set", &name, "master", "br0"])?;
+        let mtu = UNDERLAY_MTU.to_string();
+        run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
+        run(Some(&ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
+        s.hosts.push(Host {
+            name: name.clone(),
+            namespace: ns.clone(),
+            underlay_ip: format!("192.0.2.{h}"),
+            mac: hmac,
+            config: Path::new(DIR).join(format!("{name}.yaml")),
+            log: Path::new(DIR).join(format!("{name}.log")),
+            ovrd_pid: None,
+        });
+        for t in 1..=a.tenants {
+            for w in 1..=a.workloads {
+                let wname = format!("h{h}-t{t}-w{w}");
+                let wns = format!("{PREFIX}-{wname}");
+                add_namespace(s, &wns)?;
+                let wmac = mac(1, t, h, w);
+                veth((&ns, &format!("t{t}w{w}"), ""), (&wns, "eth0", &wmac))?;
+                let addr = format!("10.1.0.{}", 10 * h + w);
+                run(
+                    Some(&wns),
+                    &["ip", "addr", "add", &format!("{addr}/24"), "dev", "eth0"],
+                )?;
+                run(
+                    Some(&wns),
+                    &["ip", "route", "add", "default", "via", "10.1.0.1"],
+                )?;
+                // ovr forwards frames as they are: checksums must be complete, frames
+                // no larger than the MTU (no segmentation offload).
+                run(Some(&wns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+                s.workloads.push(Workload {
+                    name: wname,
+                    namespace: wns,
+                    host: h,
+                    tenant: t,
+                    index: w,
+                    address: addr,
+                    mac: wmac,
+                });
+            }
+        }
+        save(s)?;
+    }
+    for h in 1..=a.hosts {
+        let cfg = host_config(s, h, a.tenants, a.encap);
+        let host = &s.hosts[h - 1];
+        std::fs::write(&host.config, cfg).map_err(|e| format!("{}: {e}", host.config.display()))?;
+        let log =
+            std::fs::File::create(&host.log).map_err(|e| format!("{}: {e}", host.log.display()))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &host.namespace])
+            .arg(ovrd)
+            .arg("--config")
+            .arg(&host.config)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", ovrd.display()))?;
+        s.hosts[h - 1].ovrd_pid = Some(child.id());
+        save(s)?;
+        wait_for(&s.hosts[h - 1].log, "forwarding", Duration::from_secs(10))?;
+    }
+    Ok(())
+}
+
+fn wait_for(log: &Path, word: &str, limit: Duration) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(word) {
+            return Ok(());
+        }
+        if t.elapsed() > limit {
+            return Err(format!(
+                "ovrd did not start; its log ({}):\n{text}",
+                log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+pub fn status() -> Result<(), String> {
+    let Some(s) = load()? else {
+        println!("no lab is up");
+        return Ok(());
+    };
+    println!(
+        "{:<6} {:<16} {:<18} {:<10} ovrd",
+        "host", "namespace", "underlay", ""
+    );
+    for h in &s.hosts {
+        let ovrd = match h.ovrd_pid {
+            Some(p) if alive(p) => format!("running (pid {p}), log {}", h.log.display()),
+            Some(p) => format!("NOT running (was pid {p}), log {}", h.log.display()),
+            None => "not started".into(),
+        };
+        println!(
+            "{:<6} {:<16} {:<18} {:<10} {ovrd}",
+            h.name,
+            h.namespace,
+            format!("{}/24", h.underlay_ip),
+            ""
+        );
+    }
+    println!();
+    println!(
+        "{:<10} {:<6} {:<8} {:<12} mac",
+        "workload", "host", "tenant", "address"
+    );
+    for w in &s.workloads {
+        println!(
+            "{:<10} h{:<5} t{:<7} {:<12} {}",
+            w.name, w.host, w.tenant, w.address, w.mac
+        );
+    }
+    Ok(())
+}
+
+pub fn exec(workload: &str, cmd: &[String]) -> Result<i32, String> {
+    let s = load()?.ok_or("no lab is up: `ovrctl lab up` first")?;
+    let ns = s
+        .workloads
+        .iter()
+        .find(|w| w.name == workload)
+        .map(|w| w.namespace.clone())
+        .or_else(|| {
+            s.hosts
+                .iter()
+                .find(|h| h.name == workload)
+                .map(|h| h.namespace.clone())
+        })
+        .ok_or_else(|| {
+            format!("no workload or host named '{workload}' (see `ovrctl lab status`)")
+        })?;
+    if cmd.is_empty() {
+        return Err("nothing to run: ovrctl lab exec WORKLOAD -- CMD...".into());
+    }
+    let st = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .args(cmd)
+        .status()
+        .map_err(|e| format!("{}: {e}", cmd[0]))?;
+    Ok(st.code().unwrap_or(1))
+}
+
+/// Stops every ovrd the lab started (printing its last counters) and removes the
+/// lab's namespaces and files. Everything is torn down before anything is printed, so
+/// that a closed output cannot leave half a lab behind.
+pub fn down() -> Result<(), String> {
+    let Some(s) = load()? else {
+        println!("no lab is up");
+        return Ok(());
+    };
+    let mut report = String::new();
+    for h in &s.hosts {
+        let Some(pid) = h.ovrd_pid.filter(|p| alive(*p)) else {
+            continue;
+        };
+        let _ = run(None, &["kill", "-TERM", &pid.to_string()]);
+        let t = Instant::now();
+        while alive(pid) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if alive(pid) {
+            let _ = run(None, &["kill", "-KILL", &pid.to_string()]);
+        }
+        let log = std::fs::read_to_string(&h.log).unwrap_or_default();
+        if let Some(at) = log.find(COUNTERS_AT_EXIT) {
+            let _ = writeln!(report, "== {}: ovrd's counters at exit", h.name);
+            let _ = write!(
+                report,
+                "{}",
+                &log[at + COUNTERS_AT_EXIT.len()..].trim_start()
+            );
+        }
+    }
+    for ns in s.namespaces.iter().rev() {
+        let _ = run(None, &["ip", "netns", "del", ns]);
+    }
+    let _ = std::fs::remove_dir_all(DIR);
+    let _ = writeln!(
+        report,
+        "lab down: {} namespaces removed",
+        s.namespaces.len()
+    );
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(report.as_bytes());
+    Ok(())
+}
+
+/// What ovrd prints before its counters when it stops.
+const COUNTERS_AT_EXIT: &str = "== counters at exit";
