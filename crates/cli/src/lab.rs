@@ -372,23 +372,15 @@ pub fn status() -> Result<(), String> {
         println!("no lab is up");
         return Ok(());
     };
-    println!(
-        "{:<6} {:<16} {:<18} {:<10} ovrd",
-        "host", "namespace", "underlay", ""
-    );
+    println!("{:<6} {:<16} {:<18} ovrd", "host", "namespace", "underlay");
     for h in &s.hosts {
         let ovrd = match h.ovrd_pid {
             Some(p) if alive(p) => format!("running (pid {p}), log {}", h.log.display()),
             Some(p) => format!("NOT running (was pid {p}), log {}", h.log.display()),
             None => "not started".into(),
         };
-        println!(
-            "{:<6} {:<16} {:<18} {:<10} {ovrd}",
-            h.name,
-            h.namespace,
-            format!("{}/24", h.underlay_ip),
-            ""
-        );
+        let underlay = format!("{}/24", h.underlay_ip);
+        println!("{:<6} {:<16} {underlay:<18} {ovrd}", h.name, h.namespace);
     }
     println!();
     println!(
