@@ -31,6 +31,11 @@ struct Args {
     /// Spin instead of sleeping in poll(2) when idle (lower latency, one busy core).
     #[arg(long)]
     busy_poll: bool,
+    /// After traffic, keep polling without sleeping for this long (µs) before going back
+    /// to poll(2): a reply that follows soon is picked up without a wakeup, while an idle
+    /// ovrd still sleeps.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -89,19 +94,25 @@ fn run(a: &Args) -> Result<(), String> {
     let start = Instant::now();
     let mut last_stats = Instant::now();
     info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
+    let spin = Duration::from_micros(a.spin_us);
+    let mut last_traffic = Instant::now() - spin;
     while !stop.load(Ordering::Relaxed) {
-        if !a.busy_poll {
+        if !a.busy_poll && last_traffic.elapsed() >= spin {
             let all: Vec<&AfPacket> = drivers.iter().map(|(_, d)| d).collect();
             ovr_io::wait_readable(&all, IDLE_POLL_MS).map_err(|e| format!("poll: {e}"))?;
         }
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
+        let before: u64 = drivers.iter().map(|(_, d)| d.stats.rx_frames).sum();
         for (id, d) in &mut drivers {
             match d.recv() {
                 Ok(frames) => pipe.receive(state, *id, frames),
                 Err(e) => warn!("{e}"),
             }
+        }
+        if drivers.iter().map(|(_, d)| d.stats.rx_frames).sum::<u64>() > before {
+            last_traffic = Instant::now();
         }
         pipe.run(state);
         pipe.drain_tx_batches(|iface, frames| {
