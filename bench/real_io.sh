@@ -4,7 +4,9 @@
 #   ovr     ovrctl lab (one ovrd per host namespace, VXLAN over an underlay bridge)
 #   kernel  the same namespaces with the kernel's bridge + vxlan device per host
 #   direct  two workload namespaces on one veth pair (no forwarder: the tools' ceiling)
-# For each: ping RTT p50/p99 (300 pings, 5 ms apart) and iperf3 TCP (3 s).
+# For each: ping RTT p50/p99 (300 pings, 5 ms apart), iperf3 TCP (3 s), and 64-byte UDP
+# delivered to a socket in the far workload (ovrctl bench gen/sink, 3 s) at 1, 1K, 64K
+# and 256K flows.
 #   bash bench/real_io.sh [ROUNDS]        (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,19 +78,38 @@ except Exception: print("-")')
     echo "$lat $gbit"
 }
 
-echo "| round | system | ping p50 (µs) | ping p99 (µs) | TCP (Gbit/s) |"
-echo "|---|---|---|---|---|"
+mac_of() { ip -n "$1" -br link show "$2" | awk '{print $3}'; }
+
+# udp CLIENT_NS SERVER_NS FLOWS -> delivered Mpps
+udp() {
+    local c=$1 s=$2 flows=$3
+    in_ns "$s" "$ovrctl" bench sink --seconds 4.5 >/tmp/$P-sink.txt &
+    local sink=$!
+    sleep 0.5
+    in_ns "$c" "$ovrctl" bench gen --iface eth0 --src-mac "$(mac_of "$c" eth0)" \
+        --dst-mac "$(mac_of "$s" eth0)" --src 10.1.0.11 --dst 10.1.0.21 --flows "$flows" \
+        --seconds 3 >/dev/null
+    wait $sink
+    python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["mpps"])' /tmp/$P-sink.txt
+}
+
+row() { # round system client server
+    read -r p50 p99 g < <(measure "$3" "$4")
+    local u=()
+    for f in 1 1000 64000 256000; do u+=("$(udp "$3" "$4" $f)"); done
+    echo "| $1 | $2 | $p50 | $p99 | $g | ${u[0]} | ${u[1]} | ${u[2]} | ${u[3]} |"
+}
+
+echo "| round | system | ping p50 (µs) | ping p99 (µs) | TCP (Gbit/s) | 64 B Mpps, 1 flow | 1K | 64K | 256K |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
     "$ovrctl" lab up --hosts 2 --tenants 1 >/dev/null
-    read -r p50 p99 g < <(measure ovrlab-h1-t1-w1 ovrlab-h2-t1-w1)
-    echo "| $r | ovr (AF_PACKET) | $p50 | $p99 | $g |"
+    row "$r" "ovr (AF_PACKET)" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
     "$ovrctl" lab down >/dev/null
     kernel_up
-    read -r p50 p99 g < <(measure $P-h1-w $P-h2-w)
-    echo "| $r | kernel bridge + vxlan | $p50 | $p99 | $g |"
+    row "$r" "kernel bridge + vxlan" $P-h1-w $P-h2-w
     cleanup
     direct_up
-    read -r p50 p99 g < <(measure $P-d1 $P-d2)
-    echo "| $r | direct veth | $p50 | $p99 | $g |"
+    row "$r" "direct veth" $P-d1 $P-d2
     cleanup
 done

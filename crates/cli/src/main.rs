@@ -6,6 +6,7 @@ mod decode;
 mod lab;
 mod lpm_demo;
 mod replay;
+mod traffic;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -103,6 +104,36 @@ enum Lab {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Send 64-byte (or --size) UDP frames on an interface as fast as it takes them.
+    Gen {
+        #[arg(long)]
+        iface: String,
+        #[arg(long)]
+        src_mac: ovr_wire::ethernet::MacAddr,
+        #[arg(long)]
+        dst_mac: ovr_wire::ethernet::MacAddr,
+        #[arg(long)]
+        src: std::net::Ipv4Addr,
+        #[arg(long)]
+        dst: std::net::Ipv4Addr,
+        #[arg(long, default_value_t = 9000)]
+        port: u16,
+        /// Distinct flows (UDP source ports, then source addresses).
+        #[arg(long, default_value_t = 1)]
+        flows: usize,
+        /// Frame size in bytes, without the FCS.
+        #[arg(long, default_value_t = 60)]
+        size: usize,
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
+    /// Count UDP datagrams delivered to a port.
+    Sink {
+        #[arg(long, default_value_t = 9000)]
+        port: u16,
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+    },
     /// The pipeline on one core, without kernel I/O: Mpps and ns per packet by scenario
     /// and flow count, and the flow-setup rate.
     Engine {
@@ -168,6 +199,33 @@ fn main() -> ExitCode {
             },
             Lab::Down => lab::down(),
         },
+        Command::Bench {
+            what:
+                Bench::Gen {
+                    iface,
+                    src_mac,
+                    dst_mac,
+                    src,
+                    dst,
+                    port,
+                    flows,
+                    size,
+                    seconds,
+                },
+        } => traffic::generate(&traffic::Gen {
+            iface,
+            src_mac,
+            dst_mac,
+            src,
+            dst,
+            port,
+            flows,
+            size,
+            seconds,
+        }),
+        Command::Bench {
+            what: Bench::Sink { port, seconds },
+        } => traffic::sink(port, seconds),
         Command::Bench {
             what:
                 Bench::Engine {
