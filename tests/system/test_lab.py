@@ -27,7 +27,9 @@ def lab(request):
     subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
     before = namespaces()
     encap = request.param
-    r = ovrctl("lab", "up", "--hosts", "2", "--tenants", "2", "--encap", encap, check=False)
+    extra = ["--kernel-host"] if encap == "vxlan+kernel" else []
+    encap = encap.split("+")[0]
+    r = ovrctl("lab", "up", "--hosts", "2", "--tenants", "2", "--encap", encap, *extra, check=False)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         yield encap
@@ -105,3 +107,26 @@ def test_a_workload_never_sees_another_tenants_traffic(lab, tmp_path):
     sniff.wait(timeout=20)
     seen = subprocess.run(["tshark", "-r", str(cap), "-Y", "icmp"], capture_output=True, text=True).stdout
     assert seen.strip() == "", f"tenant 2 saw tenant 1's pings:\n{seen}"
+
+
+@pytest.mark.parametrize("lab", ["vxlan+kernel"], indirect=True)
+def test_ovr_hosts_and_a_kernel_vxlan_host_talk_both_ways(lab):
+    # h3 runs no ovr: the kernel's bridge and vxlan device, tenant 1 only.
+    for src, dst in (("h1-t1-w1", "10.1.0.31"), ("h3-t1-w1", "10.1.0.11"), ("h3-t1-w1", "10.1.0.21")):
+        r = run_in(src, "ping", "-c", "2", "-i", "0.2", "-W", "2", dst)
+        assert r.returncode == 0, f"{src} -> {dst}: {r.stdout}{r.stderr}"
+    server = subprocess.Popen(["ip", "netns", "exec", "ovrlab-h3-t1-w1", "timeout", "20", "python3", "-c",
+                               "import socket;s=socket.socket();s.bind(('0.0.0.0',7001));s.listen(1);"
+                               "c,_=s.accept();n=0\n"
+                               "while True:\n  d=c.recv(65536)\n  if not d: break\n  n+=len(d)\n"
+                               "c.sendall(str(n).encode());c.close()"])
+    try:
+        time.sleep(0.5)
+        r = run_in("h1-t1-w1", "python3", "-c",
+                   "import socket;s=socket.create_connection(('10.1.0.31',7001),timeout=10);"
+                   "s.sendall(b'y'*300000);s.shutdown(socket.SHUT_WR);print(s.recv(64).decode())")
+        assert r.stdout.strip() == "300000", r.stdout + r.stderr
+    finally:
+        server.kill()
+    # Tenant 2 has no way to the kernel host's tenant-1 workload.
+    assert run_in("h1-t2-w1", "ping", "-c", "1", "-W", "1", "10.1.0.31").returncode != 0

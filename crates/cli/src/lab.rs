@@ -50,6 +50,9 @@ pub struct Host {
     pub config: PathBuf,
     pub log: PathBuf,
     pub ovrd_pid: Option<u32>,
+    /// A host with the kernel's own bridge and vxlan device instead of ovr.
+    #[serde(default)]
+    pub kernel: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -245,11 +248,19 @@ pub struct Up {
     pub tenants: usize,
     pub workloads: usize,
     pub encap: LabEncap,
+    /// Add a host that runs no ovr: the kernel's bridge and vxlan device (tenant 1,
+    /// VNI 101, one workload), to show ovr interoperating with it.
+    pub kernel_host: bool,
 }
 
 pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
     if load()?.is_some() {
         return Err("a lab is up already: `ovrctl lab down` first".into());
+    }
+    if a.kernel_host && a.encap != LabEncap::Vxlan {
+        return Err(
+            "--kernel-host needs --encap vxlan (the kernel here has no MPLS or GRE)".into(),
+        );
     }
     if !(1..=9).contains(&a.hosts)
         || !(1..=9).contains(&a.tenants)
@@ -289,6 +300,7 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             config: Path::new(DIR).join(format!("{name}.yaml")),
             log: Path::new(DIR).join(format!("{name}.log")),
             ovrd_pid: None,
+            kernel: false,
         });
         for t in 1..=a.tenants {
             for w in 1..=a.workloads {
@@ -322,6 +334,9 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         }
         save(s)?;
     }
+    if a.kernel_host {
+        kernel_host(s, &ul, a.hosts + 1)?;
+    }
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);
         let host = &s.hosts[h - 1];
@@ -344,6 +359,89 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         wait_for(&s.hosts[h - 1].log, "forwarding", Duration::from_secs(10))?;
     }
     Ok(())
+}
+
+/// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one
+/// tenant-1 workload, flooding to every other host's VTEP.
+fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
+    let name = format!("h{h}");
+    let ns = format!("{PREFIX}-{name}");
+    add_namespace(s, &ns)?;
+    let hmac = mac(0, 0, 0, h);
+    let ip = format!("192.0.2.{h}");
+    veth((&ns, "uplink", &hmac), (ul, &name, ""))?;
+    run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
+    let mtu = UNDERLAY_MTU.to_string();
+    run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
+    run(Some(ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
+    run(
+        Some(&ns),
+        &["ip", "addr", "add", &format!("{ip}/24"), "dev", "uplink"],
+    )?;
+    // Over a veth the kernel leaves the outer UDP checksum for the "hardware" to finish;
+    // ovr, reading frames as they are, would find it unfinished and drop the packet.
+    run(Some(&ns), &["ethtool", "-K", "uplink", "tx", "off"])?;
+    run(
+        Some(&ns),
+        &[
+            "ip", "link", "add", "vxlan101", "type", "vxlan", "id", "101", "dstport", "4789",
+            "local", &ip, "dev", "uplink",
+        ],
+    )?;
+    for o in &s.hosts {
+        run(
+            Some(&ns),
+            &[
+                "bridge",
+                "fdb",
+                "append",
+                "00:00:00:00:00:00",
+                "dev",
+                "vxlan101",
+                "dst",
+                &o.underlay_ip,
+            ],
+        )?;
+    }
+    run(Some(&ns), &["ip", "link", "add", "brt1", "type", "bridge"])?;
+    run(
+        Some(&ns),
+        &["ip", "link", "set", "vxlan101", "master", "brt1"],
+    )?;
+    run(Some(&ns), &["ip", "link", "set", "vxlan101", "up"])?;
+    let wname = format!("h{h}-t1-w1");
+    let wns = format!("{PREFIX}-{wname}");
+    add_namespace(s, &wns)?;
+    let wmac = mac(1, 1, h, 1);
+    veth((&ns, "t1w1", ""), (&wns, "eth0", &wmac))?;
+    run(Some(&ns), &["ip", "link", "set", "t1w1", "master", "brt1"])?;
+    run(Some(&ns), &["ip", "link", "set", "brt1", "up"])?;
+    let addr = format!("10.1.0.{}", 10 * h + 1);
+    run(
+        Some(&wns),
+        &["ip", "addr", "add", &format!("{addr}/24"), "dev", "eth0"],
+    )?;
+    run(Some(&wns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    s.hosts.push(Host {
+        name,
+        namespace: ns,
+        underlay_ip: ip,
+        mac: hmac,
+        config: PathBuf::new(),
+        log: PathBuf::new(),
+        ovrd_pid: None,
+        kernel: true,
+    });
+    s.workloads.push(Workload {
+        name: wname,
+        namespace: wns,
+        host: h,
+        tenant: 1,
+        index: 1,
+        address: addr,
+        mac: wmac,
+    });
+    save(s)
 }
 
 fn wait_for(log: &Path, word: &str, limit: Duration) -> Result<(), String> {
@@ -375,6 +473,7 @@ pub fn status() -> Result<(), String> {
     println!("{:<6} {:<16} {:<18} ovrd", "host", "namespace", "underlay");
     for h in &s.hosts {
         let ovrd = match h.ovrd_pid {
+            _ if h.kernel => "none: the kernel's bridge + vxlan device (VNI 101)".into(),
             Some(p) if alive(p) => format!("running (pid {p}), log {}", h.log.display()),
             Some(p) => format!("NOT running (was pid {p}), log {}", h.log.display()),
             None => "not started".into(),

@@ -89,6 +89,10 @@ enum Lab {
         /// How hosts carry tenant traffic to each other.
         #[arg(long, value_enum, default_value_t = lab::LabEncap::Vxlan)]
         encap: lab::LabEncap,
+        /// Add a host without ovr (the kernel's bridge + vxlan, tenant 1) that ovr's
+        /// hosts exchange traffic with.
+        #[arg(long)]
+        kernel_host: bool,
     },
     /// Hosts, their ovrd, and workloads with their addresses.
     Status,
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
                 tenants,
                 workloads,
                 encap,
+                kernel_host,
             } => ovrd_path().and_then(|ovrd| {
                 lab::up(
                     &lab::Up {
@@ -187,6 +192,7 @@ fn main() -> ExitCode {
                         tenants,
                         workloads,
                         encap,
+                        kernel_host,
                     },
                     &ovrd,
                 )
