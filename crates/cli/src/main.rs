@@ -109,28 +109,7 @@ enum Lab {
 #[derive(Subcommand)]
 enum Bench {
     /// Send 64-byte (or --size) UDP frames on an interface as fast as it takes them.
-    Gen {
-        #[arg(long)]
-        iface: String,
-        #[arg(long)]
-        src_mac: ovr_wire::ethernet::MacAddr,
-        #[arg(long)]
-        dst_mac: ovr_wire::ethernet::MacAddr,
-        #[arg(long)]
-        src: std::net::Ipv4Addr,
-        #[arg(long)]
-        dst: std::net::Ipv4Addr,
-        #[arg(long, default_value_t = 9000)]
-        port: u16,
-        /// Distinct flows (UDP source ports, then source addresses).
-        #[arg(long, default_value_t = 1)]
-        flows: usize,
-        /// Frame size in bytes, without the FCS.
-        #[arg(long, default_value_t = 60)]
-        size: usize,
-        #[arg(long, default_value_t = 3.0)]
-        seconds: f64,
-    },
+    Gen(traffic::Gen),
     /// Count UDP datagrams delivered to a port.
     Sink {
         #[arg(long, default_value_t = 9000)]
@@ -206,29 +185,8 @@ fn main() -> ExitCode {
             Lab::Down => lab::down(),
         },
         Command::Bench {
-            what:
-                Bench::Gen {
-                    iface,
-                    src_mac,
-                    dst_mac,
-                    src,
-                    dst,
-                    port,
-                    flows,
-                    size,
-                    seconds,
-                },
-        } => traffic::generate(&traffic::Gen {
-            iface,
-            src_mac,
-            dst_mac,
-            src,
-            dst,
-            port,
-            flows,
-            size,
-            seconds,
-        }),
+            what: Bench::Gen(g),
+        } => traffic::generate(&g),
         Command::Bench {
             what: Bench::Sink { port, seconds },
         } => traffic::sink(port, seconds),

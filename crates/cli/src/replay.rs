@@ -7,7 +7,7 @@
 //! `OUT/IFNAME.pcap`, stamped with the time of the packet that caused it.
 
 use ovr_config::Config;
-use ovr_dataplane::{Pipeline, Settings};
+use ovr_dataplane::Pipeline;
 use ovr_graph::VECTOR_SIZE;
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::new_tables;
@@ -84,15 +84,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     t.apply(&mut writer).map_err(|e| e.to_string())?;
     let names = &t.names;
     let inputs = read_inputs(&a.pcaps, |n| names.interfaces.get(n).copied())?;
-    let settings = Settings {
-        flow_capacity: t.flows.capacity,
-        idle_timeout_ns: t.flows.idle_timeout_ms * 1_000_000,
-        denied_idle_timeout_ns: t.flows.denied_idle_timeout_ms * 1_000_000,
-        network_quota: t.flows.network_quota,
-        setup_rate: Some(t.flows.setup_rate).filter(|r| *r > 0),
-        ..Settings::default()
-    };
-    let mut pipe = Pipeline::new(settings);
+    let mut pipe = Pipeline::new(t.flows.dataplane());
     pipe.graph_mut().trace_mut().add(a.trace);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut outputs: BTreeMap<u32, PcapWriter<File>> = BTreeMap::new();

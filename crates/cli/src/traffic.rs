@@ -10,15 +10,27 @@ use ovr_wire::udp::UdpRepr;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
+#[derive(clap::Args)]
 pub struct Gen {
+    #[arg(long)]
     pub iface: String,
+    #[arg(long)]
     pub src_mac: MacAddr,
+    #[arg(long)]
     pub dst_mac: MacAddr,
+    #[arg(long)]
     pub src: Ipv4Addr,
+    #[arg(long)]
     pub dst: Ipv4Addr,
+    #[arg(long, default_value_t = 9000)]
     pub port: u16,
+    /// Distinct flows (UDP source ports, then source addresses).
+    #[arg(long, default_value_t = 1)]
     pub flows: usize,
+    /// Frame size in bytes, without the FCS.
+    #[arg(long, default_value_t = 60)]
     pub size: usize,
+    #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
 }
 

@@ -215,6 +215,20 @@ pub struct FlowSettings {
     pub setup_rate: u32,
 }
 
+impl FlowSettings {
+    /// The dataplane's settings for these (buffers and the rest at their defaults).
+    pub fn dataplane(&self) -> ovr_dataplane::Settings {
+        ovr_dataplane::Settings {
+            flow_capacity: self.capacity,
+            idle_timeout_ns: self.idle_timeout_ms.saturating_mul(1_000_000),
+            denied_idle_timeout_ns: self.denied_idle_timeout_ms.saturating_mul(1_000_000),
+            network_quota: self.network_quota,
+            setup_rate: Some(self.setup_rate).filter(|r| *r > 0),
+            ..ovr_dataplane::Settings::default()
+        }
+    }
+}
+
 impl Default for FlowSettings {
     fn default() -> Self {
         Self {

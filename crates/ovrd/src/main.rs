@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use ovr_config::Config;
-use ovr_dataplane::{Pipeline, Settings};
+use ovr_dataplane::Pipeline;
 use ovr_io::AfPacket;
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::new_tables;
@@ -82,15 +82,7 @@ fn run(a: &Args) -> Result<(), String> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
-    let settings = Settings {
-        flow_capacity: t.flows.capacity,
-        idle_timeout_ns: t.flows.idle_timeout_ms * 1_000_000,
-        denied_idle_timeout_ns: t.flows.denied_idle_timeout_ms * 1_000_000,
-        network_quota: t.flows.network_quota,
-        setup_rate: Some(t.flows.setup_rate).filter(|r| *r > 0),
-        ..Settings::default()
-    };
-    let mut pipe = Pipeline::new(settings);
+    let mut pipe = Pipeline::new(t.flows.dataplane());
     let start = Instant::now();
     let mut last_stats = Instant::now();
     info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
