@@ -128,3 +128,17 @@ def test_sigterm_detaches_and_reports_counters(topology):
     assert "stopping" in log and log.count("closed") == 2, log
     # Nothing of ovr's stays in the host namespace: its sockets died with it.
     assert "vm1" in log and "uplink" in log
+
+
+def test_a_bad_configuration_is_refused_with_the_field_named(tmp_path):
+    ovrd = binary("ovrd")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("interfaces:\n  - { name: uplink, kind: underlay, mac: '02:00:00:00:00:0a', mtu: 40 }\n")
+    r = subprocess.run([str(ovrd), "--config", str(bad)], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert "interfaces[0]" in r.stderr and "MTU 40" in r.stderr, r.stderr
+    missing = tmp_path / "missing.yaml"
+    missing.write_text("interfaces:\n  - { name: ovrnosuch0, kind: underlay, mac: '02:00:00:00:00:0a' }\n")
+    r = subprocess.run([str(ovrd), "--config", str(missing)], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert "interface 'ovrnosuch0' does not exist" in r.stderr, r.stderr
