@@ -4,57 +4,27 @@
 //! same model over its API.
 //!
 //! Every error names the field it is about, as a path into the document
-//! (`networks[1].flood[0]: no next hop named 'x'`).
+//! (`networks[1].flood[0]: no next hop named 'x'`); syntax and type errors also give
+//! the YAML line and column.
 #![forbid(unsafe_code)]
 
+mod error;
 pub mod model;
+mod nexthops;
 mod translate;
+pub mod values;
 
+pub use error::ConfigError;
 pub use model::{Config, FlowSettings};
 pub use translate::{Names, Translation};
 
 use std::path::Path;
 
-/// A configuration that cannot be used, and where the problem is.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
-    #[error("{file}: {error}")]
-    InFile {
-        file: String,
-        error: Box<ConfigError>,
-    },
-    #[error("{file}: {message}")]
-    Io { file: String, message: String },
-}
-
-impl ConfigError {
-    pub(crate) fn invalid(path: String, message: String) -> Self {
-        let path = if path.is_empty() {
-            "(document)".into()
-        } else {
-            path
-        };
-        ConfigError::Invalid { path, message }
-    }
-}
-
 impl Config {
     /// Parses a YAML document.
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
         let de = serde_yaml_ng::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            // The YAML crate puts its own path in front and the position at the end.
-            let msg = inner.to_string();
-            let msg = match msg.split_once(": ") {
-                Some((p, m)) if !p.contains(' ') => m.to_string(),
-                _ => msg,
-            };
-            ConfigError::invalid(if path == "." { String::new() } else { path }, msg)
-        })
+        serde_path_to_error::deserialize(de).map_err(ConfigError::parse)
     }
 
     /// Reads and parses a file.
@@ -76,5 +46,7 @@ impl Config {
     }
 }
 
+#[cfg(test)]
+mod error_tests;
 #[cfg(test)]
 mod tests;

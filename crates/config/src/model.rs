@@ -1,7 +1,9 @@
 //! The configuration as written: plain serde structs. Values with a syntax of their own
-//! (MACs, prefixes, port ranges) stay strings here and are parsed during translation,
-//! so that an error can name the field it came from.
+//! (MACs, prefixes, addresses, port ranges) are parsed as the document is read (see
+//! `values`); names stay names, resolved during translation.
 
+pub use crate::values::{Address, Mac, Ports, Prefix, Protocol};
+use core::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 /// A whole configuration. Every section is optional.
@@ -43,10 +45,10 @@ pub struct InterfaceConfig {
     #[serde(default)]
     pub kind: InterfaceKindConfig,
     /// Required for the underlay; workloads default to their network's gateway MAC.
-    pub mac: Option<String>,
+    pub mac: Option<Mac>,
     /// "address/length"; on the underlay, the local VTEP addresses.
     #[serde(default)]
-    pub addresses: Vec<String>,
+    pub addresses: Vec<Address>,
     #[serde(default = "default_mtu")]
     pub mtu: u16,
     /// The network of a workload (not of the underlay).
@@ -57,9 +59,10 @@ pub struct InterfaceConfig {
     pub admin_up: bool,
     /// The workload's own MAC: gives it a next hop (named after the interface), a bridge
     /// entry, host routes for `peer_addresses` and a place in the flood list.
-    pub peer_mac: Option<String>,
+    pub peer_mac: Option<Mac>,
+    /// The workload's addresses: a host route each, to its next hop.
     #[serde(default)]
-    pub peer_addresses: Vec<String>,
+    pub peer_addresses: Vec<IpAddr>,
 }
 
 fn default_mtu() -> u16 {
@@ -75,10 +78,11 @@ fn yes() -> bool {
 pub struct NetworkConfig {
     pub name: String,
     pub vni: Option<u32>,
-    pub router_mac: Option<String>,
+    /// The virtual gateway's MAC (default `ovr_tables::vrf::DEFAULT_ROUTER_MAC`).
+    pub router_mac: Option<Mac>,
     /// Virtual gateway addresses, "address/length".
     #[serde(default)]
-    pub gateways: Vec<String>,
+    pub gateways: Vec<Address>,
     /// Next hops to replicate broadcast and unknown unicast to (besides the workloads
     /// that have a `peer_mac`).
     #[serde(default)]
@@ -94,27 +98,19 @@ pub enum ActionConfig {
     Deny,
 }
 
-/// A number, or a name / range in text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum NumberOrText {
-    Number(u64),
-    Text(String),
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     pub action: ActionConfig,
     pub src_network: Option<String>,
     pub dst_network: Option<String>,
-    pub src: Option<String>,
-    pub dst: Option<String>,
-    /// tcp, udp, icmp, icmpv6 or a protocol number.
-    pub protocol: Option<NumberOrText>,
-    /// A port or "first-last".
-    pub src_ports: Option<NumberOrText>,
-    pub dst_ports: Option<NumberOrText>,
+    pub src: Option<Prefix>,
+    pub dst: Option<Prefix>,
+    /// tcp, udp, icmp, icmpv6, gre or a protocol number.
+    pub protocol: Option<Protocol>,
+    /// A port or "first-last" (only with protocol tcp or udp).
+    pub src_ports: Option<Ports>,
+    pub dst_ports: Option<Ports>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,11 +120,11 @@ pub struct TunnelConfig {
     /// An underlay interface.
     pub underlay: String,
     /// The remote VTEP's address.
-    pub remote: String,
+    pub remote: IpAddr,
     /// The outer destination MAC (the underlay neighbour).
-    pub remote_mac: String,
+    pub remote_mac: Mac,
     /// The local VTEP address; by default the underlay's first address of the family.
-    pub local: Option<String>,
+    pub local: Option<IpAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +153,10 @@ pub enum InnerConfig {
     Ip,
 }
 
-/// One next hop; which fields apply depends on `kind`.
+/// One next hop; which fields apply depends on `kind`. One struct rather than an enum
+/// tagged by `kind`: serde buffers a tagged enum's fields, losing their paths and line
+/// numbers in errors; here a field that does not apply to the kind is refused at its
+/// path during translation ("nexthops[2].vni: does not apply to a next hop of kind drop").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NextHopConfig {
@@ -165,7 +164,7 @@ pub struct NextHopConfig {
     pub kind: NextHopKindConfig,
     /// interface: the interface and the destination MAC.
     pub interface: Option<String>,
-    pub mac: Option<String>,
+    pub mac: Option<Mac>,
     /// tunnel: the tunnel, the encapsulation and its VNI or label.
     pub tunnel: Option<String>,
     pub encap: Option<EncapConfig>,
@@ -182,7 +181,7 @@ pub struct NextHopConfig {
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     pub network: String,
-    pub prefix: String,
+    pub prefix: Prefix,
     pub nexthop: String,
 }
 
@@ -190,7 +189,7 @@ pub struct RouteConfig {
 #[serde(deny_unknown_fields)]
 pub struct BridgeConfig {
     pub network: String,
-    pub mac: String,
+    pub mac: Mac,
     pub nexthop: String,
 }
 

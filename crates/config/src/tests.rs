@@ -1,7 +1,8 @@
 use super::*;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop};
-use ovr_tables::state::new_tables;
+use ovr_tables::prefix::IpPrefix;
+use ovr_tables::state::{TableOp, new_tables};
 use std::net::Ipv4Addr;
 
 const EXAMPLE: &str = include_str!("../examples/two-networks.yaml");
@@ -54,125 +55,130 @@ fn the_example_loads_into_the_tables() {
     assert_eq!(n.interface_name(InterfaceId(2)), Some("vm2"));
     assert_eq!(n.nexthop_name(NextHopId(1)), Some("b-red"));
     assert_eq!(t.flows.network_quota, Some(10000));
-}
-
-/// The error for `yaml`, as text.
-fn error(yaml: &str) -> String {
-    match Config::from_yaml(yaml).and_then(|c| {
-        let t = c.translate()?;
-        let (mut w, _r) = new_tables();
-        t.apply(&mut w)
-    }) {
-        Ok(()) => panic!("accepted:\n{yaml}"),
-        Err(e) => e.to_string(),
+    assert_eq!(t.flows.idle_timeout_ms, 60_000);
+    // Exact routes, and the IPv6 host route of vm1's second address.
+    let p = |s: &str| s.parse::<IpPrefix>().unwrap();
+    assert_eq!(st.route(red, p("10.3.0.0/24")), Some(n.nexthops["b-both"]));
+    assert_eq!(st.route(red, p("fd00:1::5/128")), Some(n.nexthops["vm1"]));
+    assert_eq!(st.route(blue, p("10.3.0.0/24")), None);
+    assert_eq!(vrf.gateways[1].prefix_len, 64);
+    assert_eq!(vrf.router_mac, ovr_tables::vrf::DEFAULT_ROUTER_MAC);
+    assert_eq!(
+        st.vrf(blue).unwrap().flood,
+        vec![n.nexthops["b-blue"], n.nexthops["vm2"]]
+    );
+    assert_eq!(st.labels().lookup(501), Some(n.nexthops["red-l2"]));
+    match st.nexthop(n.nexthops["red-l2"]) {
+        Some(NextHop::Vrf { vrf, inner }) => {
+            assert_eq!((*vrf, *inner), (red, ovr_tables::nexthop::Inner::Ethernet));
+        }
+        other => panic!("{other:?}"),
     }
 }
 
-fn assert_error(yaml: &str, path: &str, words: &str) {
-    let e = error(yaml);
+/// The rank of an op in the batch order the translation promises.
+fn rank(op: &TableOp) -> u8 {
+    match op {
+        TableOp::UpsertVrf { .. } => 0,
+        TableOp::SetGateway { .. } => 1,
+        TableOp::UpsertInterface(_) => 2,
+        TableOp::UpsertNextHop(_, NextHop::Composite(_)) => 4,
+        TableOp::UpsertNextHop(..) => 3,
+        TableOp::AddRoute { .. } => 5,
+        TableOp::AddBridge { .. } => 6,
+        TableOp::AddLabel { .. } => 7,
+        TableOp::SetFlood { .. } => 8,
+        TableOp::SetPolicy { .. } => 9,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn the_example_translates_in_order_with_document_ids() {
+    let t = Config::from_yaml(EXAMPLE).unwrap().translate().unwrap();
+    let ranks: Vec<u8> = t.ops.iter().map(rank).collect();
+    assert!(ranks.is_sorted(), "{ranks:?}");
+    // 2 VRFs + 2 gateways + 3 interfaces + 7 simple next hops + 1 composite + 2 routes
+    // + 3 host routes + 3 bridge entries + 2 labels + 2 flood lists + 1 policy.
+    assert_eq!(t.ops.len(), 28);
+    assert!(matches!(
+        &t.ops[0],
+        TableOp::UpsertVrf { id: VrfId(1), name, vni: Some(100) } if name == "red"
+    ));
+    let n = &t.names;
+    let ids: Vec<(&str, u32)> = [
+        "b-red",
+        "b-blue",
+        "b-mpls-udp",
+        "b-mpls-gre",
+        "b-both",
+        "red-l2",
+        "vm1",
+        "vm2",
+    ]
+    .iter()
+    .map(|s| (*s, n.nexthops[*s].0))
+    .collect();
+    assert_eq!(
+        ids.iter().map(|x| x.1).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    assert_eq!(n.interfaces["uplink"], InterfaceId(0));
+    assert_eq!(n.tunnels["to-b"], 0);
+    assert_eq!(n.tunnel_name(0), Some("to-b"));
+    assert_eq!(n.network_name(VrfId(2)), Some("blue"));
+    let at = |o: &str| t.origins.iter().position(|x| x == o).unwrap();
+    assert!(matches!(t.ops[at("routes[1]")], TableOp::AddRoute { .. }));
+    assert!(matches!(
+        t.ops[at("nexthops[4].members")],
+        TableOp::UpsertNextHop(NextHopId(5), _)
+    ));
+    assert!(matches!(
+        t.ops[at("interfaces[1].peer_addresses[1]")],
+        TableOp::AddRoute { .. }
+    ));
+    assert!(matches!(
+        t.ops[at("networks[0].policy")],
+        TableOp::SetPolicy { vrf: VrfId(1), .. }
+    ));
+}
+
+#[test]
+fn the_model_serializes_back_to_the_same_configuration() {
+    let c = Config::from_yaml(EXAMPLE).unwrap();
+    let text = serde_yaml_ng::to_string(&c).unwrap();
+    assert_eq!(Config::from_yaml(&text).unwrap(), c, "{text}");
+    assert!(text.contains("dst_ports: 80-81"), "{text}");
+    assert!(text.contains("protocol: tcp"), "{text}");
+}
+
+#[test]
+fn defaults_apply_to_what_is_left_out() {
+    let c = Config::from_yaml(
+        "networks: [{ name: red }]\ninterfaces: [{ name: tap0, kind: tap, network: red }]",
+    )
+    .unwrap();
+    let f = &c.interfaces[0];
+    assert_eq!((f.mtu, f.policy, f.admin_up), (1500, true, true));
+    assert_eq!(c.flows, FlowSettings::default());
+    assert_eq!(c.flows.capacity, 1 << 20);
+    let t = c.translate().unwrap();
+    // No policy written: no SetPolicy; no flood members: no SetFlood.
+    assert_eq!(t.ops.iter().map(rank).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    assert_eq!(
+        r.enter().unwrap().interface(InterfaceId(0)).unwrap().mac,
+        ovr_tables::vrf::DEFAULT_ROUTER_MAC
+    );
     assert!(
-        e.starts_with(path),
-        "expected the error at {path}, got: {e}"
+        Config::from_yaml("")
+            .unwrap()
+            .translate()
+            .unwrap()
+            .ops
+            .is_empty()
     );
-    assert!(e.contains(words), "expected '{words}' in: {e}");
-}
-
-const BASE: &str = "
-interfaces:
-  - { name: uplink, kind: underlay, mac: '02:00:00:00:00:0a', addresses: [192.0.2.1/24] }
-networks:
-  - { name: red, vni: 100 }
-tunnels:
-  - { name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: '02:00:00:00:00:0b' }
-";
-
-#[test]
-fn each_mistake_is_reported_at_its_field() {
-    assert_error(
-        "interfaces: [{ name: a, colour: red }]",
-        "interfaces[0]",
-        "unknown field `colour`",
-    );
-    assert_error(
-        "interfaces: [{ name: u, kind: underlay, mac: 'zz:00' }]",
-        "interfaces[0].mac",
-        "not a MAC address",
-    );
-    assert_error(
-        "interfaces: [{ name: u, kind: underlay }]",
-        "interfaces[0].mac",
-        "needs its MAC",
-    );
-    assert_error(
-        &format!("{BASE}routes: [{{ network: red, prefix: 10.1.0.1/24, nexthop: x }}]"),
-        "routes[0].prefix",
-        "10.1.0.0/24",
-    );
-    assert_error(
-        &format!("{BASE}routes: [{{ network: green, prefix: 10.1.0.0/24, nexthop: x }}]"),
-        "routes[0].network",
-        "no network named 'green'",
-    );
-    assert_error(
-        &format!("{BASE}nexthops: [{{ name: e, kind: ecmp, members: [nope] }}]"),
-        "nexthops[0].members[0]",
-        "no next hop named 'nope'",
-    );
-    assert_error(
-        &format!("{BASE}nexthops: [{{ name: t, kind: tunnel, tunnel: to-b, encap: vxlan }}]"),
-        "nexthops[0]",
-        "needs 'vni'",
-    );
-    assert_error(
-        &format!("{BASE}nexthops: [{{ name: t, kind: drop, vni: 3 }}]"),
-        "nexthops[0].vni",
-        "does not apply",
-    );
-    assert_error(
-        "networks: [{ name: red }, { name: red }]",
-        "networks[1].name",
-        "used twice",
-    );
-    assert_error(
-        "networks: [{ name: red }]\ninterfaces: [{ name: u, kind: underlay, mac: '02:00:00:00:00:01', network: red }]",
-        "interfaces[0].network",
-        "belongs to no network",
-    );
-    assert_error(
-        "networks: [{ name: red, policy: [{ action: allow, protocol: icmp, dst_ports: 80 }] }]",
-        "networks[0].policy[0]",
-        "tcp (6) or udp (17)",
-    );
-    assert_error(
-        "networks: [{ name: red, policy: [{ action: allow, protocol: tcp, dst_ports: 90-80 }] }]",
-        "networks[0].policy[0]",
-        "empty",
-    );
-    // Refused by the tables' own validation, and traced back to the document.
-    assert_error(
-        &format!(
-            "{BASE}nexthops: [{{ name: d, kind: drop }}]\nlabels: [{{ label: 3, nexthop: d }}]"
-        ),
-        "labels[0]",
-        "reserved",
-    );
-    assert_error(
-        "networks: [{ name: red, vni: 16777216 }]",
-        "networks[0]",
-        "VNI 16777216",
-    );
-    assert_error("flows: { capacity: 0 }", "flows.capacity", "above 0");
-    assert_error("routes: 3", "routes", "invalid type");
-}
-
-#[test]
-fn a_workload_peer_name_cannot_clash_with_a_next_hop() {
-    let yaml = "
-networks: [{ name: red }]
-interfaces: [{ name: vm1, network: red, peer_mac: '02:00:00:00:01:05' }]
-nexthops: [{ name: vm1, kind: drop }]
-";
-    assert_error(yaml, "interfaces[0].peer_mac", "already is");
 }
 
 #[test]

@@ -2,21 +2,21 @@
 //!
 //! Ids follow document order: networks (VRFs) from 1, interfaces from 0, next hops from
 //! 1 (those written first, then those a workload's `peer_mac` creates). The batch is
-//! ordered so that everything exists before it is referred to; the tables then validate
-//! it whole.
+//! ordered so that everything exists before it is referred to: VRFs, gateways,
+//! interfaces, simple next hops, composites, routes, bridge entries, labels, flood lists,
+//! policies. The tables then validate it whole; what they refuse is traced back to the
+//! field it came from through `Translation::origins`.
 
 use crate::ConfigError;
 use crate::model::*;
-use core::net::IpAddr;
+use crate::nexthops::ResolvedTunnel;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
-use ovr_tables::nexthop::{Ecmp, Encap, Inner, NextHop, Tunnel};
+use ovr_tables::interface::{Interface, InterfaceKind};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyError, PolicyRule, PortRange};
 use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::{TableOp, TablesWriter};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
 use ovr_wire::ethernet::MacAddr;
-use ovr_wire::ip_proto;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -25,7 +25,10 @@ use std::sync::Arc;
 pub struct Names {
     pub interfaces: BTreeMap<String, InterfaceId>,
     pub networks: BTreeMap<String, VrfId>,
+    /// Those written under `nexthops`, and those made for workloads with a `peer_mac`
+    /// (named after their interface).
     pub nexthops: BTreeMap<String, NextHopId>,
+    /// Tunnels are not a table of their own: their index in `tunnels`.
     pub tunnels: BTreeMap<String, usize>,
 }
 
@@ -40,6 +43,10 @@ impl Names {
 
     pub fn nexthop_name(&self, id: NextHopId) -> Option<&str> {
         find(&self.nexthops, &id)
+    }
+
+    pub fn tunnel_name(&self, index: usize) -> Option<&str> {
+        find(&self.tunnels, &index)
     }
 }
 
@@ -58,7 +65,8 @@ pub struct Translation {
 }
 
 impl Translation {
-    /// Commits the whole batch, or nothing; an error names the field it came from.
+    /// Commits the whole batch, or nothing; an error names the field the refused change
+    /// came from.
     pub fn apply(&self, writer: &mut TablesWriter) -> Result<(), ConfigError> {
         writer.commit(self.ops.clone()).map_err(|e| {
             let path = self.origins.get(e.index).cloned().unwrap_or_default();
@@ -67,102 +75,26 @@ impl Translation {
     }
 }
 
-type R<T> = Result<T, ConfigError>;
+pub(crate) type R<T> = Result<T, ConfigError>;
 
-fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> R<T> {
+pub(crate) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> R<T> {
     Err(ConfigError::invalid(path.into(), msg.into()))
 }
 
-fn mac(path: &str, s: &str) -> R<MacAddr> {
-    s.parse().or_else(|_| {
-        err(
-            path,
-            format!("'{s}' is not a MAC address (like 02:00:00:00:00:01)"),
-        )
-    })
-}
-
-fn unicast_mac(path: &str, s: &str) -> R<MacAddr> {
-    let m = mac(path, s)?;
-    if m.is_multicast() {
+pub(crate) fn unicast(path: &str, m: Mac) -> R<MacAddr> {
+    if m.0.is_multicast() {
         return err(
             path,
-            format!("'{s}' is a group (multicast) MAC; a unicast one is needed"),
-        );
-    }
-    Ok(m)
-}
-
-fn ip(path: &str, s: &str) -> R<IpAddr> {
-    s.parse()
-        .or_else(|_| err(path, format!("'{s}' is not an IPv4 or IPv6 address")))
-}
-
-/// "address/length" of an interface (host bits allowed: it is an address on a subnet).
-fn if_address(path: &str, s: &str) -> R<InterfaceAddress> {
-    let Some((a, l)) = s.split_once('/') else {
-        return err(
-            path,
-            format!("'{s}' needs a prefix length, like 10.1.0.1/24"),
-        );
-    };
-    let addr = ip(path, a)?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    match l.parse::<u8>() {
-        Ok(prefix_len) if prefix_len <= max => Ok(InterfaceAddress { addr, prefix_len }),
-        _ => err(path, format!("'{l}' is not a prefix length (0-{max})")),
-    }
-}
-
-fn prefix(path: &str, s: &str) -> R<IpPrefix> {
-    s.parse::<IpPrefix>().or_else(|e| err(path, e.to_string()))
-}
-
-fn protocol(path: &str, p: &NumberOrText) -> R<u8> {
-    match p {
-        NumberOrText::Number(n) => {
-            u8::try_from(*n).or_else(|_| err(path, format!("protocol {n} is above 255")))
-        }
-        NumberOrText::Text(t) => match t.to_ascii_lowercase().as_str() {
-            "tcp" => Ok(ip_proto::TCP),
-            "udp" => Ok(ip_proto::UDP),
-            "icmp" => Ok(ip_proto::ICMP),
-            "icmpv6" => Ok(ip_proto::ICMPV6),
-            "gre" => Ok(ip_proto::GRE),
-            _ => err(
-                path,
-                format!("'{t}' is not a protocol (tcp, udp, icmp, icmpv6 or a number)"),
+            format!(
+                "{} is a group (multicast) MAC; a unicast one is needed",
+                m.0
             ),
-        },
+        );
     }
+    Ok(m.0)
 }
 
-fn ports(path: &str, p: &Option<NumberOrText>) -> R<PortRange> {
-    let port = |s: &str| {
-        s.trim()
-            .parse::<u16>()
-            .or_else(|_| err(path, format!("'{s}' is not a port (0-65535)")))
-    };
-    match p {
-        None => Ok(PortRange::ANY),
-        Some(NumberOrText::Number(n)) => {
-            let n = u16::try_from(*n).or_else(|_| err(path, format!("port {n} is above 65535")))?;
-            Ok(PortRange { first: n, last: n })
-        }
-        Some(NumberOrText::Text(t)) => match t.split_once('-') {
-            Some((a, b)) => Ok(PortRange {
-                first: port(a)?,
-                last: port(b)?,
-            }),
-            None => {
-                let n = port(t)?;
-                Ok(PortRange { first: n, last: n })
-            }
-        },
-    }
-}
-
-/// Assigns ids to names in order, refusing duplicates.
+/// Assigns ids to names in order, refusing empty and duplicate names.
 fn number<T: Copy>(
     section: &str,
     names: impl Iterator<Item = String>,
@@ -181,34 +113,35 @@ fn number<T: Copy>(
     Ok(m)
 }
 
-struct Builder<'a> {
-    c: &'a Config,
-    names: Names,
+pub(crate) struct Builder<'a> {
+    pub(crate) c: &'a Config,
+    pub(crate) names: Names,
+    pub(crate) tunnels: Vec<ResolvedTunnel>,
     ops: Vec<TableOp>,
     origins: Vec<String>,
 }
 
 impl Builder<'_> {
-    fn push(&mut self, origin: String, op: TableOp) {
+    pub(crate) fn push(&mut self, origin: String, op: TableOp) {
         self.ops.push(op);
         self.origins.push(origin);
     }
 
-    fn network(&self, path: &str, name: &str) -> R<VrfId> {
+    pub(crate) fn network(&self, path: &str, name: &str) -> R<VrfId> {
         match self.names.networks.get(name) {
             Some(v) => Ok(*v),
             None => err(path, format!("no network named '{name}'")),
         }
     }
 
-    fn interface(&self, path: &str, name: &str) -> R<InterfaceId> {
+    pub(crate) fn interface(&self, path: &str, name: &str) -> R<InterfaceId> {
         match self.names.interfaces.get(name) {
             Some(v) => Ok(*v),
             None => err(path, format!("no interface named '{name}'")),
         }
     }
 
-    fn nexthop(&self, path: &str, name: &str) -> R<NextHopId> {
+    pub(crate) fn nexthop(&self, path: &str, name: &str) -> R<NextHopId> {
         match self.names.nexthops.get(name) {
             Some(v) => Ok(*v),
             None => err(path, format!("no next hop named '{name}'")),
@@ -216,9 +149,9 @@ impl Builder<'_> {
     }
 
     fn router_mac(&self, vrf: VrfId) -> R<MacAddr> {
-        let n = &self.c.networks[vrf.0 as usize - 1];
-        match &n.router_mac {
-            Some(m) => unicast_mac(&format!("networks[{}].router_mac", vrf.0 - 1), m),
+        let i = vrf.0 as usize - 1;
+        match self.c.networks[i].router_mac {
+            Some(m) => unicast(&format!("networks[{i}].router_mac"), m),
             None => Ok(DEFAULT_ROUTER_MAC),
         }
     }
@@ -235,17 +168,15 @@ impl Builder<'_> {
                     vni: n.vni,
                 },
             );
-            let addresses = n
-                .gateways
-                .iter()
-                .enumerate()
-                .map(|(k, g)| if_address(&format!("{path}.gateways[{k}]"), g))
-                .collect::<R<Vec<_>>>()?;
-            let mac = self.router_mac(id)?;
+        }
+        for (i, n) in self.c.networks.iter().enumerate() {
+            let vrf = VrfId(i as u32 + 1);
+            let mac = self.router_mac(vrf)?;
+            let addresses = n.gateways.iter().map(|a| a.0).collect();
             self.push(
-                format!("{path}.gateways"),
+                format!("networks[{i}].gateways"),
                 TableOp::SetGateway {
-                    vrf: id,
+                    vrf,
                     mac,
                     addresses,
                 },
@@ -265,29 +196,34 @@ impl Builder<'_> {
                         "an underlay interface belongs to no network",
                     );
                 }
-                (None, false) => return err(path, "a workload interface needs a network"),
+                (None, false) => {
+                    return err(
+                        path,
+                        format!("a {:?} interface needs 'network'", f.kind).to_lowercase(),
+                    );
+                }
                 (Some(n), false) => Some(self.network(&format!("{path}.network"), n)?),
                 (None, true) => None,
             };
-            let mac = match (&f.mac, vrf) {
-                (Some(m), _) => unicast_mac(&format!("{path}.mac"), m)?,
+            let mac = match (f.mac, vrf) {
+                (Some(m), _) => unicast(&format!("{path}.mac"), m)?,
                 (None, Some(v)) => self.router_mac(v)?,
                 (None, None) => {
                     return err(format!("{path}.mac"), "an underlay interface needs its MAC");
                 }
             };
-            if underlay && (f.peer_mac.is_some() || !f.peer_addresses.is_empty()) {
+            if underlay && f.peer_mac.is_some() {
                 return err(
                     format!("{path}.peer_mac"),
                     "only a workload interface has a peer",
                 );
             }
-            let addresses = f
-                .addresses
-                .iter()
-                .enumerate()
-                .map(|(k, a)| if_address(&format!("{path}.addresses[{k}]"), a))
-                .collect::<R<Vec<_>>>()?;
+            if f.peer_mac.is_none() && !f.peer_addresses.is_empty() {
+                return err(
+                    format!("{path}.peer_addresses"),
+                    "need 'peer_mac' (the next hop they are routed to)",
+                );
+            }
             self.push(
                 path,
                 TableOp::UpsertInterface(Interface {
@@ -301,202 +237,11 @@ impl Builder<'_> {
                     },
                     vrf,
                     mac,
-                    addresses,
+                    addresses: f.addresses.iter().map(|a| a.0).collect(),
                     mtu: f.mtu,
                     policy: f.policy,
                     admin_up: f.admin_up,
                 }),
-            );
-        }
-        Ok(())
-    }
-
-    fn tunnel(&self, path: &str, name: &str) -> R<(InterfaceId, IpAddr, IpAddr, MacAddr)> {
-        let Some(&i) = self.names.tunnels.get(name) else {
-            return err(path, format!("no tunnel named '{name}'"));
-        };
-        let t = &self.c.tunnels[i];
-        let tp = format!("tunnels[{i}]");
-        let underlay = self.interface(&format!("{tp}.underlay"), &t.underlay)?;
-        let uc = &self.c.interfaces[underlay.0 as usize];
-        if uc.kind != InterfaceKindConfig::Underlay {
-            return err(
-                format!("{tp}.underlay"),
-                format!("'{}' is not an underlay interface", t.underlay),
-            );
-        }
-        let remote = ip(&format!("{tp}.remote"), &t.remote)?;
-        let local = match &t.local {
-            Some(l) => ip(&format!("{tp}.local"), l)?,
-            None => {
-                let mut found = None;
-                for (k, a) in uc.addresses.iter().enumerate() {
-                    let a = if_address(&format!("interfaces[{}].addresses[{k}]", underlay.0), a)?;
-                    if a.addr.is_ipv4() == remote.is_ipv4() {
-                        found = Some(a.addr);
-                        break;
-                    }
-                }
-                match found {
-                    Some(a) => a,
-                    None => {
-                        return err(
-                            format!("{tp}.local"),
-                            format!(
-                                "interface '{}' has no address of the remote's family to send from",
-                                t.underlay
-                            ),
-                        );
-                    }
-                }
-            }
-        };
-        if local.is_ipv4() != remote.is_ipv4() {
-            return err(
-                format!("{tp}.local"),
-                "local and remote must both be IPv4 or both IPv6",
-            );
-        }
-        let remote_mac = unicast_mac(&format!("{tp}.remote_mac"), &t.remote_mac)?;
-        Ok((underlay, local, remote, remote_mac))
-    }
-
-    fn simple_nexthop(&self, path: &str, n: &NextHopConfig) -> R<Option<NextHop>> {
-        let need = |v: &Option<String>, field: &str| match v {
-            Some(s) => Ok(s.clone()),
-            None => err(
-                path,
-                format!("a next hop of kind {:?} needs '{field}'", n.kind).to_lowercase(),
-            ),
-        };
-        let set = [
-            ("interface", n.interface.is_some()),
-            ("mac", n.mac.is_some()),
-            ("tunnel", n.tunnel.is_some()),
-            ("encap", n.encap.is_some()),
-            ("vni", n.vni.is_some()),
-            ("label", n.label.is_some()),
-            ("members", n.members.is_some()),
-            ("network", n.network.is_some()),
-            ("inner", n.inner.is_some()),
-        ];
-        let allowed: &[&str] = match n.kind {
-            NextHopKindConfig::Interface => &["interface", "mac"],
-            NextHopKindConfig::Tunnel => &["tunnel", "encap", "vni", "label"],
-            NextHopKindConfig::Ecmp => &["members"],
-            NextHopKindConfig::Vrf => &["network", "inner"],
-            NextHopKindConfig::Drop | NextHopKindConfig::Receive => &[],
-        };
-        if let Some((f, _)) = set.iter().find(|(f, s)| *s && !allowed.contains(f)) {
-            return err(
-                format!("{path}.{f}"),
-                format!("does not apply to a next hop of kind {:?}", n.kind).to_lowercase(),
-            );
-        }
-        Ok(Some(match n.kind {
-            NextHopKindConfig::Drop => NextHop::Drop,
-            NextHopKindConfig::Receive => NextHop::Receive,
-            NextHopKindConfig::Ecmp => return Ok(None),
-            NextHopKindConfig::Interface => NextHop::Interface {
-                interface: self.interface(
-                    &format!("{path}.interface"),
-                    &need(&n.interface, "interface")?,
-                )?,
-                dst_mac: unicast_mac(&format!("{path}.mac"), &need(&n.mac, "mac")?)?,
-            },
-            NextHopKindConfig::Vrf => NextHop::Vrf {
-                vrf: self.network(&format!("{path}.network"), &need(&n.network, "network")?)?,
-                inner: match n.inner {
-                    Some(InnerConfig::Ethernet) => Inner::Ethernet,
-                    Some(InnerConfig::Ip) => Inner::Ip,
-                    None => {
-                        return err(
-                            path,
-                            "a next hop of kind vrf needs 'inner' (ethernet or ip)",
-                        );
-                    }
-                },
-            },
-            NextHopKindConfig::Tunnel => {
-                let (underlay, src, dst, dst_mac) =
-                    self.tunnel(&format!("{path}.tunnel"), &need(&n.tunnel, "tunnel")?)?;
-                let encap = match (n.encap, n.vni, n.label) {
-                    (Some(EncapConfig::Vxlan), Some(vni), None) => Encap::Vxlan { vni },
-                    (Some(EncapConfig::MplsUdp), None, Some(label)) => Encap::MplsOverUdp { label },
-                    (Some(EncapConfig::MplsGre), None, Some(label)) => Encap::MplsOverGre { label },
-                    (None, _, _) => {
-                        return err(
-                            path,
-                            "a tunnel next hop needs 'encap' (vxlan, mpls_udp or mpls_gre)",
-                        );
-                    }
-                    (Some(EncapConfig::Vxlan), _, _) => {
-                        return err(path, "encap vxlan needs 'vni' and no 'label'");
-                    }
-                    (Some(_), _, _) => {
-                        return err(path, "MPLS encapsulations need 'label' and no 'vni'");
-                    }
-                };
-                NextHop::Tunnel(Tunnel {
-                    encap,
-                    underlay,
-                    src,
-                    dst,
-                    dst_mac,
-                })
-            }
-        }))
-    }
-
-    fn nexthops(&mut self) -> R<()> {
-        let mut composites = Vec::new();
-        for (i, n) in self.c.nexthops.iter().enumerate() {
-            let path = format!("nexthops[{i}]");
-            let id = NextHopId(i as u32 + 1);
-            match self.simple_nexthop(&path, n)? {
-                Some(nh) => self.push(path, TableOp::UpsertNextHop(id, nh)),
-                None => composites.push((i, id)),
-            }
-        }
-        // Workloads with a peer: a next hop each, named after the interface.
-        let mut next = self.c.nexthops.len() as u32 + 1;
-        for (i, f) in self.c.interfaces.iter().enumerate() {
-            let Some(m) = &f.peer_mac else { continue };
-            let path = format!("interfaces[{i}].peer_mac");
-            let dst_mac = unicast_mac(&path, m)?;
-            let id = NextHopId(next);
-            next += 1;
-            if self.names.nexthops.insert(f.name.clone(), id).is_some() {
-                return err(
-                    path,
-                    format!(
-                        "the next hop this creates is named '{}', which a next hop already is",
-                        f.name
-                    ),
-                );
-            }
-            let nh = NextHop::Interface {
-                interface: InterfaceId(i as u32),
-                dst_mac,
-            };
-            self.push(path, TableOp::UpsertNextHop(id, nh));
-        }
-        for (i, id) in composites {
-            let path = format!("nexthops[{i}].members");
-            let Some(members) = &self.c.nexthops[i].members else {
-                return err(path, "an ecmp next hop needs 'members'");
-            };
-            let m = members
-                .iter()
-                .enumerate()
-                .map(|(k, name)| self.nexthop(&format!("{path}[{k}]"), name))
-                .collect::<R<Vec<_>>>()?;
-            if m.is_empty() {
-                return err(path, "an ecmp next hop needs at least one member");
-            }
-            self.push(
-                path,
-                TableOp::UpsertNextHop(id, NextHop::Composite(Ecmp::new(&m))),
             );
         }
         Ok(())
@@ -508,39 +253,39 @@ impl Builder<'_> {
             let path = format!("routes[{i}]");
             let op = TableOp::AddRoute {
                 vrf: self.network(&format!("{path}.network"), &r.network)?,
-                prefix: prefix(&format!("{path}.prefix"), &r.prefix)?,
+                prefix: r.prefix.0,
                 nh: self.nexthop(&format!("{path}.nexthop"), &r.nexthop)?,
             };
             self.push(path, op);
         }
-        for (i, b) in c.bridge.iter().enumerate() {
-            let path = format!("bridge[{i}]");
-            let op = TableOp::AddBridge {
-                vrf: self.network(&format!("{path}.network"), &b.network)?,
-                mac: mac(&format!("{path}.mac"), &b.mac)?,
-                nh: self.nexthop(&format!("{path}.nexthop"), &b.nexthop)?,
-            };
-            self.push(path, op);
-        }
+        // A workload's peer: host routes, then (after every route) a bridge entry.
+        let mut peers = Vec::new();
         for (i, f) in c.interfaces.iter().enumerate() {
-            let (Some(m), Some(net)) = (&f.peer_mac, &f.network) else {
+            let (Some(m), Some(net)) = (f.peer_mac, &f.network) else {
                 continue;
             };
             let path = format!("interfaces[{i}]");
             let vrf = self.network(&format!("{path}.network"), net)?;
             let nh = self.nexthop(&path, &f.name)?;
-            let mac = mac(&format!("{path}.peer_mac"), m)?;
-            self.push(
-                format!("{path}.peer_mac"),
-                TableOp::AddBridge { vrf, mac, nh },
-            );
-            for (k, a) in f.peer_addresses.iter().enumerate() {
+            for (k, addr) in f.peer_addresses.iter().enumerate() {
                 let p = format!("{path}.peer_addresses[{k}]");
-                let addr = ip(&p, a)?;
                 let len = if addr.is_ipv4() { 32 } else { 128 };
-                let prefix = IpPrefix::new(addr, len).or_else(|e| err(&p, e.to_string()))?;
+                let prefix = IpPrefix::new(*addr, len).or_else(|e| err(&p, e.to_string()))?;
                 self.push(p, TableOp::AddRoute { vrf, prefix, nh });
             }
+            peers.push((format!("{path}.peer_mac"), vrf, m.0, nh));
+        }
+        for (path, vrf, mac, nh) in peers {
+            self.push(path, TableOp::AddBridge { vrf, mac, nh });
+        }
+        for (i, b) in c.bridge.iter().enumerate() {
+            let path = format!("bridge[{i}]");
+            let op = TableOp::AddBridge {
+                vrf: self.network(&format!("{path}.network"), &b.network)?,
+                mac: b.mac.0,
+                nh: self.nexthop(&format!("{path}.nexthop"), &b.nexthop)?,
+            };
+            self.push(path, op);
         }
         for (i, l) in c.labels.iter().enumerate() {
             let path = format!("labels[{i}]");
@@ -550,49 +295,59 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn floods_and_policies(&mut self) -> R<()> {
+    fn floods(&mut self) -> R<()> {
         let c = self.c;
         for (i, n) in c.networks.iter().enumerate() {
             let path = format!("networks[{i}]");
-            let vrf = VrfId(i as u32 + 1);
             let mut members = n
                 .flood
                 .iter()
                 .enumerate()
                 .map(|(k, name)| self.nexthop(&format!("{path}.flood[{k}]"), name))
                 .collect::<R<Vec<_>>>()?;
-            for f in &c.interfaces {
+            for (k, f) in c.interfaces.iter().enumerate() {
                 if f.peer_mac.is_some() && f.network.as_deref() == Some(n.name.as_str()) {
-                    let nh = self.nexthop(&path, &f.name)?;
+                    let nh = self.nexthop(&format!("interfaces[{k}]"), &f.name)?;
                     if !members.contains(&nh) {
                         members.push(nh);
                     }
                 }
             }
             if !members.is_empty() {
+                let vrf = VrfId(i as u32 + 1);
                 self.push(format!("{path}.flood"), TableOp::SetFlood { vrf, members });
             }
-            if let Some(rules) = &n.policy {
-                let rules = rules
-                    .iter()
-                    .enumerate()
-                    .map(|(k, r)| self.rule(&format!("{path}.policy[{k}]"), r))
-                    .collect::<R<Vec<_>>>()?;
-                let policy = Policy::new(rules).or_else(|e| {
-                    let k = match e {
-                        PolicyError::EmptyPortRange { rule, .. }
-                        | PolicyError::PortsWithoutPortProtocol { rule } => rule,
-                    };
-                    err(format!("{path}.policy[{k}]"), e.to_string())
-                })?;
-                self.push(
-                    format!("{path}.policy"),
-                    TableOp::SetPolicy {
-                        vrf,
-                        policy: Arc::new(policy),
-                    },
-                );
-            }
+        }
+        Ok(())
+    }
+
+    fn policies(&mut self) -> R<()> {
+        for (i, n) in self.c.networks.iter().enumerate() {
+            let Some(rules) = &n.policy else { continue };
+            let path = format!("networks[{i}].policy");
+            let rules = rules
+                .iter()
+                .enumerate()
+                .map(|(k, r)| self.rule(&format!("{path}[{k}]"), r))
+                .collect::<R<Vec<_>>>()?;
+            let policy = Policy::new(rules).or_else(|e| match e {
+                PolicyError::EmptyPortRange { rule, first, last } => err(
+                    format!("{path}[{rule}]"),
+                    format!("port range {first}-{last} is empty"),
+                ),
+                PolicyError::PortsWithoutPortProtocol { rule } => err(
+                    format!("{path}[{rule}]"),
+                    "port ranges need protocol tcp (6) or udp (17)",
+                ),
+            })?;
+            let vrf = VrfId(i as u32 + 1);
+            self.push(
+                path,
+                TableOp::SetPolicy {
+                    vrf,
+                    policy: Arc::new(policy),
+                },
+            );
         }
         Ok(())
     }
@@ -603,23 +358,14 @@ impl Builder<'_> {
                 .map(|n| self.network(&format!("{path}.{field}"), n))
                 .transpose()
         };
-        let pfx = |field: &str, p: &Option<String>| {
-            p.as_ref()
-                .map(|p| prefix(&format!("{path}.{field}"), p))
-                .transpose()
-        };
         Ok(PolicyRule {
             src_net: net("src_network", &r.src_network)?,
             dst_net: net("dst_network", &r.dst_network)?,
-            src: pfx("src", &r.src)?,
-            dst: pfx("dst", &r.dst)?,
-            protocol: r
-                .protocol
-                .as_ref()
-                .map(|p| protocol(&format!("{path}.protocol"), p))
-                .transpose()?,
-            src_ports: ports(&format!("{path}.src_ports"), &r.src_ports)?,
-            dst_ports: ports(&format!("{path}.dst_ports"), &r.dst_ports)?,
+            src: r.src.map(|p| p.0),
+            dst: r.dst.map(|p| p.0),
+            protocol: r.protocol.map(|p| p.0),
+            src_ports: r.src_ports.map_or(PortRange::ANY, |p| p.0),
+            dst_ports: r.dst_ports.map_or(PortRange::ANY, |p| p.0),
             action: match r.action {
                 ActionConfig::Allow => PolicyAction::Allow,
                 ActionConfig::Deny => PolicyAction::Deny,
@@ -649,14 +395,17 @@ pub(crate) fn translate(c: &Config) -> R<Translation> {
     let mut b = Builder {
         c,
         names,
+        tunnels: Vec::new(),
         ops: Vec::new(),
         origins: Vec::new(),
     };
     b.networks()?;
     b.interfaces()?;
+    b.resolve_tunnels()?;
     b.nexthops()?;
     b.entries()?;
-    b.floods_and_policies()?;
+    b.floods()?;
+    b.policies()?;
     Ok(Translation {
         ops: b.ops,
         origins: b.origins,

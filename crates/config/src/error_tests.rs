@@ -1,0 +1,290 @@
+//! Each mistake is reported at its field.
+
+use crate::Config;
+use ovr_tables::state::new_tables;
+
+/// The error for `yaml`, as text.
+fn error(yaml: &str) -> String {
+    match Config::from_yaml(yaml).and_then(|c| {
+        let t = c.translate()?;
+        let (mut w, _r) = new_tables();
+        t.apply(&mut w)
+    }) {
+        Ok(()) => panic!("accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_error(yaml: &str, path: &str, words: &str) {
+    let e = error(yaml);
+    assert!(
+        e.starts_with(&format!("{path}: ")),
+        "expected the error at {path}, got: {e}"
+    );
+    assert!(e.contains(words), "expected '{words}' in: {e}");
+}
+
+const BASE: &str = "
+interfaces:
+  - { name: uplink, kind: underlay, mac: '02:00:00:00:00:0a', addresses: [192.0.2.1/24] }
+networks:
+  - { name: red, vni: 100 }
+tunnels:
+  - { name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: '02:00:00:00:00:0b' }
+";
+
+#[test]
+fn each_mistake_is_reported_at_its_field() {
+    assert_error(
+        "interfaces: [{ name: a, colour: red }]",
+        "interfaces[0].colour",
+        "unknown field `colour`",
+    );
+    assert_error(
+        "interfaces: [{ name: u, kind: underlay, mac: 'zz:00' }]",
+        "interfaces[0].mac",
+        "not a MAC address",
+    );
+    assert_error(
+        "interfaces: [{ name: u, kind: underlay }]",
+        "interfaces[0].mac",
+        "needs its MAC",
+    );
+    assert_error(
+        &format!("{BASE}routes: [{{ network: red, prefix: 10.1.0.1/24, nexthop: x }}]"),
+        "routes[0].prefix",
+        "10.1.0.0/24",
+    );
+    assert_error(
+        &format!("{BASE}routes: [{{ network: green, prefix: 10.1.0.0/24, nexthop: x }}]"),
+        "routes[0].network",
+        "no network named 'green'",
+    );
+    assert_error(
+        &format!("{BASE}nexthops: [{{ name: e, kind: ecmp, members: [nope] }}]"),
+        "nexthops[0].members[0]",
+        "no next hop named 'nope'",
+    );
+    assert_error(
+        &format!("{BASE}nexthops: [{{ name: t, kind: tunnel, tunnel: to-b, encap: vxlan }}]"),
+        "nexthops[0]",
+        "needs 'vni'",
+    );
+    assert_error(
+        &format!("{BASE}nexthops: [{{ name: t, kind: drop, vni: 3 }}]"),
+        "nexthops[0].vni",
+        "does not apply",
+    );
+    assert_error(
+        "networks: [{ name: red }, { name: red }]",
+        "networks[1].name",
+        "used twice",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: u, kind: underlay, mac: '02:00:00:00:00:01', network: red }]",
+        "interfaces[0].network",
+        "belongs to no network",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, protocol: icmp, dst_ports: 80 }] }]",
+        "networks[0].policy[0]",
+        "tcp (6) or udp (17)",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, protocol: tcp, dst_ports: 90-80 }] }]",
+        "networks[0].policy[0]",
+        "empty",
+    );
+    // Refused by the tables' own validation, and traced back to the document.
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}]\nlabels: [{{ label: 3, nexthop: d }}]"
+        ),
+        "labels[0]",
+        "reserved",
+    );
+    assert_error(
+        "networks: [{ name: red, vni: 16777216 }]",
+        "networks[0]",
+        "VNI 16777216",
+    );
+    assert_error("flows: { capacity: 0 }", "flows.capacity", "above 0");
+    assert_error("routes: 3", "routes", "invalid type");
+}
+
+#[test]
+fn a_workload_peer_name_cannot_clash_with_a_next_hop() {
+    let yaml = "
+networks: [{ name: red }]
+interfaces: [{ name: vm1, network: red, peer_mac: '02:00:00:00:01:05' }]
+nexthops: [{ name: vm1, kind: drop }]
+";
+    assert_error(yaml, "interfaces[0].peer_mac", "already is");
+}
+
+#[test]
+fn parse_errors_give_the_line_and_column() {
+    let e = error("networks:\n  - name: red\n    vni: 100\n    router_mac: 'nope'\n");
+    assert!(
+        e.starts_with("networks[0].router_mac: 'nope' is not a MAC address"),
+        "{e}"
+    );
+    assert!(e.contains("line 4 column"), "{e}");
+    let e = error("networks:\n  - name: red\n    colour: blue\n");
+    assert!(
+        e.starts_with("networks[0].colour: unknown field `colour`"),
+        "{e}"
+    );
+    assert!(e.contains("line 3 column"), "{e}");
+    let e = error("networks: [\n");
+    assert!(e.contains("line"), "{e}");
+}
+
+#[test]
+fn references_and_kinds_are_checked() {
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: t, kind: tunnel, tunnel: to-b, encap: mpls_udp, label: 1000, vni: 5 }}]"
+        ),
+        "nexthops[0].vni",
+        "does not apply to encap mpls_udp",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: t, kind: tunnel, tunnel: to-c, encap: vxlan, vni: 5 }}]"
+        ),
+        "nexthops[0].tunnel",
+        "no tunnel named 'to-c'",
+    );
+    assert_error(
+        &format!("{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: d, kind: receive }}]"),
+        "nexthops[1].name",
+        "'d' is used twice",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: ecmp, members: [d, d] }}]"
+        ),
+        "nexthops[1].members[1]",
+        "listed twice",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: ecmp, members: [d] }}, {{ name: f, kind: ecmp, members: [e] }}]"
+        ),
+        "nexthops[2].members[0]",
+        "do not nest",
+    );
+    assert_error(
+        &format!(
+            "{BASE}  - {{ name: x, underlay: vm, remote: 192.0.2.3, remote_mac: '02:00:00:00:00:0c' }}"
+        ),
+        "tunnels[1].underlay",
+        "no interface named 'vm'",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red }]\ntunnels: [{ name: t, underlay: vm, remote: 192.0.2.3, remote_mac: '02:00:00:00:00:0c' }]",
+        "tunnels[0].underlay",
+        "'vm' is not an underlay interface",
+    );
+    assert_error(
+        "interfaces: [{ name: u, kind: underlay, mac: '02:00:00:00:00:01', addresses: [192.0.2.1/24] }]\ntunnels: [{ name: t, underlay: u, remote: 'fd00::2', remote_mac: '02:00:00:00:00:0c' }]",
+        "tunnels[0]",
+        "no address of the remote's family",
+    );
+    assert_error(
+        "networks: [{ name: red, flood: [x] }]",
+        "networks[0].flood[0]",
+        "no next hop named 'x'",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, dst_network: blue }] }]",
+        "networks[0].policy[0].dst_network",
+        "no network named 'blue'",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red }, { name: vm, network: red }]",
+        "interfaces[1].name",
+        "used twice",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm }]",
+        "interfaces[0]",
+        "a workload interface needs 'network'",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, peer_addresses: [10.0.0.1] }]",
+        "interfaces[0].peer_addresses",
+        "need 'peer_mac'",
+    );
+    assert_error(
+        "networks: [{ name: red }]\nnexthops: [{ name: v, kind: vrf, network: red }]",
+        "nexthops[0]",
+        "needs 'inner'",
+    );
+}
+
+#[test]
+fn values_are_checked_where_they_are_written() {
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, src: 10.1.0.1/16 }] }]",
+        "networks[0].policy[0].src",
+        "did you mean 10.1.0.0/16",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, protocol: sctp }] }]",
+        "networks[0].policy[0].protocol",
+        "not a protocol",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: allow, protocol: tcp, dst_ports: 70000 }] }]",
+        "networks[0].policy[0].dst_ports",
+        "above 65535",
+    );
+    assert_error(
+        "networks: [{ name: red, policy: [{ action: maybe }] }]",
+        "networks[0].policy[0].action",
+        "unknown variant `maybe`",
+    );
+    assert_error(
+        "interfaces: [{ name: u, kind: underlay, mac: '02:00:00:00:00:01', addresses: [192.0.2.1/33] }]",
+        "interfaces[0].addresses[0]",
+        "not a prefix length (0-32)",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, peer_mac: '02:00:00:00:00:05', peer_addresses: [10.0.0.300] }]",
+        "interfaces[0].peer_addresses[0]",
+        "invalid IP address",
+    );
+    assert_error(
+        &format!("{BASE}nexthops: [{{ kind: drop }}]"),
+        "nexthops[0]",
+        "missing field `name`",
+    );
+    assert_error(
+        &format!("{BASE}bridge: [{{ network: red, mac: '01:00:5e:00:00:01', nexthop: x }}]"),
+        "bridge[0].nexthop",
+        "no next hop named 'x'",
+    );
+}
+
+#[test]
+fn what_the_tables_refuse_is_traced_to_its_field() {
+    assert_error(
+        "networks: [{ name: red, vni: 7 }, { name: blue, vni: 7 }]",
+        "networks[1]",
+        "VNI 7 is already used",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}]\nbridge: [{{ network: red, mac: '01:00:5e:00:00:01', nexthop: d }}]"
+        ),
+        "bridge[0]",
+        "group address",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, mtu: 60 }]",
+        "interfaces[0]",
+        "MTU 60",
+    );
+}
