@@ -10,6 +10,7 @@ pub mod counters;
 pub mod decide;
 pub mod drop;
 pub mod forward;
+pub mod ip;
 pub mod meta;
 pub mod nodes;
 pub mod pipeline;

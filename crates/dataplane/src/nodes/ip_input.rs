@@ -4,16 +4,15 @@
 
 use super::drop;
 use crate::context::Cx;
-use crate::drop::Reason;
-use crate::meta::flags;
+use crate::drop::{DropReason, Reason};
+use crate::ip;
+use crate::meta::{Meta, flags};
 use core::net::IpAddr;
 use ovr_graph::{Node, Vector, next_nodes};
 use ovr_tables::flow::FlowKey;
 use ovr_tables::ids::VrfId;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
-use ovr_wire::ipv4::Ipv4Packet;
-use ovr_wire::ipv6::{HEADER_LEN as IPV6_HEADER_LEN, Ipv6Packet};
 use ovr_wire::tcp::TcpPacket;
 use ovr_wire::udp::UdpPacket;
 use ovr_wire::{WireError, icmpv6, ip_proto};
@@ -70,48 +69,6 @@ impl Node<Cx, ForwardingState> for IpInput {
     }
 }
 
-/// What the L3 header says, once checked.
-struct L3 {
-    src: IpAddr,
-    dst: IpAddr,
-    ttl: u8,
-    protocol: u8,
-    /// Offset of the transport header from the L3 header; `None` for a non-first fragment.
-    l4: Option<usize>,
-    /// Length of the L3 packet (without Ethernet padding).
-    len: usize,
-}
-
-fn parse_v4(b: &[u8]) -> Result<L3, WireError> {
-    let ip = Ipv4Packet::new_checked(b)?;
-    if !ip.verify_checksum() {
-        return Err(WireError::Ipv4BadChecksum);
-    }
-    Ok(L3 {
-        src: ip.src().into(),
-        dst: ip.dst().into(),
-        ttl: ip.ttl(),
-        protocol: ip.protocol(),
-        l4: (!ip.is_fragment() || ip.is_first_fragment()).then(|| ip.header_len()),
-        len: usize::from(ip.total_len()),
-    })
-}
-
-fn parse_v6(b: &[u8]) -> Result<L3, WireError> {
-    let ip = Ipv6Packet::new_checked(b)?;
-    let upper = ip.upper_layer()?;
-    Ok(L3 {
-        src: ip.src().into(),
-        dst: ip.dst().into(),
-        ttl: ip.hop_limit(),
-        protocol: upper.protocol,
-        l4: upper
-            .has_transport_header()
-            .then_some(IPV6_HEADER_LEN + upper.offset),
-        len: IPV6_HEADER_LEN + usize::from(ip.payload_len()),
-    })
-}
-
 /// The ports of the flow key: TCP/UDP ports, the ICMP echo identifier for both, or 0.
 fn ports(protocol: u8, l4: &[u8]) -> Result<(u16, u16), WireError> {
     let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
@@ -146,33 +103,30 @@ fn ports(protocol: u8, l4: &[u8]) -> Result<(u16, u16), WireError> {
 
 fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
     let (meta, data) = cx.pool.split_mut(p);
+    match inspect(st, meta, data) {
+        Ok((next, len)) => {
+            // Ethernet padding after the IP packet goes: nothing forwards it.
+            cx.pool.truncate(p, len);
+            next
+        }
+        Err(r) => drop(cx.pool.meta_mut(p), r, Next::Drop),
+    }
+}
+
+/// Where the packet goes, and its length without padding.
+fn inspect(
+    st: &ForwardingState,
+    meta: &mut Meta,
+    data: &[u8],
+) -> Result<(Next, usize), DropReason> {
     let l3 = usize::from(meta.l3);
-    let v6 = meta.has(flags::IPV6);
-    let parsed = if v6 {
-        parse_v6(&data[l3..])
-    } else {
-        parse_v4(&data[l3..])
-    };
-    let ip = match parsed {
-        Ok(ip) => ip,
-        Err(e) => return drop(meta, e, Next::Drop),
-    };
-    let (sport, dport) = match ip.l4 {
-        Some(o) => match ports(ip.protocol, &data[l3 + o..l3 + ip.len]) {
-            Ok(ports) => ports,
-            Err(e) => return drop(meta, e, Next::Drop),
-        },
+    let ip = ip::check(&data[l3..], meta.has(flags::IPV6))?;
+    let (sport, dport) = match ip.l4() {
+        Some(o) => ports(ip.protocol, &data[l3 + o..l3 + ip.len])?,
         None => (0, 0),
     };
-    let dst_mac = MacAddr(data[0..6].try_into().unwrap_or_default());
-    let icmp_type = match (ip.protocol, ip.l4) {
-        (ip_proto::ICMPV6, Some(o)) => Some(data[l3 + o]),
-        _ => None,
-    };
-    meta.l4 = (l3 + ip.l4.unwrap_or(0)) as u16;
-    let Some(vrf) = st.vrf(VrfId(meta.vrf)) else {
-        return drop(meta, Reason::NoVrf, Next::Drop);
-    };
+    meta.l4 = (l3 + ip.l4().unwrap_or(0)) as u16;
+    let vrf = st.vrf(VrfId(meta.vrf)).ok_or(Reason::NoVrf)?;
     let from_tunnel = meta.has(flags::FROM_TUNNEL);
     let routed = meta.has(flags::ROUTED);
     let mut key = FlowKey::new(vrf.id, ip.src, ip.dst, ip.protocol, sport, dport);
@@ -181,33 +135,30 @@ fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
     }
     meta.key = key;
     meta.hash = key.symmetric_hash();
-    let trim = l3 + ip.len;
+    let len = l3 + ip.len;
     // Neighbour solicitations for the gateway (multicast or unicast) are answered here.
-    if icmp_type == Some(icmpv6::msg_type::NEIGHBOR_SOLICIT) && !from_tunnel {
-        let target_at = usize::from(meta.l4) + 8;
-        if let Some(t) = data.get(target_at..target_at + 16) {
-            let t: [u8; 16] = t.try_into().unwrap_or_default();
-            if vrf.is_gateway(IpAddr::V6(t.into())) {
-                cx.pool.truncate(p, trim);
-                return Next::Nd;
-            }
+    let l4 = usize::from(meta.l4);
+    let solicit = ip.protocol == ip_proto::ICMPV6
+        && ip.l4().is_some()
+        && data[l4] == icmpv6::msg_type::NEIGHBOR_SOLICIT;
+    if solicit && !from_tunnel {
+        let target: Option<[u8; 16]> = data.get(l4 + 8..l4 + 24).and_then(|t| t.try_into().ok());
+        if target.is_some_and(|t| vrf.is_gateway(IpAddr::V6(t.into()))) {
+            return Ok((Next::Nd, len));
         }
     }
-    if dst_mac.is_multicast() {
-        cx.pool.truncate(p, trim);
-        return Next::Flood;
+    if MacAddr(data[0..6].try_into().unwrap_or_default()).is_multicast() {
+        return Ok((Next::Flood, len));
     }
     if routed && vrf.is_gateway(ip.dst) {
-        cx.pool.truncate(p, trim);
         return if from_tunnel {
-            drop(cx.pool.meta_mut(p), Reason::GatewayUnsupported, Next::Drop)
+            Err(Reason::GatewayUnsupported.into())
         } else {
-            Next::Gateway
+            Ok((Next::Gateway, len))
         };
     }
     if routed && !from_tunnel && ip.ttl <= 1 {
-        return drop(meta, Reason::TtlExpired, Next::Drop);
+        return Err(Reason::TtlExpired.into());
     }
-    cx.pool.truncate(p, trim);
-    Next::Flow
+    Ok((Next::Flow, len))
 }

@@ -5,6 +5,7 @@
 use super::drop;
 use crate::context::Cx;
 use crate::drop::Reason;
+use crate::ip::{self, IpHeader};
 use crate::meta::{Meta, flags};
 use core::net::IpAddr;
 use ovr_graph::{Node, Vector, next_nodes};
@@ -12,8 +13,6 @@ use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::Interface;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::{ethertype, parse_l2};
-use ovr_wire::ipv4::Ipv4Packet;
-use ovr_wire::ipv6::{HEADER_LEN as IPV6_HEADER_LEN, Ipv6Packet};
 use ovr_wire::udp::UdpPacket;
 use ovr_wire::{WireError, ip_proto, udp_port};
 
@@ -48,43 +47,6 @@ impl Node<Cx, ForwardingState> for UnderlayInput {
     }
 }
 
-/// The transport of a tunnel packet, once its outer IP header is checked.
-struct Outer {
-    protocol: u8,
-    /// Offset of the UDP or GRE header from the IP header.
-    l4: usize,
-    /// IP packet length (without Ethernet padding).
-    len: usize,
-    fragment: bool,
-    dst: IpAddr,
-}
-
-fn outer_v4(b: &[u8]) -> Result<Outer, WireError> {
-    let ip = Ipv4Packet::new_checked(b)?;
-    if !ip.verify_checksum() {
-        return Err(WireError::Ipv4BadChecksum);
-    }
-    Ok(Outer {
-        protocol: ip.protocol(),
-        l4: ip.header_len(),
-        len: usize::from(ip.total_len()),
-        fragment: ip.is_fragment(),
-        dst: ip.dst().into(),
-    })
-}
-
-fn outer_v6(b: &[u8]) -> Result<Outer, WireError> {
-    let ip = Ipv6Packet::new_checked(b)?;
-    let upper = ip.upper_layer()?;
-    Ok(Outer {
-        protocol: upper.protocol,
-        l4: IPV6_HEADER_LEN + upper.offset,
-        len: IPV6_HEADER_LEN + usize::from(ip.payload_len()),
-        fragment: upper.fragment.is_some(),
-        dst: ip.dst().into(),
-    })
-}
-
 fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
     let (meta, data) = cx.pool.split_mut(p);
     let Some(rx) = st.interface(InterfaceId(meta.rx_if)) else {
@@ -102,8 +64,9 @@ fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
     let outer = match l2.ethertype {
         ethertype::ARP => return Next::Arp,
         _ if l2.dst != rx.mac => return drop(meta, Reason::NotForVtep, Next::Drop),
-        ethertype::IPV4 => outer_v4(&data[l3..]),
-        ethertype::IPV6 => outer_v6(&data[l3..]),
+        ethertype::IPV4 | ethertype::IPV6 => {
+            ip::check(&data[l3..], l2.ethertype == ethertype::IPV6)
+        }
         _ => return drop(meta, Reason::UnderlayUnsupported, Next::Drop),
     };
     let outer = match outer {
@@ -116,7 +79,7 @@ fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
 }
 
 /// Which decapsulation a checked outer packet goes to.
-fn tunnel(meta: &mut Meta, rx: &Interface, o: &Outer, ip: &[u8]) -> Next {
+fn tunnel(meta: &mut Meta, rx: &Interface, o: &IpHeader, ip: &[u8]) -> Next {
     if !rx.addresses.iter().any(|a| a.addr == o.dst) {
         return drop(meta, Reason::NotForVtep, Next::Drop);
     }
@@ -126,22 +89,22 @@ fn tunnel(meta: &mut Meta, rx: &Interface, o: &Outer, ip: &[u8]) -> Next {
     let l3 = usize::from(meta.l3);
     match o.protocol {
         ip_proto::UDP => {
-            let udp = match UdpPacket::new_checked(&ip[o.l4..]) {
+            let udp = match UdpPacket::new_checked(&ip[o.transport..]) {
                 Ok(u) => u,
                 Err(e) => return drop(meta, e, Next::Drop),
             };
             // A UDP checksum, when the sender set one, must hold (zero means none; IPv6
             // tunnels may send zero, RFC 6935).
             let valid = udp.checksum() == 0
-                || match (o.dst, ip_src(ip)) {
-                    (IpAddr::V4(d), Some(IpAddr::V4(s))) => udp.verify_v4(s, d),
-                    (IpAddr::V6(d), Some(IpAddr::V6(s))) => udp.verify_v6(s, d),
+                || match (o.src, o.dst) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => udp.verify_v4(s, d),
+                    (IpAddr::V6(s), IpAddr::V6(d)) => udp.verify_v6(s, d),
                     _ => false,
                 };
             if !valid {
                 return drop(meta, WireError::UdpBadChecksum, Next::Drop);
             }
-            meta.l4 = (l3 + o.l4 + 8) as u16;
+            meta.l4 = (l3 + o.transport + 8) as u16;
             match udp.dst_port() {
                 udp_port::VXLAN => Next::Vxlan,
                 udp_port::MPLS_IN_UDP => Next::Mpls,
@@ -149,19 +112,10 @@ fn tunnel(meta: &mut Meta, rx: &Interface, o: &Outer, ip: &[u8]) -> Next {
             }
         }
         ip_proto::GRE => {
-            meta.l4 = (l3 + o.l4) as u16;
+            meta.l4 = (l3 + o.transport) as u16;
             meta.flags |= flags::OUTER_GRE;
             Next::Mpls
         }
         _ => drop(meta, Reason::UnderlayUnsupported, Next::Drop),
-    }
-}
-
-/// The source address of a checked IP header.
-fn ip_src(ip: &[u8]) -> Option<IpAddr> {
-    match ip.first()? >> 4 {
-        4 => Some(IpAddr::V4(Ipv4Packet::new_unchecked(ip).src())),
-        6 => Some(IpAddr::V6(Ipv6Packet::new_unchecked(ip).src())),
-        _ => None,
     }
 }
