@@ -6,10 +6,10 @@
 use super::drop;
 use crate::context::Cx;
 use crate::drop::Reason;
-use crate::meta::flags;
+use crate::forward::{Dest, dest};
+use crate::meta::{Meta, flags};
 use ovr_graph::{Node, Vector, next_nodes};
-use ovr_tables::ids::VrfId;
-use ovr_tables::nexthop::{Encap, NextHop};
+use ovr_tables::ids::{NextHopId, VrfId};
 use ovr_tables::state::ForwardingState;
 
 next_nodes! {
@@ -44,21 +44,20 @@ impl Node<Cx, ForwardingState> for Flood {
     }
 }
 
-/// Where one copy goes.
-fn target(nh: &NextHop, rx_if: u32, from_tunnel: bool) -> Option<(Next, u32)> {
-    match nh {
-        NextHop::Interface { interface, .. } if interface.0 != rx_if => {
-            Some((Next::Output, interface.0))
-        }
-        NextHop::Tunnel(t) if !from_tunnel => Some((
-            match t.encap {
-                Encap::Vxlan { .. } => Next::Vxlan,
-                _ => Next::Mpls,
-            },
-            t.underlay.0,
-        )),
-        _ => None,
-    }
+/// Where the copy for flood member `nh` goes, with its metadata; `None` where split
+/// horizon forbids it (back out of the receiving interface, or from a tunnel into one).
+fn target(st: &ForwardingState, meta: &Meta, nh: NextHopId) -> Option<(Next, Meta)> {
+    let mut m = *meta;
+    // A flooded frame is bridged as it is.
+    m.flags &= !flags::ROUTED;
+    let from_tunnel = meta.has(flags::FROM_TUNNEL);
+    let next = match dest(st, &mut m, nh) {
+        Dest::Output if m.tx_if != meta.rx_if => Next::Output,
+        Dest::Vxlan if !from_tunnel => Next::Vxlan,
+        Dest::Mpls if !from_tunnel => Next::Mpls,
+        _ => return None,
+    };
+    Some((next, m))
 }
 
 /// Sends copies to all targets but the last, which takes the packet itself.
@@ -67,31 +66,23 @@ fn replicate(cx: &mut Cx, st: &ForwardingState, p: u32, v: &mut Vector<'_>) -> N
     let Some(vrf) = st.vrf(VrfId(meta.vrf)) else {
         return drop(cx.pool.meta_mut(p), Reason::NoVrf, Next::Drop);
     };
-    let from_tunnel = meta.has(flags::FROM_TUNNEL);
-    let mut targets = vrf.flood.iter().filter_map(|&nh| {
-        let t = target(st.nexthop(nh)?, meta.rx_if, from_tunnel)?;
-        Some((nh, t))
-    });
+    let mut targets = vrf.flood.iter().filter_map(|&nh| target(st, &meta, nh));
     let Some(mut last) = targets.next() else {
         return drop(cx.pool.meta_mut(p), Reason::FloodEmpty, Next::Drop);
     };
     for t in targets {
-        let (nh, (next, tx_if)) = last;
         match cx.pool.duplicate(p) {
             Some(copy) => {
-                let m = cx.pool.meta_mut(copy);
-                m.next_hop = nh.0;
-                m.tx_if = tx_if;
-                m.flags |= flags::REPLICA;
-                v.emit(copy, next);
+                *cx.pool.meta_mut(copy) = Meta {
+                    flags: last.1.flags | flags::REPLICA,
+                    ..last.1
+                };
+                v.emit(copy, last.0);
             }
             None => cx.count_drop(Reason::NoBuffers),
         }
         last = t;
     }
-    let (nh, (next, tx_if)) = last;
-    let m = cx.pool.meta_mut(p);
-    m.next_hop = nh.0;
-    m.tx_if = tx_if;
-    next
+    *cx.pool.meta_mut(p) = last.1;
+    last.0
 }
