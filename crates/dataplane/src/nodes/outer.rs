@@ -132,13 +132,11 @@ fn write_outer(
     Ok(())
 }
 
-/// The headers of one IPv4 tunnel next hop, for an empty inner packet.
+/// The headers of one IPv4 tunnel next hop, for an empty inner packet (its length is
+/// the next hop's: Ethernet + IPv4 + transport + shim).
 #[derive(Clone, Copy)]
 struct Template {
     bytes: [u8; MAX_HEAD],
-    head: u8,
-    udp: bool,
-    tx_if: u32,
 }
 
 /// Per-node cache of templates by next hop, valid for one table epoch.
@@ -192,7 +190,12 @@ impl Rewrites {
             self.by_nexthop.clear();
             self.epoch = Some(st.epoch());
         }
-        let underlay = st.interface(t.underlay).ok_or(Reason::UnknownInterface)?;
+        // The underlay's MAC is looked up when headers are built, not per packet.
+        let underlay_mac = || {
+            st.interface(t.underlay)
+                .map(|i| i.mac)
+                .ok_or(Reason::UnknownInterface)
+        };
         let inner_len = cx.pool.len(p);
         let ip_len = if t.dst.is_ipv6() { 40 } else { 20 };
         let l4_len = if transport == Transport::Gre { 4 } else { 8 };
@@ -204,32 +207,32 @@ impl Rewrites {
         meta.tx_if = t.underlay.0;
         meta.l3 = HEADER_LEN as u16;
         if t.dst.is_ipv6() {
-            return write_outer(data, underlay.mac, t, transport, shim, inner_len, meta.hash);
+            return write_outer(
+                data,
+                underlay_mac()?,
+                t,
+                transport,
+                shim,
+                inner_len,
+                meta.hash,
+            );
         }
         let i = nh.0 as usize;
         if self.by_nexthop.len() <= i {
             self.by_nexthop.resize(i + 1, None);
         }
-        let tpl = match self.by_nexthop[i] {
-            Some(tpl) if usize::from(tpl.head) == head => tpl,
-            _ => {
+        let tpl = match &self.by_nexthop[i] {
+            Some(tpl) => tpl,
+            None => {
                 let mut bytes = [0u8; MAX_HEAD];
-                write_outer(&mut bytes, underlay.mac, t, transport, shim, 0, 0)?;
-                let tpl = Template {
-                    bytes,
-                    head: head as u8,
-                    udp: matches!(transport, Transport::Udp { .. }),
-                    tx_if: t.underlay.0,
-                };
-                self.by_nexthop[i] = Some(tpl);
-                tpl
+                write_outer(&mut bytes, underlay_mac()?, t, transport, shim, 0, 0)?;
+                self.by_nexthop[i].insert(Template { bytes })
             }
         };
         if inner_len + head - HEADER_LEN > usize::from(u16::MAX) {
             return Err(Reason::MtuExceeded);
         }
         data[..head].copy_from_slice(&tpl.bytes[..head]);
-        meta.tx_if = tpl.tx_if;
         // Patch what depends on the packet: IPv4 total length (and its checksum,
         // incrementally), UDP length and source port.
         let ip = HEADER_LEN;
@@ -239,7 +242,7 @@ impl Rewrites {
         data[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
         let csum = checksum::update16(csum, old_total, total);
         data[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
-        if tpl.udp {
+        if let Transport::Udp { .. } = transport {
             let udp = ip + 20;
             let len = u16::from_be_bytes([data[udp + 4], data[udp + 5]]) + inner_len as u16;
             data[udp..udp + 2].copy_from_slice(&source_port_from_hash(meta.hash).to_be_bytes());
