@@ -26,9 +26,22 @@ pub enum IoError {
     },
 }
 
-/// Waits until one of `drivers` has frames to read, or `timeout_ms` passes. Returns
-/// whether any is readable.
-pub fn wait_readable(drivers: &[&AfPacket], timeout_ms: i32) -> std::io::Result<bool> {
-    let fds: Vec<i32> = drivers.iter().map(|d| d.fd()).collect();
-    sys::poll_readable(&fds, timeout_ms)
+/// Waits for frames on a fixed set of drivers (built once, not per wait).
+pub struct Poller {
+    fds: Vec<libc::pollfd>,
+}
+
+impl Poller {
+    pub fn new<'a>(drivers: impl IntoIterator<Item = &'a AfPacket>) -> Self {
+        let fds: Vec<i32> = drivers.into_iter().map(|d| d.fd()).collect();
+        Self {
+            fds: sys::pollfds(&fds),
+        }
+    }
+
+    /// Waits until a driver has frames to read, or `timeout_ms` passes; returns whether
+    /// one is readable.
+    pub fn wait(&mut self, timeout_ms: i32) -> std::io::Result<bool> {
+        sys::poll_readable(&mut self.fds, timeout_ms)
+    }
 }

@@ -171,16 +171,19 @@ pub fn send_batch(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
     Ok(sent)
 }
 
-/// poll(2) for readability on `fds`.
-pub fn poll_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
+/// The poll(2) set for readability on `fds`.
+pub fn pollfds(fds: &[i32]) -> Vec<libc::pollfd> {
+    fds.iter()
         .map(|fd| libc::pollfd {
             fd: *fd,
             events: libc::POLLIN,
             revents: 0,
         })
-        .collect();
+        .collect()
+}
+
+/// poll(2): whether any of `p` became readable within `timeout_ms`.
+pub fn poll_readable(p: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<bool> {
     // SAFETY: `p` is a live array of `p.len()` pollfd structures.
     let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
     if r < 0 {

@@ -86,12 +86,14 @@ fn run(a: &Args) -> Result<(), String> {
     let start = Instant::now();
     let mut last_stats = Instant::now();
     info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
+    let mut poller = ovr_io::Poller::new(drivers.iter().map(|(_, d)| d));
     let spin = Duration::from_micros(a.spin_us);
     let mut last_traffic = Instant::now() - spin;
     while !stop.load(Ordering::Relaxed) {
         if !a.busy_poll && last_traffic.elapsed() >= spin {
-            let all: Vec<&AfPacket> = drivers.iter().map(|(_, d)| d).collect();
-            ovr_io::wait_readable(&all, IDLE_POLL_MS).map_err(|e| format!("poll: {e}"))?;
+            poller
+                .wait(IDLE_POLL_MS)
+                .map_err(|e| format!("poll: {e}"))?;
         }
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
