@@ -13,10 +13,8 @@ use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule, PortRange};
 use ovr_tables::state::{ForwardingState, TableOp, new_tables};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
-use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
+use ovr_wire::ethernet::MacAddr;
 use ovr_wire::ip_proto;
-use ovr_wire::ipv4::Ipv4Repr;
-use ovr_wire::udp::UdpRepr;
 use ovr_wire::vxlan::VxlanRepr;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -27,12 +25,22 @@ pub const SCENARIOS: &[&str] = &["vxlan-l2-encap", "mplsudp-l3-encap", "vxlan-de
 /// Flow counts measured when none is given.
 pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
 
+#[derive(clap::Args)]
 pub struct Args {
+    /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap); all by default.
+    #[arg(long)]
     pub scenario: Option<String>,
+    /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
+    #[arg(long)]
     pub flows: Option<usize>,
+    /// Measured time per point.
+    #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// One JSON object per line.
+    #[arg(long)]
     pub json: bool,
-    /// Print each node's share of the fast path.
+    /// Also show each node's time per packet on the fast path.
+    #[arg(long)]
     pub nodes: bool,
 }
 
@@ -144,35 +152,9 @@ fn tables() -> Vec<TableOp> {
     ]
 }
 
-/// A 64-byte Ethernet/IPv4/UDP frame (18 bytes of payload).
+/// A 64-byte Ethernet/IPv4/UDP frame from the workload.
 fn inner_frame(dst_mac: MacAddr, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 64];
-    EthernetRepr {
-        dst: dst_mac,
-        src: VM_MAC,
-        tags: [None, None],
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f);
-    let ip = Ipv4Repr {
-        src,
-        dst,
-        protocol: ip_proto::UDP,
-        ttl: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: false,
-        payload_len: 30,
-    };
-    ip.emit(&mut f[14..]);
-    UdpRepr {
-        src_port: sport,
-        dst_port: dport,
-        payload_len: 22,
-    }
-    .emit(&mut f[34..]);
-    f
+    crate::traffic::udp_frame((VM_MAC, dst_mac), (src, dst), (sport, dport), 64)
 }
 
 /// Flow `i`'s addresses and ports: 4096 source ports per address.
@@ -223,32 +205,12 @@ fn frames(scenario: &str, flows: usize) -> Option<(InterfaceId, Vec<Vec<u8>>)> {
 
 /// `inner` in VXLAN from the remote VTEP to us.
 fn vxlan_frame(inner: &[u8], sport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 50 + inner.len()];
-    EthernetRepr {
-        dst: UPLINK_MAC,
-        src: REMOTE_MAC,
-        tags: [None, None],
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f);
-    Ipv4Repr {
-        src: REMOTE_VTEP,
-        dst: LOCAL_VTEP,
-        protocol: ip_proto::UDP,
-        ttl: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: 0,
-        dont_frag: true,
-        payload_len: (16 + inner.len()) as u16,
-    }
-    .emit(&mut f[14..]);
-    UdpRepr {
-        src_port: 0xc000 | sport,
-        dst_port: ovr_wire::udp_port::VXLAN,
-        payload_len: (8 + inner.len()) as u16,
-    }
-    .emit(&mut f[34..]);
+    let mut f = crate::traffic::udp_frame(
+        (REMOTE_MAC, UPLINK_MAC),
+        (REMOTE_VTEP, LOCAL_VTEP),
+        (0xc000 | sport, ovr_wire::udp_port::VXLAN),
+        50 + inner.len(),
+    );
     VxlanRepr { vni: VNI }.emit(&mut f[42..]);
     f[50..].copy_from_slice(inner);
     f

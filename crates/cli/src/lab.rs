@@ -243,13 +243,23 @@ fn host_config(s: &State, h: usize, tenants: usize, encap: LabEncap) -> String {
     y
 }
 
+#[derive(clap::Args)]
 pub struct Up {
+    /// Hosts: network namespaces, each with its own ovrd.
+    #[arg(long, default_value_t = 2)]
     pub hosts: usize,
+    /// Tenants: networks that all use 10.1.0.0/24 and the same workload addresses.
+    #[arg(long, default_value_t = 2)]
     pub tenants: usize,
+    /// Workloads per host and tenant.
+    #[arg(long, default_value_t = 1)]
     pub workloads: usize,
+    /// How hosts carry tenant traffic to each other.
+    #[arg(long, value_enum, default_value_t = LabEncap::Vxlan)]
     pub encap: LabEncap,
-    /// Add a host that runs no ovr: the kernel's bridge and vxlan device (tenant 1,
-    /// VNI 101, one workload), to show ovr interoperating with it.
+    /// Add a host without ovr (the kernel's bridge + vxlan device, tenant 1, VNI 101,
+    /// one workload) that ovr's hosts exchange traffic with.
+    #[arg(long)]
     pub kernel_host: bool,
 }
 

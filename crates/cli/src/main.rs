@@ -53,47 +53,13 @@ enum Command {
     },
     /// Run a configuration's pipeline over captured packets and write what each
     /// interface would transmit (test a configuration offline).
-    Replay {
-        /// The configuration (YAML).
-        #[arg(long)]
-        config: PathBuf,
-        /// Packets received on an interface: IFNAME=FILE.pcap (repeatable).
-        #[arg(long = "pcap", value_name = "IFNAME=FILE", required = true, value_parser = replay::parse_pcap_arg)]
-        pcaps: Vec<(String, PathBuf)>,
-        /// Directory for the output captures, one per transmitting interface.
-        #[arg(long)]
-        out: PathBuf,
-        /// Print the counters as one JSON object.
-        #[arg(long)]
-        json: bool,
-        /// Trace the first N packets through the nodes.
-        #[arg(long, default_value_t = 0)]
-        trace: u32,
-        /// Most packets per vector (consecutive packets of one interface).
-        #[arg(long, default_value_t = 256)]
-        vector: usize,
-    },
+    Replay(replay::Args),
 }
 
 #[derive(Subcommand)]
 enum Lab {
     /// Build the lab and start an ovrd per host.
-    Up {
-        #[arg(long, default_value_t = 2)]
-        hosts: usize,
-        #[arg(long, default_value_t = 2)]
-        tenants: usize,
-        /// Workloads per host and tenant.
-        #[arg(long, default_value_t = 1)]
-        workloads: usize,
-        /// How hosts carry tenant traffic to each other.
-        #[arg(long, value_enum, default_value_t = lab::LabEncap::Vxlan)]
-        encap: lab::LabEncap,
-        /// Add a host without ovr (the kernel's bridge + vxlan, tenant 1) that ovr's
-        /// hosts exchange traffic with.
-        #[arg(long)]
-        kernel_host: bool,
-    },
+    Up(lab::Up),
     /// Hosts, their ovrd, and workloads with their addresses.
     Status,
     /// Run a command in a workload's (or host's) namespace: lab exec h1-t1-w1 -- ping 10.1.0.21
@@ -119,23 +85,7 @@ enum Bench {
     },
     /// The pipeline on one core, without kernel I/O: Mpps and ns per packet by scenario
     /// and flow count, and the flow-setup rate.
-    Engine {
-        /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap); all by default.
-        #[arg(long)]
-        scenario: Option<String>,
-        /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
-        #[arg(long)]
-        flows: Option<usize>,
-        /// Measured time per point.
-        #[arg(long, default_value_t = 2.0)]
-        seconds: f64,
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-        /// Also show each node's time per packet on the fast path.
-        #[arg(long)]
-        nodes: bool,
-    },
+    Engine(bench_engine::Args),
 }
 
 /// ovrd lives next to ovrctl (both are built into the same target directory).
@@ -158,24 +108,7 @@ fn main() -> ExitCode {
         Command::Decode { pcap } => decode::run(&pcap),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
         Command::Lab { what } => match what {
-            Lab::Up {
-                hosts,
-                tenants,
-                workloads,
-                encap,
-                kernel_host,
-            } => ovrd_path().and_then(|ovrd| {
-                lab::up(
-                    &lab::Up {
-                        hosts,
-                        tenants,
-                        workloads,
-                        encap,
-                        kernel_host,
-                    },
-                    &ovrd,
-                )
-            }),
+            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&up, &ovrd)),
             Lab::Status => lab::status(),
             Lab::Exec { workload, cmd } => match lab::exec(&workload, &cmd) {
                 Ok(0) => Ok(()),
@@ -191,36 +124,9 @@ fn main() -> ExitCode {
             what: Bench::Sink { port, seconds },
         } => traffic::sink(port, seconds),
         Command::Bench {
-            what:
-                Bench::Engine {
-                    scenario,
-                    flows,
-                    seconds,
-                    json,
-                    nodes,
-                },
-        } => bench_engine::run(&bench_engine::Args {
-            scenario,
-            flows,
-            seconds,
-            json,
-            nodes,
-        }),
-        Command::Replay {
-            config,
-            pcaps,
-            out,
-            json,
-            trace,
-            vector,
-        } => replay::run(&replay::Args {
-            config,
-            pcaps,
-            out,
-            json,
-            trace,
-            vector,
-        }),
+            what: Bench::Engine(a),
+        } => bench_engine::run(&a),
+        Command::Replay(a) => replay::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,11 +6,9 @@
 //! replays as it happened. What each interface transmitted is written to
 //! `OUT/IFNAME.pcap`, stamped with the time of the packet that caused it.
 
-use ovr_config::Config;
 use ovr_dataplane::Pipeline;
 use ovr_graph::VECTOR_SIZE;
 use ovr_tables::ids::InterfaceId;
-use ovr_tables::state::new_tables;
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use std::collections::BTreeMap;
@@ -18,15 +16,25 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[derive(clap::Args)]
 pub struct Args {
+    /// The configuration (YAML).
+    #[arg(long)]
     pub config: PathBuf,
-    /// (interface name, capture)
+    /// Packets received on an interface: IFNAME=FILE.pcap (repeatable).
+    #[arg(long = "pcap", value_name = "IFNAME=FILE", required = true, value_parser = parse_pcap_arg)]
     pub pcaps: Vec<(String, PathBuf)>,
+    /// Directory for the output captures, one per transmitting interface.
+    #[arg(long)]
     pub out: PathBuf,
+    /// Print the counters as one JSON object.
+    #[arg(long)]
     pub json: bool,
-    /// Trace the first N packets.
+    /// Trace the first N packets through the nodes.
+    #[arg(long, default_value_t = 0)]
     pub trace: u32,
-    /// Packets per vector at most (1: one packet at a time).
+    /// Most packets per vector (consecutive packets of one interface; 1: one at a time).
+    #[arg(long, default_value_t = 256)]
     pub vector: usize,
 }
 
@@ -78,10 +86,11 @@ fn read_inputs(
 }
 
 pub fn run(a: &Args) -> Result<(), String> {
-    let config = Config::load(&a.config).map_err(|e| e.to_string())?;
-    let t = config.translate().map_err(|e| e.to_string())?;
-    let (mut writer, reader) = new_tables();
-    t.apply(&mut writer).map_err(|e| e.to_string())?;
+    let ovr_config::Loaded {
+        translation: t,
+        writer: _writer, // held: readers see nothing once the writer is gone
+        reader,
+    } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
     let inputs = read_inputs(&a.pcaps, |n| names.interfaces.get(n).copied())?;
     let mut pipe = Pipeline::new(t.flows.dataplane());

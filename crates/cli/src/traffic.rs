@@ -36,21 +36,26 @@ pub struct Gen {
 
 const BATCH: usize = 256;
 
-/// Frame of flow `i`: source port 1024 + i % 60000, source address + i / 60000.
-fn frame(g: &Gen, i: usize) -> Vec<u8> {
-    let size = g.size.max(60);
-    let mut f = vec![0u8; size];
+/// An Ethernet/IPv4/UDP frame of `size` bytes (at least 60, without FCS), with a zero
+/// UDP checksum ("none", valid over IPv4).
+pub fn udp_frame(
+    (src_mac, dst_mac): (MacAddr, MacAddr),
+    (src, dst): (Ipv4Addr, Ipv4Addr),
+    (sport, dport): (u16, u16),
+    size: usize,
+) -> Vec<u8> {
+    let mut f = vec![0u8; size.max(60)];
+    let payload = f.len() - 14 - 20 - 8;
     EthernetRepr {
-        dst: g.dst_mac,
-        src: g.src_mac,
+        dst: dst_mac,
+        src: src_mac,
         tags: [None, None],
         ethertype: ethertype::IPV4,
     }
     .emit(&mut f);
-    let payload = size - 14 - 20 - 8;
     Ipv4Repr {
-        src: Ipv4Addr::from(u32::from(g.src) + (i / 60_000) as u32),
-        dst: g.dst,
+        src,
+        dst,
         protocol: ip_proto::UDP,
         ttl: 64,
         dscp: 0,
@@ -61,13 +66,24 @@ fn frame(g: &Gen, i: usize) -> Vec<u8> {
     }
     .emit(&mut f[14..]);
     UdpRepr {
-        src_port: 1024 + (i % 60_000) as u16,
-        dst_port: g.port,
+        src_port: sport,
+        dst_port: dport,
         payload_len: payload as u16,
     }
     .emit(&mut f[34..]);
-    // UDP checksum 0: none (RFC 768), valid over IPv4.
     f
+}
+
+/// Frame of flow `i`: source port 1024 + i % 60000, source address + i / 60000.
+fn frame(g: &Gen, i: usize) -> Vec<u8> {
+    let src = Ipv4Addr::from(u32::from(g.src) + (i / 60_000) as u32);
+    let sport = 1024 + (i % 60_000) as u16;
+    udp_frame(
+        (g.src_mac, g.dst_mac),
+        (src, g.dst),
+        (sport, g.port),
+        g.size,
+    )
 }
 
 pub fn generate(g: &Gen) -> Result<(), String> {

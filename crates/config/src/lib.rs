@@ -18,7 +18,28 @@ pub use error::ConfigError;
 pub use model::{Config, FlowSettings};
 pub use translate::{Names, Translation};
 
+use ovr_tables::state::{TablesReader, TablesWriter, new_tables};
 use std::path::Path;
+
+/// Forwarding tables holding a configuration file: what ovrd and `ovrctl replay` start
+/// from.
+pub struct Loaded {
+    pub translation: Translation,
+    pub writer: TablesWriter,
+    pub reader: TablesReader,
+}
+
+/// Reads, translates and applies a configuration file to new tables.
+pub fn load_tables(path: &Path) -> Result<Loaded, ConfigError> {
+    let translation = Config::load(path)?.translate()?;
+    let (mut writer, reader) = new_tables();
+    translation.apply(&mut writer)?;
+    Ok(Loaded {
+        translation,
+        writer,
+        reader,
+    })
+}
 
 impl Config {
     /// Parses a YAML document.

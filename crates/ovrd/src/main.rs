@@ -3,11 +3,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use ovr_config::Config;
 use ovr_dataplane::Pipeline;
 use ovr_io::AfPacket;
 use ovr_tables::ids::InterfaceId;
-use ovr_tables::state::new_tables;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -67,10 +65,11 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let config = Config::load(&a.config).map_err(|e| e.to_string())?;
-    let t = config.translate().map_err(|e| e.to_string())?;
-    let (mut writer, reader) = new_tables();
-    t.apply(&mut writer).map_err(|e| e.to_string())?;
+    let ovr_config::Loaded {
+        translation: t,
+        writer: _writer, // held: readers see nothing once the writer is gone
+        reader,
+    } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
     let mut drivers: Vec<(InterfaceId, AfPacket)> = Vec::new();
     for (name, id) in &names.interfaces {
