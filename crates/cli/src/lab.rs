@@ -287,62 +287,81 @@ pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
     r
 }
 
+/// Host `h`: its namespace and its uplink on the underlay bridge (jumbo MTU).
+fn add_host(s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), String> {
+    let name = format!("h{h}");
+    let ns = format!("{PREFIX}-{name}");
+    add_namespace(s, &ns)?;
+    let hmac = mac(0, 0, 0, h);
+    veth((&ns, "uplink", &hmac), (ul, &name, ""))?;
+    run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
+    let mtu = UNDERLAY_MTU.to_string();
+    run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
+    run(Some(ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
+    let files = |ext: &str| {
+        if kernel {
+            PathBuf::new()
+        } else {
+            Path::new(DIR).join(format!("{name}.{ext}"))
+        }
+    };
+    s.hosts.push(Host {
+        config: files("yaml"),
+        log: files("log"),
+        name,
+        namespace: ns,
+        underlay_ip: format!("192.0.2.{h}"),
+        mac: hmac,
+        ovrd_pid: None,
+        kernel,
+    });
+    save(s)
+}
+
+/// Workload `w` of tenant `t` on host `h`, behind the host's interface `t{t}w{w}`.
+fn add_workload(s: &mut State, h: usize, t: usize, w: usize) -> Result<(), String> {
+    let host_ns = format!("{PREFIX}-h{h}");
+    let name = format!("h{h}-t{t}-w{w}");
+    let ns = format!("{PREFIX}-{name}");
+    add_namespace(s, &ns)?;
+    let wmac = mac(1, t, h, w);
+    veth((&host_ns, &format!("t{t}w{w}"), ""), (&ns, "eth0", &wmac))?;
+    let address = format!("10.1.0.{}", 10 * h + w);
+    run(
+        Some(&ns),
+        &["ip", "addr", "add", &format!("{address}/24"), "dev", "eth0"],
+    )?;
+    run(
+        Some(&ns),
+        &["ip", "route", "add", "default", "via", "10.1.0.1"],
+    )?;
+    // ovr forwards frames as they are: checksums must be complete, frames no larger than
+    // the MTU (no segmentation offload).
+    run(Some(&ns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    s.workloads.push(Workload {
+        name,
+        namespace: ns,
+        host: h,
+        tenant: t,
+        index: w,
+        address,
+        mac: wmac,
+    });
+    save(s)
+}
+
 fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
     let ul = format!("{PREFIX}-underlay");
     add_namespace(s, &ul)?;
     run(Some(&ul), &["ip", "link", "add", "br0", "type", "bridge"])?;
     run(Some(&ul), &["ip", "link", "set", "br0", "up"])?;
     for h in 1..=a.hosts {
-        let name = format!("h{h}");
-        let ns = format!("{PREFIX}-{name}");
-        add_namespace(s, &ns)?;
-        let hmac = mac(0, 0, 0, h);
-        veth((&ns, "uplink", &hmac), (&ul, &name, ""))?;
-        run(Some(&ul), &["ip", "link", "set", &name, "master", "br0"])?;
-        let mtu = UNDERLAY_MTU.to_string();
-        run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
-        run(Some(&ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
-        s.hosts.push(Host {
-            name: name.clone(),
-            namespace: ns.clone(),
-            underlay_ip: format!("192.0.2.{h}"),
-            mac: hmac,
-            config: Path::new(DIR).join(format!("{name}.yaml")),
-            log: Path::new(DIR).join(format!("{name}.log")),
-            ovrd_pid: None,
-            kernel: false,
-        });
+        add_host(s, &ul, h, false)?;
         for t in 1..=a.tenants {
             for w in 1..=a.workloads {
-                let wname = format!("h{h}-t{t}-w{w}");
-                let wns = format!("{PREFIX}-{wname}");
-                add_namespace(s, &wns)?;
-                let wmac = mac(1, t, h, w);
-                veth((&ns, &format!("t{t}w{w}"), ""), (&wns, "eth0", &wmac))?;
-                let addr = format!("10.1.0.{}", 10 * h + w);
-                run(
-                    Some(&wns),
-                    &["ip", "addr", "add", &format!("{addr}/24"), "dev", "eth0"],
-                )?;
-                run(
-                    Some(&wns),
-                    &["ip", "route", "add", "default", "via", "10.1.0.1"],
-                )?;
-                // ovr forwards frames as they are: checksums must be complete, frames
-                // no larger than the MTU (no segmentation offload).
-                run(Some(&wns), &["ethtool", "-K", "eth0", "tx", "off"])?;
-                s.workloads.push(Workload {
-                    name: wname,
-                    namespace: wns,
-                    host: h,
-                    tenant: t,
-                    index: w,
-                    address: addr,
-                    mac: wmac,
-                });
+                add_workload(s, h, t, w)?;
             }
         }
-        save(s)?;
     }
     if a.kernel_host {
         kernel_host(s, &ul, a.hosts + 1)?;
@@ -374,16 +393,9 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
 /// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one
 /// tenant-1 workload, flooding to every other host's VTEP.
 fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
-    let name = format!("h{h}");
-    let ns = format!("{PREFIX}-{name}");
-    add_namespace(s, &ns)?;
-    let hmac = mac(0, 0, 0, h);
+    add_host(s, ul, h, true)?;
+    let ns = format!("{PREFIX}-h{h}");
     let ip = format!("192.0.2.{h}");
-    veth((&ns, "uplink", &hmac), (ul, &name, ""))?;
-    run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
-    let mtu = UNDERLAY_MTU.to_string();
-    run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
-    run(Some(ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
     run(
         Some(&ns),
         &["ip", "addr", "add", &format!("{ip}/24"), "dev", "uplink"],
@@ -398,7 +410,7 @@ fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
             "local", &ip, "dev", "uplink",
         ],
     )?;
-    for o in &s.hosts {
+    for o in s.hosts.iter().filter(|o| !o.kernel) {
         run(
             Some(&ns),
             &[
@@ -413,45 +425,13 @@ fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
             ],
         )?;
     }
+    add_workload(s, h, 1, 1)?;
     run(Some(&ns), &["ip", "link", "add", "brt1", "type", "bridge"])?;
-    run(
-        Some(&ns),
-        &["ip", "link", "set", "vxlan101", "master", "brt1"],
-    )?;
-    run(Some(&ns), &["ip", "link", "set", "vxlan101", "up"])?;
-    let wname = format!("h{h}-t1-w1");
-    let wns = format!("{PREFIX}-{wname}");
-    add_namespace(s, &wns)?;
-    let wmac = mac(1, 1, h, 1);
-    veth((&ns, "t1w1", ""), (&wns, "eth0", &wmac))?;
-    run(Some(&ns), &["ip", "link", "set", "t1w1", "master", "brt1"])?;
-    run(Some(&ns), &["ip", "link", "set", "brt1", "up"])?;
-    let addr = format!("10.1.0.{}", 10 * h + 1);
-    run(
-        Some(&wns),
-        &["ip", "addr", "add", &format!("{addr}/24"), "dev", "eth0"],
-    )?;
-    run(Some(&wns), &["ethtool", "-K", "eth0", "tx", "off"])?;
-    s.hosts.push(Host {
-        name,
-        namespace: ns,
-        underlay_ip: ip,
-        mac: hmac,
-        config: PathBuf::new(),
-        log: PathBuf::new(),
-        ovrd_pid: None,
-        kernel: true,
-    });
-    s.workloads.push(Workload {
-        name: wname,
-        namespace: wns,
-        host: h,
-        tenant: 1,
-        index: 1,
-        address: addr,
-        mac: wmac,
-    });
-    save(s)
+    for port in ["vxlan101", "t1w1"] {
+        run(Some(&ns), &["ip", "link", "set", port, "master", "brt1"])?;
+        run(Some(&ns), &["ip", "link", "set", port, "up"])?;
+    }
+    run(Some(&ns), &["ip", "link", "set", "brt1", "up"]).map(drop)
 }
 
 fn wait_for(log: &Path, word: &str, limit: Duration) -> Result<(), String> {
