@@ -51,10 +51,9 @@ impl From<ArpOp> for u16 {
     }
 }
 
-/// A view of an Ethernet/IPv4 ARP packet.
-#[derive(Debug, Clone)]
-pub struct ArpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an Ethernet/IPv4 ARP packet.
+    ArpPacket
 }
 
 fn mac_at(b: &[u8], at: usize) -> MacAddr {
@@ -66,10 +65,6 @@ fn ip_at(b: &[u8], at: usize) -> Ipv4Addr {
 }
 
 impl<T: AsRef<[u8]>> ArpPacket<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer`, refusing a short packet or one not for Ethernet and IPv4.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
@@ -86,28 +81,24 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn operation(&self) -> ArpOp {
-        read_u16(self.buffer.as_ref(), field::OPER).into()
+        read_u16(self.b(), field::OPER).into()
     }
 
     pub fn sender_mac(&self) -> MacAddr {
-        mac_at(self.buffer.as_ref(), field::SHA)
+        mac_at(self.b(), field::SHA)
     }
 
     pub fn sender_ip(&self) -> Ipv4Addr {
-        ip_at(self.buffer.as_ref(), field::SPA)
+        ip_at(self.b(), field::SPA)
     }
 
     pub fn target_mac(&self) -> MacAddr {
-        mac_at(self.buffer.as_ref(), field::THA)
+        mac_at(self.b(), field::THA)
     }
 
     pub fn target_ip(&self) -> Ipv4Addr {
-        ip_at(self.buffer.as_ref(), field::TPA)
+        ip_at(self.b(), field::TPA)
     }
 }
 

@@ -96,17 +96,12 @@ pub const HEADER_LEN: usize = field::PAYLOAD;
 /// Length of one VLAN tag.
 pub const VLAN_TAG_LEN: usize = 4;
 
-/// A view of an Ethernet II frame.
-#[derive(Debug, Clone)]
-pub struct EthernetFrame<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an Ethernet II frame.
+    EthernetFrame
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer`, checking that it holds a whole Ethernet header.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         if buffer.as_ref().len() < HEADER_LEN {
@@ -115,38 +110,26 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     #[inline]
     pub fn dst(&self) -> MacAddr {
-        MacAddr(
-            self.buffer.as_ref()[field::DST]
-                .try_into()
-                .unwrap_or_default(),
-        )
+        MacAddr(self.b()[field::DST].try_into().unwrap_or_default())
     }
 
     #[inline]
     pub fn src(&self) -> MacAddr {
-        MacAddr(
-            self.buffer.as_ref()[field::SRC]
-                .try_into()
-                .unwrap_or_default(),
-        )
+        MacAddr(self.b()[field::SRC].try_into().unwrap_or_default())
     }
 
     /// The first EtherType (a VLAN TPID when the frame is tagged).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::ETHERTYPE)
+        read_u16(self.b(), field::ETHERTYPE)
     }
 
     /// Everything after the first EtherType (the tags, if any, then the payload).
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PAYLOAD..]
+        &self.b()[field::PAYLOAD..]
     }
 }
 

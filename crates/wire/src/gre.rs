@@ -17,17 +17,12 @@ const VERSION: u16 = 0x0007;
 
 pub const BASE_LEN: usize = 4;
 
-/// A view of a GRE header and its payload.
-#[derive(Debug, Clone)]
-pub struct GrePacket<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of a GRE header and its payload.
+    GrePacket
 }
 
 impl<T: AsRef<[u8]>> GrePacket<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer` (the IP payload), checking the version, the flags ovr supports and
     /// that the optional fields the flags announce are present.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
@@ -49,12 +44,8 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
         Ok(p)
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn flags(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 0)
+        read_u16(self.b(), 0)
     }
 
     #[inline]
@@ -74,7 +65,7 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
 
     #[inline]
     pub fn protocol_type(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 2)
+        read_u16(self.b(), 2)
     }
 
     /// The header length: 4, plus 4 for each of checksum, key and sequence present.
@@ -91,29 +82,26 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     }
 
     pub fn checksum(&self) -> Option<u16> {
-        self.has_checksum()
-            .then(|| read_u16(self.buffer.as_ref(), BASE_LEN))
+        self.has_checksum().then(|| read_u16(self.b(), BASE_LEN))
     }
 
     pub fn key(&self) -> Option<u32> {
-        self.has_key()
-            .then(|| read_u32(self.buffer.as_ref(), self.key_at()))
+        self.has_key().then(|| read_u32(self.b(), self.key_at()))
     }
 
     pub fn sequence(&self) -> Option<u32> {
         let at = self.key_at() + 4 * usize::from(self.has_key());
-        self.has_sequence()
-            .then(|| read_u32(self.buffer.as_ref(), at))
+        self.has_sequence().then(|| read_u32(self.b(), at))
     }
 
     /// True when there is no checksum or it verifies (it covers header and payload).
     pub fn verify_checksum(&self) -> bool {
-        !self.has_checksum() || checksum::verify(self.buffer.as_ref())
+        !self.has_checksum() || checksum::verify(self.b())
     }
 
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[self.header_len()..]
+        &self.b()[self.header_len()..]
     }
 }
 

@@ -14,17 +14,12 @@ pub mod msg_type {
 
 pub const HEADER_LEN: usize = 8;
 
-/// A view of an ICMPv4 message.
-#[derive(Debug, Clone)]
-pub struct Icmpv4Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an ICMPv4 message.
+    Icmpv4Packet
 }
 
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         if buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Icmpv4Truncated);
@@ -32,44 +27,40 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     #[inline]
     pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.b()[0]
     }
 
     #[inline]
     pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.b()[1]
     }
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 2)
+        read_u16(self.b(), 2)
     }
 
     /// Echo identifier (meaningful for echo request/reply).
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 4)
+        read_u16(self.b(), 4)
     }
 
     /// Echo sequence number.
     #[inline]
     pub fn echo_seq(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 6)
+        read_u16(self.b(), 6)
     }
 
     #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
+        &self.b()[HEADER_LEN..]
     }
 
     pub fn verify_checksum(&self) -> bool {
-        checksum::verify(self.buffer.as_ref())
+        checksum::verify(self.b())
     }
 }
 

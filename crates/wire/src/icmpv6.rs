@@ -27,17 +27,12 @@ const FLAG_ROUTER: u8 = 0x80;
 const FLAG_SOLICITED: u8 = 0x40;
 const FLAG_OVERRIDE: u8 = 0x20;
 
-/// A view of an ICMPv6 message.
-#[derive(Debug, Clone)]
-pub struct Icmpv6Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an ICMPv6 message.
+    Icmpv6Packet
 }
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         if buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Icmpv6Truncated);
@@ -45,27 +40,23 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     #[inline]
     pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.b()[0]
     }
 
     #[inline]
     pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.b()[1]
     }
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), 2)
+        read_u16(self.b(), 2)
     }
 
     pub fn verify_checksum(&self, src: Ipv6Addr, dst: Ipv6Addr) -> bool {
-        let b = self.buffer.as_ref();
+        let b = self.b();
         checksum::verify_with(
             checksum::pseudo_header_v6(src, dst, ip_proto::ICMPV6, b.len() as u32),
             b,

@@ -25,17 +25,12 @@ const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const FRAG_OFFSET: u16 = 0x1fff;
 
-/// A view of an IPv4 packet.
-#[derive(Debug, Clone)]
-pub struct Ipv4Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an IPv4 packet.
+    Ipv4Packet
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer`, checking the version, the header length and that the buffer holds
     /// the whole packet as the total length gives it (bytes past it, such as Ethernet
     /// padding, are ignored). The checksum is checked apart: [`Self::verify_checksum`].
@@ -63,14 +58,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(WireError::Ipv4Truncated);
         }
         Ok(p)
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
     }
 
     /// The header length in bytes (IHL × 4).

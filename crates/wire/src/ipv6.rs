@@ -21,17 +21,12 @@ pub const HEADER_LEN: usize = 40;
 /// limit; RFC 7112 and common practice bound the chain a forwarder reads).
 pub const MAX_EXT_HEADERS: usize = 8;
 
-/// A view of an IPv6 packet.
-#[derive(Debug, Clone)]
-pub struct Ipv6Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of an IPv6 packet.
+    Ipv6Packet
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer`, checking the version and that the payload length fits.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
@@ -45,14 +40,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             return Err(WireError::Ipv6Truncated);
         }
         Ok(Self { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
     }
 
     #[inline]

@@ -10,6 +10,9 @@
 //! the tests and the builders use them; the hot path reads fields in place.
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod view;
+
 pub mod checksum;
 pub mod dissect;
 pub mod error;

@@ -30,17 +30,12 @@ pub mod flags {
     pub const CWR: u8 = 0x80;
 }
 
-/// A view of a TCP segment.
-#[derive(Debug, Clone)]
-pub struct TcpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of a TCP segment.
+    TcpPacket
 }
 
 impl<T: AsRef<[u8]>> TcpPacket<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer` (the IP payload: the whole segment), checking the data offset.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
@@ -52,14 +47,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
             return Err(WireError::TcpBadDataOffset);
         }
         Ok(Self { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
     }
 
     #[inline]
@@ -144,12 +131,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     }
 
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
-        let len = self.buffer.as_ref().len() as u16;
+        let len = self.b().len() as u16;
         self.fill(checksum::pseudo_header_v4(src, dst, ip_proto::TCP, len));
     }
 
     pub fn fill_checksum_v6(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
-        let len = self.buffer.as_ref().len() as u32;
+        let len = self.b().len() as u32;
         self.fill(checksum::pseudo_header_v6(src, dst, ip_proto::TCP, len));
     }
 }

@@ -13,17 +13,12 @@ mod field {
 
 pub const HEADER_LEN: usize = 8;
 
-/// A view of a UDP datagram.
-#[derive(Debug, Clone)]
-pub struct UdpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of a UDP datagram.
+    UdpPacket
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer` (the IP payload), checking the header and the length field.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let b = buffer.as_ref();
@@ -37,38 +32,34 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     #[inline]
     pub fn src_port(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::SRC_PORT)
+        read_u16(self.b(), field::SRC_PORT)
     }
 
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::DST_PORT)
+        read_u16(self.b(), field::DST_PORT)
     }
 
     #[inline]
     pub fn length(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::LENGTH)
+        read_u16(self.b(), field::LENGTH)
     }
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::CHECKSUM)
+        read_u16(self.b(), field::CHECKSUM)
     }
 
     /// The payload, up to the length field.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.length())]
+        &self.b()[HEADER_LEN..usize::from(self.length())]
     }
 
     fn datagram(&self) -> &[u8] {
-        &self.buffer.as_ref()[..usize::from(self.length())]
+        &self.b()[..usize::from(self.length())]
     }
 
     /// Over IPv4 a zero checksum means "not computed" and is accepted (RFC 768).

@@ -8,17 +8,12 @@ pub const HEADER_LEN: usize = 8;
 /// The I flag: the VNI is valid. The other flag bits are reserved.
 pub const FLAG_I: u8 = 0x08;
 
-/// A view of a VXLAN header and the inner frame after it.
-#[derive(Debug, Clone)]
-pub struct VxlanPacket<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view of a VXLAN header and the inner frame after it.
+    VxlanPacket
 }
 
 impl<T: AsRef<[u8]>> VxlanPacket<T> {
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
     /// Wraps `buffer` (the UDP payload). Refuses a header without the I flag; the
     /// reserved bits are ignored on receipt, as RFC 7348 says.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
@@ -32,24 +27,20 @@ impl<T: AsRef<[u8]>> VxlanPacket<T> {
         Ok(Self { buffer })
     }
 
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     #[inline]
     pub fn flags(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.b()[0]
     }
 
     #[inline]
     pub fn vni(&self) -> u32 {
-        read_u32(self.buffer.as_ref(), 4) >> 8
+        read_u32(self.b(), 4) >> 8
     }
 
     /// The inner Ethernet frame.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
+        &self.b()[HEADER_LEN..]
     }
 }
 
