@@ -29,7 +29,8 @@ pub struct FlowSetup {
 struct TokenBucket {
     /// Flows available, times 10^9.
     credit: u64,
-    last: u64,
+    /// When credit was last added; `None` until first used (it starts full).
+    last: Option<u64>,
 }
 
 const NS: u64 = 1_000_000_000;
@@ -38,11 +39,8 @@ impl TokenBucket {
     fn take(&mut self, now: u64, rate: u32) -> bool {
         let rate = u64::from(rate);
         let cap = (rate / 10).max(64) * NS;
-        if self.last == 0 {
-            self.credit = cap;
-        }
-        let elapsed = now.saturating_sub(self.last).min(NS);
-        self.last = now.max(self.last);
+        let elapsed = self.last.map_or(NS, |l| now.saturating_sub(l).min(NS));
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
         self.credit = (self.credit + elapsed * rate).min(cap);
         if self.credit >= NS {
             self.credit -= NS;
@@ -63,7 +61,7 @@ impl FlowSetup {
         if self.limits.len() <= i {
             self.limits.resize(i + 1, TokenBucket::default());
         }
-        self.limits[i].take(cx.now.max(1), rate)
+        self.limits[i].take(cx.now, rate)
     }
 }
 
