@@ -132,6 +132,10 @@ fn run(a: &Args) -> Result<(), String> {
         }
         if received > 0 {
             last_traffic = Instant::now();
+        } else {
+            // Spinning with nothing to do: let the other threads on this core (on a small
+            // host, the workloads and the kernel's own packet work) run first.
+            std::thread::yield_now();
         }
         pipe.run(state);
         pipe.drain_tx_batches(|iface, frames| {

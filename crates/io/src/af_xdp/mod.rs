@@ -176,13 +176,24 @@ impl Queue {
         r.release();
     }
 
-    /// Gives the chunks of `received` back to the kernel for new frames.
+    /// Gives the chunks of `received` back to the kernel for new frames. The fill ring
+    /// has an entry for every receive chunk, so they always fit.
     fn refill(&mut self) {
         let mask = !u64::from(CHUNK - 1);
-        let mut fill = self.device.fill(self.received.len() as u32);
-        fill.insert(self.received.iter().map(|d| d.addr & mask));
-        fill.commit();
-        drop(fill);
+        let mut chunks = self.received.iter().map(|d| d.addr & mask);
+        // xdpilone reserves from its cached view of the ring and refreshes it only when
+        // that view is full: ask again until everything is in or the ring is truly full.
+        loop {
+            let mut fill = self.device.fill(RX_CHUNKS);
+            if fill.capacity() == 0 {
+                break;
+            }
+            let n = fill.insert(chunks.by_ref().take(fill.capacity() as usize));
+            fill.commit();
+            if n == 0 {
+                break;
+            }
+        }
         if self.device.needs_wakeup() {
             self.device.wake();
         }
@@ -201,11 +212,17 @@ impl Queue {
     /// Posts `outgoing` on the transmit ring and has the kernel send it; returns how many
     /// frames the ring took (the rest go back to `free`).
     fn post(&mut self) -> usize {
-        let mut w = self.tx.transmit(self.outgoing.len() as u32);
-        let room = w.capacity() as usize;
-        let posted = w.insert(self.outgoing[..room].iter().copied()) as usize;
-        w.commit();
-        drop(w);
+        let mut posted = 0;
+        // As in `refill`: the first reservation may see a stale, smaller ring.
+        while posted < self.outgoing.len() {
+            let mut w = self.tx.transmit((self.outgoing.len() - posted) as u32);
+            let room = w.capacity() as usize;
+            if room == 0 {
+                break;
+            }
+            posted += w.insert(self.outgoing[posted..posted + room].iter().copied()) as usize;
+            w.commit();
+        }
         for d in &self.outgoing[posted..] {
             self.free.push(d.addr);
         }
