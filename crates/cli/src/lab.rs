@@ -261,6 +261,10 @@ pub struct Up {
     /// one workload) that ovr's hosts exchange traffic with.
     #[arg(long)]
     pub kernel_host: bool,
+    /// An argument for every host's ovrd (repeat for several), e.g.
+    /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
+    #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
+    pub ovrd_args: Vec<String>,
 }
 
 pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
@@ -378,6 +382,7 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg(ovrd)
             .arg("--config")
             .arg(&host.config)
+            .args(&a.ovrd_args)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
