@@ -12,6 +12,7 @@ pub const MAX_FRAME: usize = 9018;
 /// One interface opened for ovr.
 pub struct AfPacket {
     name: String,
+    ifindex: u32,
     fd: OwnedFd,
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
@@ -33,6 +34,7 @@ impl AfPacket {
         let batch = batch.max(1);
         Ok(Self {
             name: name.to_string(),
+            ifindex: index,
             fd,
             bufs: vec![vec![0u8; MAX_FRAME]; batch],
             lens: vec![0; batch],
@@ -87,6 +89,10 @@ impl AfPacket {
 impl Driver for AfPacket {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.ifindex
     }
 
     fn kind(&self) -> DriverKind {

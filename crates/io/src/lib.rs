@@ -73,6 +73,8 @@ impl DriverKind {
 /// frame, so dispatching through `dyn Driver` costs nothing measurable.
 pub trait Driver {
     fn name(&self) -> &str;
+    /// The index of the interface the driver was opened on.
+    fn ifindex(&self) -> u32;
     fn kind(&self) -> DriverKind;
     /// Receives what is waiting (up to a batch) and hands all of it to `deliver` in one
     /// call; the frames are only valid during that call. Returns how many arrived.
@@ -87,6 +89,11 @@ pub trait Driver {
     fn fds(&self) -> Vec<RawFd>;
     /// The counters, including those the kernel keeps for the driver's sockets.
     fn stats(&mut self) -> DriverStats;
+}
+
+/// The index of interface `name` in this network namespace, if it exists.
+pub fn if_index(name: &str) -> Option<u32> {
+    sys::if_index(name)
 }
 
 /// Which driver `open` should use.

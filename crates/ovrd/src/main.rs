@@ -4,14 +4,18 @@
 
 use clap::Parser;
 use ovr_dataplane::Pipeline;
-use ovr_io::{Driver, DriverKind, Preference};
+mod ports;
+
+use ovr_io::{DriverKind, Preference};
 use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::InterfaceKind;
+use ports::Ports;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 #[derive(Parser)]
 #[command(
@@ -93,16 +97,21 @@ fn run(a: &Args) -> Result<(), String> {
         reader,
     } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
-    let mut drivers: Vec<(InterfaceId, Box<dyn Driver>)> = Vec::new();
-    for (name, id) in &names.interfaces {
-        let (d, fallback) =
-            ovr_io::open(name, a.driver.into(), a.batch).map_err(|e| e.to_string())?;
-        if let Some(why) = fallback {
-            warn!(interface = %name, "AF_XDP unavailable, using AF_PACKET: {why}");
-        }
-        info!(interface = %name, id = id.0, driver = %d.kind().name(), "attached");
-        drivers.push((*id, d));
-    }
+    let interfaces: Vec<(String, InterfaceId, bool)> = {
+        let st = reader.enter().ok_or("the tables are gone")?;
+        names
+            .interfaces
+            .iter()
+            .map(|(name, id)| {
+                // A VM's TAP exists only while the VM runs.
+                let may_be_absent = st
+                    .interface(*id)
+                    .is_some_and(|i| i.kind == InterfaceKind::Tap);
+                (name.clone(), *id, may_be_absent)
+            })
+            .collect()
+    };
+    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
@@ -110,26 +119,17 @@ fn run(a: &Args) -> Result<(), String> {
     let mut pipe = Pipeline::new(t.flows.dataplane());
     let start = Instant::now();
     let mut last_stats = Instant::now();
-    info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
-    let mut poller = ovr_io::Poller::new(drivers.iter().flat_map(|(_, d)| d.fds()));
+    info!(config = %a.config.display(), interfaces = ports.attached(), "forwarding");
     let spin = Duration::from_micros(a.spin_us);
     let mut last_traffic = Instant::now() - spin;
     while !stop.load(Ordering::Relaxed) {
         if !a.busy_poll && last_traffic.elapsed() >= spin {
-            poller
-                .wait(IDLE_POLL_MS)
-                .map_err(|e| format!("poll: {e}"))?;
+            ports.wait(IDLE_POLL_MS)?;
         }
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
-        let mut received = 0;
-        for (id, d) in &mut drivers {
-            match d.recv(&mut |frames| pipe.receive(state, *id, frames)) {
-                Ok(n) => received += n,
-                Err(e) => warn!("{e}"),
-            }
-        }
+        let received = ports.recv(|id, frames| pipe.receive(state, id, frames));
         if received > 0 {
             last_traffic = Instant::now();
         } else {
@@ -138,33 +138,15 @@ fn run(a: &Args) -> Result<(), String> {
             std::thread::yield_now();
         }
         pipe.run(state);
-        pipe.drain_tx_batches(|iface, frames| {
-            if let Some((_, d)) = drivers.iter_mut().find(|(id, _)| *id == iface)
-                && let Err(e) = d.send(frames)
-            {
-                warn!("{e}");
-            }
-        });
+        pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
+        ports.maintain();
         if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
             last_stats = Instant::now();
             info!("counters\n{}", snapshot(&pipe, names));
         }
     }
-    info!("stopping: closing {} interfaces", drivers.len());
-    for (_, d) in &mut drivers {
-        let s = d.stats();
-        info!(
-            interface = d.name(),
-            driver = %d.kind().name(),
-            rx = s.rx_frames,
-            rx_dropped = s.rx_dropped,
-            tx = s.tx_frames,
-            tx_dropped = s.tx_dropped,
-            "closed"
-        );
-    }
-    // Closes the sockets and detaches the XDP programs.
-    drop(drivers);
+    info!("stopping: closing the interfaces");
+    ports.close();
     eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
     Ok(())
 }

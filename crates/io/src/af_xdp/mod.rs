@@ -39,6 +39,7 @@ pub const MAX_RX_FRAME: usize = (CHUNK - 256) as usize;
 /// One interface opened with AF_XDP.
 pub struct AfXdp {
     name: String,
+    ifindex: u32,
     batch: u32,
     queues: Vec<Queue>,
     /// Declared after the sockets: the program is detached once they are closed.
@@ -91,6 +92,7 @@ impl AfXdp {
         }
         Ok(Self {
             name: name.to_string(),
+            ifindex,
             batch: batch.clamp(1, RX_CHUNKS as usize) as u32,
             queues,
             _program: program,
@@ -250,6 +252,10 @@ impl Queue {
 impl Driver for AfXdp {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.ifindex
     }
 
     fn kind(&self) -> DriverKind {
