@@ -261,6 +261,10 @@ pub struct Up {
     /// one workload) that ovr's hosts exchange traffic with.
     #[arg(long)]
     pub kernel_host: bool,
+    /// Workloads send complete frames (`ethtool -K eth0 tx off`: no checksum or
+    /// segmentation offload), as `--ovrd-arg=--driver=af-xdp` requires.
+    #[arg(long)]
+    pub no_workload_offloads: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -323,7 +327,11 @@ fn add_host(s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), Strin
 }
 
 /// Workload `w` of tenant `t` on host `h`, behind the host's interface `t{t}w{w}`.
-fn add_workload(s: &mut State, h: usize, t: usize, w: usize) -> Result<(), String> {
+fn add_workload(
+    s: &mut State,
+    (h, t, w): (usize, usize, usize),
+    offloads: bool,
+) -> Result<(), String> {
     let host_ns = format!("{PREFIX}-h{h}");
     let name = format!("h{h}-t{t}-w{w}");
     let ns = format!("{PREFIX}-{name}");
@@ -339,9 +347,12 @@ fn add_workload(s: &mut State, h: usize, t: usize, w: usize) -> Result<(), Strin
         Some(&ns),
         &["ip", "route", "add", "default", "via", "10.1.0.1"],
     )?;
-    // ovr forwards frames as they are: checksums must be complete, frames no larger than
-    // the MTU (no segmentation offload).
-    run(Some(&ns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    if !offloads {
+        // Complete checksums and MTU-sized frames, as ovrd's AF_XDP driver needs on a
+        // workload interface; with offloads on (a container's default), ovrd's default
+        // driver finishes checksums and segments.
+        run(Some(&ns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    }
     s.workloads.push(Workload {
         name,
         namespace: ns,
@@ -363,7 +374,7 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         add_host(s, &ul, h, false)?;
         for t in 1..=a.tenants {
             for w in 1..=a.workloads {
-                add_workload(s, h, t, w)?;
+                add_workload(s, (h, t, w), !a.no_workload_offloads)?;
             }
         }
     }
@@ -430,7 +441,7 @@ fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
             ],
         )?;
     }
-    add_workload(s, h, 1, 1)?;
+    add_workload(s, (h, 1, 1), false)?;
     run(Some(&ns), &["ip", "link", "add", "brt1", "type", "bridge"])?;
     for port in ["vxlan101", "t1w1"] {
         run(Some(&ns), &["ip", "link", "set", port, "master", "brt1"])?;

@@ -4,10 +4,16 @@
 //! whole receive path per frame, which AF_XDP saves.
 
 use crate::{Driver, DriverKind, DriverStats, IoError, sys};
+use ovr_wire::offload::VNET_HDR_LEN;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-/// Frames are received into buffers of this size: an Ethernet MTU of 9000 and a tag.
-pub const MAX_FRAME: usize = 9018;
+/// Frames are received into buffers of this size: a virtio-net header and a frame that
+/// segmentation offload made as large as an IP packet can be.
+pub const MAX_FRAME: usize = VNET_HDR_LEN + 14 + 8 + 65535;
+/// Frames received per call: fewer than the pipeline's vector, as each buffer is large.
+const MAX_BATCH: usize = 64;
+/// The virtio-net header in front of every frame sent: no offload asked for.
+const PLAIN: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
 
 /// One interface opened for ovr.
 pub struct AfPacket {
@@ -31,7 +37,7 @@ impl AfPacket {
             op: "AF_PACKET socket",
             source,
         })?;
-        let batch = batch.max(1);
+        let batch = batch.clamp(1, MAX_BATCH);
         Ok(Self {
             name: name.to_string(),
             ifindex: index,
@@ -47,7 +53,8 @@ impl AfPacket {
         &self.name
     }
 
-    /// Receives what is waiting (up to a batch) and returns the frames.
+    /// Receives what is waiting (up to a batch) and returns the frames, each behind its
+    /// virtio-net header.
     pub fn recv(&mut self) -> Result<impl Iterator<Item = &[u8]>, IoError> {
         let n = sys::recv_batch(
             &self.fd,
@@ -75,7 +82,7 @@ impl AfPacket {
         if frames.is_empty() {
             return Ok(());
         }
-        let sent = sys::send_batch(&self.fd, frames).map_err(|source| IoError::Os {
+        let sent = sys::send_batch(&self.fd, &PLAIN, frames).map_err(|source| IoError::Os {
             name: self.name.clone(),
             op: "sendmmsg",
             source,
@@ -112,6 +119,10 @@ impl Driver for AfPacket {
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
         AfPacket::send(self, frames)
+    }
+
+    fn vnet_hdr(&self) -> bool {
+        true
     }
 
     fn fds(&self) -> Vec<RawFd> {

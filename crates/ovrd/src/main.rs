@@ -28,8 +28,10 @@ struct Args {
     #[arg(long)]
     config: PathBuf,
     /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
-    /// shared memory), AF_PACKET (raw sockets), or auto: AF_XDP where it can be set up,
-    /// AF_PACKET elsewhere.
+    /// shared memory), AF_PACKET (raw sockets that also learn of checksum and
+    /// segmentation offload), or auto: AF_PACKET for workloads and TAPs, whose senders
+    /// may use offloads, AF_XDP for the underlay (AF_PACKET where AF_XDP cannot be set
+    /// up). Forcing af-xdp is for workloads that send complete frames (tx offloads off).
     #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
     driver: DriverArg,
     /// Frames read from an interface at a time.
@@ -97,18 +99,12 @@ fn run(a: &Args) -> Result<(), String> {
         reader,
     } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
-    let interfaces: Vec<(String, InterfaceId, bool)> = {
+    let interfaces: Vec<(String, InterfaceId, InterfaceKind)> = {
         let st = reader.enter().ok_or("the tables are gone")?;
         names
             .interfaces
             .iter()
-            .map(|(name, id)| {
-                // A VM's TAP exists only while the VM runs.
-                let may_be_absent = st
-                    .interface(*id)
-                    .is_some_and(|i| i.kind == InterfaceKind::Tap);
-                (name.clone(), *id, may_be_absent)
-            })
+            .filter_map(|(name, id)| Some((name.clone(), *id, st.interface(*id)?.kind)))
             .collect()
     };
     let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
@@ -129,7 +125,13 @@ fn run(a: &Args) -> Result<(), String> {
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
-        let received = ports.recv(|id, frames| pipe.receive(state, id, frames));
+        let received = ports.recv(|id, vnet, frames| {
+            if vnet {
+                pipe.receive_offloaded(state, id, frames)
+            } else {
+                pipe.receive(state, id, frames)
+            }
+        });
         if received > 0 {
             last_traffic = Instant::now();
         } else {
