@@ -2,10 +2,10 @@
 //! SIGTERM or SIGINT, then closes everything it opened and prints its counters.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-use ovr_dataplane::Pipeline;
 mod ports;
 
+use clap::Parser;
+use ovr_dataplane::Pipeline;
 use ovr_io::{DriverKind, Preference};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
