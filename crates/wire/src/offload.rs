@@ -257,5 +257,8 @@ pub fn segment(
     Ok(count)
 }
 
+mod coalesce;
+pub use coalesce::coalesce;
+
 #[cfg(test)]
 mod tests;

@@ -111,3 +111,50 @@ fn inconsistent_headers_are_refused_not_trusted() {
         Err(WireError::OffloadBadChecksumOffsets)
     );
 }
+
+#[test]
+fn segments_join_into_the_large_frame_scapy_makes_and_cut_back_into_them() {
+    let cases = [
+        case!("coalesce_tcp4", ["0", "1", "2"]),
+        case!("coalesce_tcp6", ["0", "1"]),
+    ];
+    for (input, segs) in &cases {
+        let mut out = Vec::new();
+        let (h, n) = coalesce(segs, &mut out).unwrap();
+        assert_eq!(n, segs.len());
+        let mut joined = vec![0u8; VNET_HDR_LEN];
+        h.emit((&mut joined[..]).try_into().unwrap());
+        joined.extend_from_slice(&out);
+        assert_eq!(joined.as_slice(), *input);
+        assert_eq!(
+            finished(&joined),
+            segs.iter().map(|s| s.to_vec()).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn only_contiguous_segments_of_one_connection_join() {
+    let (_, segs) = case!("coalesce_tcp4", ["0", "1", "2"]);
+    let mut out = Vec::new();
+    let join = |frames: &[&[u8]], out: &mut Vec<u8>| coalesce(frames, out).map(|(_, n)| n);
+    // A run stops at a segment that does not follow, or belongs to another connection.
+    assert_eq!(join(&[segs[0], segs[2]], &mut out), None);
+    let mut other_port = segs[1].to_vec();
+    other_port[34 + 1] ^= 1;
+    assert_eq!(join(&[segs[0], &other_port, segs[2]], &mut out), None);
+    assert_eq!(join(&[segs[0], segs[1], segs[0]], &mut out), Some(2));
+    // The segment with PSH ends a run; it cannot start one.
+    assert_eq!(join(&[segs[2], segs[0]], &mut out), None);
+    // Other flags (here FIN), IP options or another protocol: not joined, sent as they are.
+    let mut fin = segs[1].to_vec();
+    fin[34 + 13] |= 0x01;
+    assert_eq!(join(&[segs[0], &fin], &mut out), None);
+    let (_, udp) = case!("gso_udp4", ["0", "1"]);
+    assert_eq!(join(&[udp[0], udp[1]], &mut out), None);
+    // Cut short anywhere: never a panic.
+    for len in 0..segs[0].len() {
+        let _ = join(&[&segs[0][..len], segs[1]], &mut out);
+        let _ = join(&[segs[0], &segs[1][..len]], &mut out);
+    }
+}
