@@ -104,17 +104,22 @@ impl Pipeline {
             };
             let r = VnetHdr::parse(f).and_then(|h| {
                 if h.is_gso() {
-                    offload::segment(frame, &h, &mut scratch, |hdr, payload| {
+                    let n = offload::segment(frame, &h, &mut scratch, |hdr, payload| {
                         self.admit(at, &[hdr, payload]);
-                    })
-                    .map(|_| ())
+                    })?;
+                    self.cx.offload_counters.large_frames += 1;
+                    self.cx.offload_counters.segments += n as u64;
+                    Ok(())
                 } else if h.flags & offload::F_NEEDS_CSUM != 0 {
                     let Some(p) = self.alloc(at, &[frame]) else {
                         return Ok(());
                     };
                     let (start, offset) = (usize::from(h.csum_start), usize::from(h.csum_offset));
                     match offload::finish_checksum(self.cx.pool.data_mut(p), start, offset) {
-                        Ok(()) => self.graph.enqueue(at.0, &[p]),
+                        Ok(()) => {
+                            self.cx.offload_counters.checksums += 1;
+                            self.graph.enqueue(at.0, &[p]);
+                        }
                         Err(e) => {
                             self.cx.pool.free(&[p]);
                             return Err(e);

@@ -52,6 +52,9 @@ pub struct DriverStats {
     /// Frames ovr could not hand to the kernel (its queue or ovr's buffers were full,
     /// or the frame was larger than a buffer).
     pub tx_dropped: u64,
+    /// Large frames sent in place of runs of TCP segments (counted in `tx_frames` as
+    /// the segments they hold).
+    pub tx_joined: u64,
 }
 
 /// Which driver runs an interface.

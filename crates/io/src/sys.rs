@@ -139,12 +139,12 @@ pub fn recv_batch(
     Ok(got)
 }
 
-/// Sends frames, each behind `prefix` (a header the socket expects), in one call (more
-/// if the kernel takes fewer); returns how many it took.
-pub fn send_batch(fd: &OwnedFd, prefix: &[u8], frames: &[&[u8]]) -> io::Result<usize> {
+/// Sends messages, each a header the socket expects and a frame, in one call (more if
+/// the kernel takes fewer); returns how many it took.
+pub fn send_batch(fd: &OwnedFd, frames: &[(&[u8], &[u8])]) -> io::Result<usize> {
     let mut iovs: Vec<[libc::iovec; 2]> = frames
         .iter()
-        .map(|f| {
+        .map(|(prefix, f)| {
             [
                 libc::iovec {
                     iov_base: prefix.as_ptr().cast_mut().cast(),

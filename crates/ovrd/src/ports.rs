@@ -39,6 +39,7 @@ impl Port {
             rx_dropped: self.past.rx_dropped + now.rx_dropped,
             tx_frames: self.past.tx_frames + now.tx_frames,
             tx_dropped: self.past.tx_dropped + now.tx_dropped,
+            tx_joined: self.past.tx_joined + now.tx_joined,
         }
     }
 
@@ -230,6 +231,7 @@ impl Ports {
                 rx_dropped = s.rx_dropped,
                 tx = s.tx_frames,
                 tx_dropped = s.tx_dropped,
+                tx_joined = s.tx_joined,
                 "closed"
             );
             p.driver = None;
