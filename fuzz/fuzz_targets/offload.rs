@@ -24,6 +24,15 @@ fn tables() -> &'static std::sync::Mutex<Tables> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // The same bytes as a run of frames to join: a joined frame cuts back into as many
+    // segments as it took.
+    let frames: Vec<&[u8]> = data.chunks(data.len().div_ceil(3).max(1)).collect();
+    let mut joined = Vec::new();
+    if let Some((h, n)) = offload::coalesce(&frames, &mut joined) {
+        assert!(n >= 2 && n <= frames.len());
+        let cut = offload::segment(&joined, &h, &mut Vec::new(), |_, _| {});
+        assert_eq!(cut, Ok(n));
+    }
     if let Ok(h) = VnetHdr::parse(data) {
         let frame = &data[VNET_HDR_LEN..];
         let mut scratch = Vec::new();
