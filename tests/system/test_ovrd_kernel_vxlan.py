@@ -77,7 +77,8 @@ def topology(request, tmp_path):
         cfg.write_text(CONFIG)
         log = open(tmp_path / "ovrd.log", "w+")
         proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
-                                 "--driver", driver], stdout=log, stderr=subprocess.STDOUT)
+                                 "--driver", driver, "--cpu", "0"],
+                                stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while "forwarding" not in (tmp_path / "ovrd.log").read_text():
             assert proc.poll() is None, (tmp_path / "ovrd.log").read_text()
@@ -166,6 +167,9 @@ def test_sigterm_detaches_and_reports_counters(topology):
                    for line in log.splitlines() if "attached" in line), log
         # With AF_XDP, ovrd's XDP program sits on the interface while it runs.
         assert xdp_attached(t["a"], dev) == (driver == "af_xdp")
+    # The worker (ovrd's main thread: `ip netns exec` becomes ovrd) runs on CPU 0 only.
+    status = pathlib.Path(f"/proc/{t['proc'].pid}/status").read_text()
+    assert "Cpus_allowed_list:\t0\n" in status, status
     t["proc"].send_signal(signal.SIGTERM)
     assert t["proc"].wait(timeout=10) == 0
     log = t["log"].read_text()
@@ -188,3 +192,9 @@ def test_a_bad_configuration_is_refused_with_the_field_named(tmp_path):
     r = subprocess.run([str(ovrd), "--config", str(missing)], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "interface 'ovrnosuch0' does not exist" in r.stderr, r.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("interfaces: []\n")
+    r = subprocess.run([str(ovrd), "--config", str(empty), "--cpu", "4096"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2
+    assert "--cpu 4096: no such CPU" in r.stderr, r.stderr

@@ -45,6 +45,10 @@ struct Args {
     /// ovrd still sleeps.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
+    /// Pin the forwarding worker to this CPU (keeps its caches warm and its latency
+    /// steady when other work shares the host).
+    #[arg(long)]
+    cpu: Option<usize>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -108,6 +112,17 @@ fn run(a: &Args) -> Result<(), String> {
             .collect()
     };
     let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
+    if let Some(cpu) = a.cpu {
+        let known = core_affinity::get_core_ids().unwrap_or_default();
+        let core = known
+            .into_iter()
+            .find(|c| c.id == cpu)
+            .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))?;
+        if !core_affinity::set_for_current(core) {
+            return Err(format!("--cpu {cpu}: could not pin the worker"));
+        }
+        info!(cpu, "worker pinned");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
