@@ -25,10 +25,13 @@ from system.netns import Lab, sh
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 VM1_MAC, B_VM_MAC = "02:00:00:00:01:05", "02:00:00:00:02:09"
 
-CONFIG = f"""
+
+def config(vm_kind="workload"):
+    """Host A's configuration; `vm1` is a workload veth or a VM's TAP."""
+    return f"""
 interfaces:
   - {{ name: uplink, kind: underlay, mac: "{A_MAC}", addresses: [192.0.2.1/24] }}
-  - {{ name: vm1, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
+  - {{ name: vm1, kind: {vm_kind}, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
 networks:
   - {{ name: red, vni: 100, gateways: [10.1.0.1/24], flood: [b-red] }}
 tunnels:
@@ -74,7 +77,7 @@ def topology(request, tmp_path):
         for ns, dev in devs:
             sh("ethtool", "-K", dev, "tx", "off", ns=ns)
         cfg = tmp_path / "a.yaml"
-        cfg.write_text(CONFIG)
+        cfg.write_text(config())
         log = open(tmp_path / "ovrd.log", "w+")
         proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
                                  "--driver", driver, "--cpu", "0"],
