@@ -89,15 +89,18 @@ pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Receives up to `bufs.len()` frames in one call; returns each frame's length in `lens`
+/// Receives up to `lens.len()` frames in one call, frame `i` into the `i`th `frame`-byte
+/// slice of `buf`; returns each frame's length in `lens`
 /// and how many arrived (0 when none is waiting). Frames longer than their buffer are
 /// cut to it; `truncated` reports them.
 pub fn recv_batch(
     fd: &OwnedFd,
-    bufs: &mut [Vec<u8>],
+    buf: &mut [u8],
+    frame: usize,
     lens: &mut [usize],
     truncated: &mut [bool],
 ) -> io::Result<usize> {
+    let mut bufs: Vec<&mut [u8]> = buf.chunks_exact_mut(frame.max(1)).collect();
     let n = bufs.len().min(lens.len()).min(truncated.len());
     let mut iovs: Vec<libc::iovec> = bufs[..n]
         .iter_mut()
