@@ -20,9 +20,22 @@ use tracing::{error, info, warn};
     about = "ovr, the overlay virtual router: the daemon"
 )]
 struct Args {
-    /// The configuration (YAML); its interface names are the host's interfaces.
+    /// The configuration (YAML); its interface names are the host's interfaces. How it
+    /// combines with the saved state: docs/agent.md.
     #[arg(long)]
-    config: PathBuf,
+    config: Option<PathBuf>,
+    /// The desired configuration as last changed through the API (saved on every change).
+    #[arg(long, default_value = "/var/lib/ovr/state.json")]
+    state: PathBuf,
+    /// The API's Unix socket (mode 0600).
+    #[arg(long, default_value = "/run/ovr/ovrd.sock")]
+    api_socket: PathBuf,
+    /// Also serve the API on TCP (ADDR:PORT); requires --api-token-file.
+    #[arg(long)]
+    api_listen: Option<String>,
+    /// The bearer token TCP clients must send.
+    #[arg(long)]
+    api_token_file: Option<PathBuf>,
     /// Frames read from an interface per system call.
     #[arg(long, default_value_t = 256)]
     batch: usize,
@@ -65,12 +78,15 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let ovr_config::Loaded {
-        translation: t,
-        writer: _writer, // held: readers see nothing once the writer is gone
-        reader,
-    } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
-    let names = &t.names;
+    let agent = ovr_agent::server::start(&ovr_agent::server::Options {
+        config: a.config.clone(),
+        state: Some(a.state.clone()),
+        socket: Some(a.api_socket.clone()),
+        listen: a.api_listen.clone(),
+        token_file: a.api_token_file.clone(),
+    })
+    .map_err(|e| e.to_string())?;
+    let (reader, names) = (agent.reader, &agent.names);
     let mut drivers: Vec<(InterfaceId, AfPacket)> = Vec::new();
     for (name, id) in &names.interfaces {
         let d = AfPacket::open(name, a.batch).map_err(|e| e.to_string())?;
@@ -81,10 +97,10 @@ fn run(a: &Args) -> Result<(), String> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
-    let mut pipe = Pipeline::new(t.flows.dataplane());
+    let mut pipe = Pipeline::new(agent.flows.dataplane());
     let start = Instant::now();
     let mut last_stats = Instant::now();
-    info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
+    info!(config = ?a.config, interfaces = drivers.len(), "forwarding");
     let mut poller = ovr_io::Poller::new(drivers.iter().map(|(_, d)| d));
     let spin = Duration::from_micros(a.spin_us);
     let mut last_traffic = Instant::now() - spin;
@@ -108,6 +124,7 @@ fn run(a: &Args) -> Result<(), String> {
             last_traffic = Instant::now();
         }
         pipe.run(state);
+        ovr_agent::worker::drain(&agent.requests, &mut pipe);
         pipe.drain_tx_batches(|iface, frames| {
             if let Some((_, d)) = drivers.iter_mut().find(|(id, _)| *id == iface)
                 && let Err(e) = d.send(frames)
