@@ -127,13 +127,13 @@ def test_routes_change_live_through_ovrctl_and_survive_a_restart(host):
 
     # Change it to a next hop that drops: 10.9.0.5 goes dark, 10.2.0.5 stays reachable.
     h.ctl("nexthops", "add", "name=sink", "kind=drop")
-    ids = {n["name"]: n["id"] for n in h.json("nexthops")}
+    ids = h.json("ids")["nexthops"]
     h.ctl("routes", "set", "network=red", "prefix=10.9.0.0/24", "nexthop=sink")
     ok, _ = ping(h.vm1, "10.9.0.5", count=2)
     assert not ok
     ok, out = ping(h.vm1, "10.2.0.5")
     assert ok, out
-    assert {n["name"]: n["id"] for n in h.json("nexthops")} == ids
+    assert h.json("ids")["nexthops"] == ids
 
     # In use: refused, naming the route.
     r = h.ctl("nexthops", "del", "sink", check=False)

@@ -84,6 +84,7 @@ async fn openapi_lists_every_endpoint() {
         "/api/v1/policies/{network}",
         "/api/v1/batch",
         "/api/v1/config",
+        "/api/v1/ids",
         "/api/v1/counters",
         "/api/v1/flows",
         "/metrics",
@@ -100,11 +101,22 @@ async fn lists_and_gets_every_kind() {
     assert_eq!(st, StatusCode::OK);
     assert_eq!(v.as_array().unwrap().len(), 3);
     assert_eq!(v[0]["name"], "uplink");
-    assert_eq!(v[0]["id"], 0);
     let (st, v) = call(&app, "GET", "/api/v1/nexthops/b-both", None).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(v["kind"], "ecmp");
-    assert_eq!(v["id"], 5);
+    // What is got can be put back as it is.
+    let (st, _) = call(&app, "PUT", "/api/v1/nexthops/b-both", Some(&v.to_string())).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, v) = call(&app, "GET", "/api/v1/ids", None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(
+        (
+            v["interfaces"]["uplink"].as_u64(),
+            v["nexthops"]["b-both"].as_u64()
+        ),
+        (Some(0), Some(5))
+    );
+    assert_eq!(v["networks"]["blue"], 2);
     for uri in [
         "/api/v1/networks/red",
         "/api/v1/tunnels/to-b",

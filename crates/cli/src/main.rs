@@ -110,6 +110,8 @@ enum Command {
     Batch { file: PathBuf },
     /// The whole desired configuration (JSON).
     Config,
+    /// The table ids of interfaces, networks and next hops (JSON; flows refer to them).
+    Ids,
 }
 
 #[derive(Subcommand)]
@@ -196,6 +198,7 @@ fn main() -> ExitCode {
         Command::Dropstats => api::dropstats(&cli.conn),
         Command::Batch { file } => api::batch(&file, &cli.conn),
         Command::Config => api::config(&cli.conn),
+        Command::Ids => api::ids(&cli.conn),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,13 +12,27 @@ use ovr_config::model::*;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-/// An object with the table id its name has (interfaces, networks, next hops).
+/// The ids the forwarding tables give to names (flows and counters refer to them).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WithId<T> {
-    /// The id in the forwarding tables (flows and counters refer to it).
-    pub id: Option<u32>,
-    #[serde(flatten)]
-    pub object: T,
+pub struct Ids {
+    pub interfaces: std::collections::BTreeMap<String, u32>,
+    pub networks: std::collections::BTreeMap<String, u32>,
+    pub nexthops: std::collections::BTreeMap<String, u32>,
+}
+
+#[utoipa::path(get, path = "/api/v1/ids", tag = "config",
+    responses((status = 200, body = Ids)))]
+pub async fn ids(State(s): State<AppState>) -> Result<Json<Ids>, ApiError> {
+    s.read(|a| {
+        let n = a.names();
+        Ids {
+            interfaces: n.interfaces.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+            networks: n.networks.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+            nexthops: n.nexthops.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+        }
+    })
+    .await
+    .map(Json)
 }
 
 /// Several changes, applied all-or-nothing.
@@ -70,62 +84,61 @@ fn find<T: Clone>(
 }
 
 macro_rules! named {
-    ($m:ident, $list:tt, $one:tt, $tag:tt, $ty:ty, $variant:ident, $field:ident, $ids:expr) => {
+    ($m:ident, $list:tt, $one:tt, $tag:tt, $ty:ty, $variant:ident, $field:ident) => {
         pub mod $m {
             use super::*;
 
-            fn id(a: &Agent, name: &str) -> Option<u32> {
-                let ids: fn(&ovr_config::Names, &str) -> Option<u32> = $ids;
-                ids(a.names(), name)
-            }
-
             #[utoipa::path(get, path = $list, tag = $tag,
-                responses((status = 200, body = [WithId<$ty>])))]
-            pub async fn list(State(s): State<AppState>) -> Result<Json<Vec<WithId<$ty>>>, ApiError> {
-                s.read(|a| {
-                    a.config().$field.iter()
-                        .map(|o| WithId { id: id(a, &o.name), object: o.clone() })
-                        .collect()
-                }).await.map(Json)
+                        responses((status = 200, body = [$ty])))]
+            pub async fn list(State(s): State<AppState>) -> Result<Json<Vec<$ty>>, ApiError> {
+                s.read(|a| a.config().$field.clone()).await.map(Json)
             }
 
             #[utoipa::path(get, path = $one, tag = $tag, params(("name" = String, Path)),
-                responses((status = 200, body = WithId<$ty>), (status = 404, body = ErrorBody)))]
-            pub async fn get(State(s): State<AppState>, Path(name): Path<String>)
-                -> Result<Json<WithId<$ty>>, ApiError> {
-                s.read(move |a| {
-                    let o = find(a, &Key::$variant { name: name.clone() }, |c| &c.$field)?;
-                    Ok(WithId { id: id(a, &name), object: o })
-                }).await?.map(Json)
+                        responses((status = 200, body = $ty), (status = 404, body = ErrorBody)))]
+            pub async fn get(
+                State(s): State<AppState>,
+                Path(name): Path<String>,
+            ) -> Result<Json<$ty>, ApiError> {
+                s.read(move |a| find(a, &Key::$variant { name }, |c| &c.$field))
+                    .await?
+                    .map(Json)
             }
 
             #[utoipa::path(post, path = $list, tag = $tag, request_body = $ty,
-                responses((status = 201, body = Applied), (status = 400, body = ErrorBody),
-                    (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
-                    (status = 422, body = ErrorBody)))]
-            pub async fn create(State(s): State<AppState>, Body(o): Body<$ty>)
-                -> Result<(StatusCode, Json<Applied>), ApiError> {
+                        responses((status = 201, body = Applied), (status = 400, body = ErrorBody),
+                            (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+                            (status = 422, body = ErrorBody)))]
+            pub async fn create(
+                State(s): State<AppState>,
+                Body(o): Body<$ty>,
+            ) -> Result<(StatusCode, Json<Applied>), ApiError> {
                 let r = change(s, vec![Change::Create(Object::$variant(o))], false).await?;
                 Ok((StatusCode::CREATED, r))
             }
 
             #[utoipa::path(put, path = $one, tag = $tag, params(("name" = String, Path)),
-                request_body = $ty,
-                responses((status = 200, body = Applied), (status = 400, body = ErrorBody),
-                    (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
-                    (status = 422, body = ErrorBody)))]
-            pub async fn replace(State(s): State<AppState>, Path(name): Path<String>, Body(o): Body<$ty>)
-                -> Result<Json<Applied>, ApiError> {
+                        request_body = $ty,
+                        responses((status = 200, body = Applied), (status = 400, body = ErrorBody),
+                            (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+                            (status = 422, body = ErrorBody)))]
+            pub async fn replace(
+                State(s): State<AppState>,
+                Path(name): Path<String>,
+                Body(o): Body<$ty>,
+            ) -> Result<Json<Applied>, ApiError> {
                 let o = Object::$variant(o);
                 same_key(&o, &Key::$variant { name })?;
                 change(s, vec![Change::Replace(o)], false).await
             }
 
             #[utoipa::path(delete, path = $one, tag = $tag, params(("name" = String, Path)),
-                responses((status = 200, body = Applied), (status = 404, body = ErrorBody),
-                    (status = 409, body = ErrorBody)))]
-            pub async fn delete(State(s): State<AppState>, Path(name): Path<String>)
-                -> Result<Json<Applied>, ApiError> {
+                        responses((status = 200, body = Applied), (status = 404, body = ErrorBody),
+                            (status = 409, body = ErrorBody)))]
+            pub async fn delete(
+                State(s): State<AppState>,
+                Path(name): Path<String>,
+            ) -> Result<Json<Applied>, ApiError> {
                 change(s, vec![Change::Delete(Key::$variant { name })], false).await
             }
         }
@@ -139,8 +152,7 @@ named!(
     "interfaces",
     InterfaceConfig,
     Interface,
-    interfaces,
-    |n, k| n.interfaces.get(k).map(|i| i.0)
+    interfaces
 );
 named!(
     networks,
@@ -149,8 +161,7 @@ named!(
     "networks",
     NetworkConfig,
     Network,
-    networks,
-    |n, k| n.networks.get(k).map(|i| i.0)
+    networks
 );
 named!(
     tunnels,
@@ -159,8 +170,7 @@ named!(
     "tunnels",
     TunnelConfig,
     Tunnel,
-    tunnels,
-    |_, _| None
+    tunnels
 );
 named!(
     nexthops,
@@ -169,8 +179,7 @@ named!(
     "nexthops",
     NextHopConfig,
     Nexthop,
-    nexthops,
-    |n, k| n.nexthops.get(k).map(|i| i.0)
+    nexthops
 );
 
 /// Parses a path parameter, naming it when it does not parse.

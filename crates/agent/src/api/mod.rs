@@ -123,6 +123,7 @@ impl AppState {
         config::batch,
         config::get_config,
         config::put_config,
+        config::ids,
         observe::counters,
         observe::interface_counters,
         observe::node_counters,
@@ -225,6 +226,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         )
         .route("/api/v1/batch", post(batch))
         .route("/api/v1/config", g(get_config).put(put_config))
+        .route("/api/v1/ids", g(ids))
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",

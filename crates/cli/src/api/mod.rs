@@ -247,15 +247,43 @@ fn print(c: &Conn, v: &Value, human: impl FnOnce(&Value)) {
     }
 }
 
+/// Adds the table id to objects of kinds that have one (shown in the tables).
+fn with_ids<'a>(
+    c: &Conn,
+    k: &Kind,
+    objects: impl Iterator<Item = &'a mut Value>,
+) -> Result<(), String> {
+    if !k.columns.contains(&"id") {
+        return Ok(());
+    }
+    let ids = call(c, "GET", "/api/v1/ids", None)?;
+    for o in objects {
+        let id = o["name"]
+            .as_str()
+            .map(|n| ids[k.path][n].clone())
+            .unwrap_or(Value::Null);
+        if let Some(m) = o.as_object_mut() {
+            m.insert("id".into(), id);
+        }
+    }
+    Ok(())
+}
+
 pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), String> {
     let base = format!("/api/v1/{}", k.path);
     match action.unwrap_or(Objects::List) {
         Objects::List => {
-            let v = call(c, "GET", &base, None)?;
+            let mut v = call(c, "GET", &base, None)?;
+            if !c.json {
+                with_ids(c, k, v.as_array_mut().into_iter().flatten())?;
+            }
             print(c, &v, |v| show::table(k.columns, v));
         }
         Objects::Show { key } => {
-            let v = call(c, "GET", &object_path(k, &key)?, None)?;
+            let mut v = call(c, "GET", &object_path(k, &key)?, None)?;
+            if !c.json {
+                with_ids(c, k, std::iter::once(&mut v))?;
+            }
             print(c, &v, show::object);
         }
         Objects::Add { fields } => {
@@ -375,6 +403,13 @@ pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), String> {
 /// The whole desired configuration.
 pub fn config(c: &Conn) -> Result<(), String> {
     let v = call(c, "GET", "/api/v1/config", None)?;
+    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    Ok(())
+}
+
+/// Which table id each name has.
+pub fn ids(c: &Conn) -> Result<(), String> {
+    let v = call(c, "GET", "/api/v1/ids", None)?;
     println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     Ok(())
 }
