@@ -31,6 +31,12 @@ if ! python3 -c 'import scapy, pytest' 2>/dev/null; then
         || python3 -m pip install -q --break-system-packages scapy pytest
 fi
 
+if ! python3 -c 'import schemathesis' 2>/dev/null; then
+    echo "setup: pip install schemathesis"
+    python3 -m pip install -q schemathesis 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages schemathesis
+fi
+
 if ! command -v cargo >/dev/null; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
         export PATH="$HOME/.cargo/bin:$PATH"

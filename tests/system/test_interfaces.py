@@ -40,7 +40,9 @@ class Ovrd:
         self.log = log
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, str(binary("ovrd")), "--config", str(cfg),
-             "--driver", driver], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+             "--driver", driver, "--api-socket", str(log.with_suffix(".sock")),
+             "--state", str(log.with_suffix(".state.json"))],
+            stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self.wait_for("forwarding")
 
     def text(self):

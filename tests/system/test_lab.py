@@ -18,8 +18,11 @@ def ovrctl(*args, check=True, timeout=60):
 
 
 def namespaces():
+    """The lab's namespaces (other test runs and benchmarks on this machine make and remove
+    their own, under other prefixes, at any time)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+    return {line.split()[0] for line in out.splitlines()
+            if line.strip() and line.startswith("ovrlab-")}
 
 
 @pytest.fixture

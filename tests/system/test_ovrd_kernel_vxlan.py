@@ -80,7 +80,9 @@ def topology(request, tmp_path):
         cfg.write_text(config())
         log = open(tmp_path / "ovrd.log", "w+")
         proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
-                                 "--driver", driver, "--cpu", "0"],
+                                 "--driver", driver, "--cpu", "0",
+                                 "--api-socket", str(tmp_path / "ovrd.sock"),
+                                 "--state", str(tmp_path / "state.json")],
                                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while "forwarding" not in (tmp_path / "ovrd.log").read_text():
@@ -187,17 +189,18 @@ def test_a_bad_configuration_is_refused_with_the_field_named(tmp_path):
     ovrd = binary("ovrd")
     bad = tmp_path / "bad.yaml"
     bad.write_text("interfaces:\n  - { name: uplink, kind: underlay, mac: '02:00:00:00:00:0a', mtu: 40 }\n")
-    r = subprocess.run([str(ovrd), "--config", str(bad)], capture_output=True, text=True, timeout=10)
+    own = ["--api-socket", str(tmp_path / "ovrd.sock"), "--state", str(tmp_path / "state.json")]
+    r = subprocess.run([str(ovrd), "--config", str(bad), *own], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "interfaces[0]" in r.stderr and "MTU 40" in r.stderr, r.stderr
     missing = tmp_path / "missing.yaml"
     missing.write_text("interfaces:\n  - { name: ovrnosuch0, kind: underlay, mac: '02:00:00:00:00:0a' }\n")
-    r = subprocess.run([str(ovrd), "--config", str(missing)], capture_output=True, text=True, timeout=10)
+    r = subprocess.run([str(ovrd), "--config", str(missing), *own], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "interface 'ovrnosuch0' does not exist" in r.stderr, r.stderr
     empty = tmp_path / "empty.yaml"
     empty.write_text("interfaces: []\n")
-    r = subprocess.run([str(ovrd), "--config", str(empty), "--cpu", "4096"], capture_output=True,
-                       text=True, timeout=10)
+    r = subprocess.run([str(ovrd), "--config", str(empty), "--cpu", "4096", *own],
+                       capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "--cpu 4096: no such CPU" in r.stderr, r.stderr

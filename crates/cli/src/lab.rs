@@ -393,6 +393,11 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg(ovrd)
             .arg("--config")
             .arg(&host.config)
+            // Each host its own API socket and state (the hosts share one filesystem).
+            .arg("--api-socket")
+            .arg(host.config.with_extension("sock"))
+            .arg("--state")
+            .arg(host.config.with_extension("state.json"))
             .args(&a.ovrd_args)
             .stdin(Stdio::null())
             .stdout(log)

@@ -1,6 +1,7 @@
 //! ovrctl: the operator's command line for ovr.
 #![forbid(unsafe_code)]
 
+mod api;
 mod bench_engine;
 mod decode;
 mod lab;
@@ -21,6 +22,8 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    conn: api::Conn,
 }
 
 #[derive(Subcommand)]
@@ -54,6 +57,61 @@ enum Command {
     /// Run a configuration's pipeline over captured packets and write what each
     /// interface would transmit (test a configuration offline).
     Replay(replay::Args),
+    /// Interfaces (the vRouter's vif) of the running ovrd: list, show, add, set, del.
+    Interfaces {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Virtual networks (VRF + VNI).
+    Networks {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Tunnels to remote VTEPs.
+    Tunnels {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Next hops, ECMP composites included.
+    Nexthops {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Routes (keyed by NETWORK PREFIX).
+    Routes {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Bridge (MAC) entries (keyed by NETWORK MAC).
+    Bridge {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// MPLS labels.
+    Labels {
+        #[command(subcommand)]
+        action: Option<api::Objects>,
+    },
+    /// Policies, one per network.
+    Policies {
+        #[command(subcommand)]
+        action: Option<api::Policies>,
+    },
+    /// The flow table, with per-flow counters (or --delete).
+    Flows {
+        #[command(flatten)]
+        filter: api::FlowArgs,
+    },
+    /// Counters per interface, per node, per drop reason, and flows.
+    Counters,
+    /// Drops by reason.
+    Dropstats,
+    /// Apply a JSON file of changes ({"changes": [...]}) all-or-nothing.
+    Batch { file: PathBuf },
+    /// The whole desired configuration (JSON).
+    Config,
+    /// The table ids of interfaces, networks and next hops (JSON; flows refer to them).
+    Ids,
 }
 
 #[derive(Subcommand)]
@@ -127,6 +185,20 @@ fn main() -> ExitCode {
             what: Bench::Engine(a),
         } => bench_engine::run(&a),
         Command::Replay(a) => replay::run(&a),
+        Command::Interfaces { action } => api::objects(&api::INTERFACES, action, &cli.conn),
+        Command::Networks { action } => api::objects(&api::NETWORKS, action, &cli.conn),
+        Command::Tunnels { action } => api::objects(&api::TUNNELS, action, &cli.conn),
+        Command::Nexthops { action } => api::objects(&api::NEXTHOPS, action, &cli.conn),
+        Command::Routes { action } => api::objects(&api::ROUTES, action, &cli.conn),
+        Command::Bridge { action } => api::objects(&api::BRIDGE, action, &cli.conn),
+        Command::Labels { action } => api::objects(&api::LABELS, action, &cli.conn),
+        Command::Policies { action } => api::policies(action, &cli.conn),
+        Command::Flows { filter } => api::flows(&filter, &cli.conn),
+        Command::Counters => api::counters(&cli.conn),
+        Command::Dropstats => api::dropstats(&cli.conn),
+        Command::Batch { file } => api::batch(&file, &cli.conn),
+        Command::Config => api::config(&cli.conn),
+        Command::Ids => api::ids(&cli.conn),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -134,5 +206,14 @@ fn main() -> ExitCode {
             eprintln!("ovrctl: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

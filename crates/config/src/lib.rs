@@ -63,7 +63,13 @@ impl Config {
 
     /// The table changes this configuration makes, resolved and checked.
     pub fn translate(&self) -> Result<Translation, ConfigError> {
-        translate::translate(self)
+        translate::translate(self, &Names::default())
+    }
+
+    /// Like [`Self::translate`], keeping the ids `keep` gave to names that still exist
+    /// (what the agent does for every change, so that unrelated objects keep theirs).
+    pub fn translate_keeping(&self, keep: &Names) -> Result<Translation, ConfigError> {
+        translate::translate(self, keep)
     }
 }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// A whole configuration. Every section is optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -29,6 +30,7 @@ pub struct Config {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InterfaceKindConfig {
     Underlay,
@@ -39,6 +41,7 @@ pub enum InterfaceKindConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct InterfaceConfig {
     pub name: String,
@@ -62,6 +65,7 @@ pub struct InterfaceConfig {
     pub peer_mac: Option<Mac>,
     /// The workload's addresses: a host route each, to its next hop.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub peer_addresses: Vec<IpAddr>,
 }
 
@@ -74,6 +78,7 @@ fn yes() -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
     pub name: String,
@@ -92,6 +97,7 @@ pub struct NetworkConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionConfig {
     Allow,
@@ -99,6 +105,7 @@ pub enum ActionConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     pub action: ActionConfig,
@@ -114,20 +121,24 @@ pub struct RuleConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TunnelConfig {
     pub name: String,
     /// An underlay interface.
     pub underlay: String,
     /// The remote VTEP's address.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub remote: IpAddr,
     /// The outer destination MAC (the underlay neighbour).
     pub remote_mac: Mac,
     /// The local VTEP address; by default the underlay's first address of the family.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub local: Option<IpAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NextHopKindConfig {
     Interface,
@@ -139,6 +150,7 @@ pub enum NextHopKindConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EncapConfig {
     Vxlan,
@@ -147,6 +159,7 @@ pub enum EncapConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InnerConfig {
     Ethernet,
@@ -158,6 +171,7 @@ pub enum InnerConfig {
 /// numbers in errors; here a field that does not apply to the kind is refused at its
 /// path during translation ("nexthops[2].vni: does not apply to a next hop of kind drop").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NextHopConfig {
     pub name: String,
@@ -178,6 +192,7 @@ pub struct NextHopConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     pub network: String,
@@ -186,6 +201,7 @@ pub struct RouteConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BridgeConfig {
     pub network: String,
@@ -194,6 +210,7 @@ pub struct BridgeConfig {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LabelConfig {
     pub label: u32,
@@ -202,6 +219,7 @@ pub struct LabelConfig {
 
 /// The dataplane's flow-table settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct FlowSettings {
     /// Flows (each direction counts one).

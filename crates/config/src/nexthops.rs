@@ -4,7 +4,7 @@
 use crate::model::*;
 use crate::translate::{Builder, R, err, unicast};
 use core::net::IpAddr;
-use ovr_tables::ids::{InterfaceId, NextHopId};
+use ovr_tables::ids::InterfaceId;
 use ovr_tables::nexthop::{Ecmp, Encap, Inner, NextHop, Tunnel};
 use ovr_tables::state::TableOp;
 use ovr_wire::ethernet::MacAddr;
@@ -35,7 +35,10 @@ impl Builder<'_> {
         for (i, t) in self.c.tunnels.iter().enumerate() {
             let tp = format!("tunnels[{i}]");
             let underlay = self.interface(&format!("{tp}.underlay"), &t.underlay)?;
-            let uc = &self.c.interfaces[underlay.0 as usize];
+            let at = self.index.interfaces.get(&t.underlay).copied();
+            let Some(uc) = at.and_then(|i| self.c.interfaces.get(i)) else {
+                return err(format!("{tp}.underlay"), "no such interface");
+            };
             if uc.kind != InterfaceKindConfig::Underlay {
                 return err(
                     format!("{tp}.underlay"),
@@ -161,31 +164,21 @@ impl Builder<'_> {
         let mut composites = Vec::new();
         for (i, n) in self.c.nexthops.iter().enumerate() {
             let path = format!("nexthops[{i}]");
-            let id = NextHopId(i as u32 + 1);
+            let id = self.nexthop(&path, &n.name)?;
             match self.simple_nexthop(&path, n)? {
                 Some(nh) => self.push(path, TableOp::UpsertNextHop(id, nh)),
                 None => composites.push((i, id)),
             }
         }
-        // Workloads with a peer: a next hop each, named after the interface.
-        let mut next = self.c.nexthops.len() as u32 + 1;
+        // Workloads with a peer: a next hop each, named after the interface (its id was
+        // given with the others').
         for (i, f) in self.c.interfaces.iter().enumerate() {
             let Some(m) = f.peer_mac else { continue };
             let path = format!("interfaces[{i}].peer_mac");
             let dst_mac = unicast(&path, m)?;
-            let id = NextHopId(next);
-            next += 1;
-            if self.names.nexthops.insert(f.name.clone(), id).is_some() {
-                return err(
-                    path,
-                    format!(
-                        "the next hop this creates is named '{}', which a next hop already is",
-                        f.name
-                    ),
-                );
-            }
+            let id = self.nexthop(&path, &f.name)?;
             let nh = NextHop::Interface {
-                interface: InterfaceId(i as u32),
+                interface: self.interface(&path, &f.name)?,
                 dst_mac,
             };
             self.push(path, TableOp::UpsertNextHop(id, nh));
@@ -204,9 +197,10 @@ impl Builder<'_> {
                     return err(p, format!("'{name}' is listed twice"));
                 }
                 let simple = self
-                    .c
+                    .index
                     .nexthops
-                    .get(nh.0 as usize - 1)
+                    .get(name)
+                    .and_then(|&k| self.c.nexthops.get(k))
                     .is_none_or(|n| n.kind != NextHopKindConfig::Ecmp);
                 if !simple {
                     return err(p, format!("'{name}' is an ecmp next hop: they do not nest"));

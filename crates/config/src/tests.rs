@@ -186,3 +186,31 @@ fn load_names_the_file() {
     let e = Config::load(std::path::Path::new("/nonexistent/ovr.yaml")).unwrap_err();
     assert!(e.to_string().starts_with("/nonexistent/ovr.yaml: "), "{e}");
 }
+
+#[test]
+fn kept_names_keep_their_ids_and_new_ones_take_free_ids() {
+    let c = Config::from_yaml(EXAMPLE).unwrap();
+    let before = c.translate().unwrap().names;
+    let mut d = c.clone();
+    // Remove a next hop written early (and the label using it), add one.
+    d.labels.retain(|l| l.nexthop != "red-l2");
+    d.nexthops.retain(|n| n.name != "red-l2");
+    let mut extra = d.nexthops[0].clone();
+    extra.name = "late".into();
+    d.nexthops.insert(0, extra);
+    let after = d.translate_keeping(&before).unwrap().names;
+    for (name, id) in &before.nexthops {
+        if name != "red-l2" {
+            assert_eq!(after.nexthops[name], *id, "{name}");
+        }
+    }
+    // Written first, yet it takes no id a kept name (or the one just freed) holds.
+    assert!(
+        !before
+            .nexthops
+            .values()
+            .any(|id| *id == after.nexthops["late"])
+    );
+    // Without ids to keep, document order.
+    assert_eq!(d.translate().unwrap().names.nexthops["late"], NextHopId(1));
+}

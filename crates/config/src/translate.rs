@@ -1,7 +1,10 @@
 //! From the written configuration to a batch of table changes, resolving names to ids.
 //!
-//! Ids follow document order: networks (VRFs) from 1, interfaces from 0, next hops from
-//! 1 (those written first, then those a workload's `peer_mac` creates). The batch is
+//! Ids: a name that already had an id (`translate_keeping`) keeps it, so that the flows
+//! and ECMP state that cache next-hop ids survive unrelated changes; a new name takes the
+//! lowest id no kept name holds. From nothing, ids therefore follow document order:
+//! networks (VRFs) from 1, interfaces from 0, next hops from 1 (those written first, then
+//! those a workload's `peer_mac` creates). The batch is
 //! ordered so that everything exists before it is referred to: VRFs, gateways,
 //! interfaces, simple next hops, composites, routes, bridge entries, labels, flood lists,
 //! policies. The tables then validate it whole; what they refuse is traced back to the
@@ -94,28 +97,62 @@ pub(crate) fn unicast(path: &str, m: Mac) -> R<MacAddr> {
     Ok(m.0)
 }
 
-/// Assigns ids to names in order, refusing empty and duplicate names.
-fn number<T: Copy>(
+/// Checks names (not empty, not used twice) and gives each an id: the one it has in
+/// `keep` if any, else the lowest id from `first` that no name in `keep` holds (an id
+/// given up in this change is not handed to another name in the same change).
+fn number<T: Copy + Ord>(
     section: &str,
     names: impl Iterator<Item = String>,
-    id: impl Fn(usize) -> T,
+    keep: &BTreeMap<String, T>,
+    first: u32,
+    id: impl Fn(u32) -> T,
 ) -> R<BTreeMap<String, T>> {
-    let mut m = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut order = Vec::new();
     for (i, n) in names.enumerate() {
         let path = format!("{section}[{i}].name");
         if n.is_empty() {
             return err(path, "must not be empty");
         }
-        if m.insert(n.clone(), id(i)).is_some() {
+        if !seen.insert(n.clone()) {
             return err(path, format!("'{n}' is used twice"));
         }
+        order.push(n);
     }
-    Ok(m)
+    Ok(allocate(order, keep, first, id))
+}
+
+/// Ids for distinct names: kept ones first, then the lowest free ones in order.
+fn allocate<T: Copy + Ord>(
+    names: Vec<String>,
+    keep: &BTreeMap<String, T>,
+    first: u32,
+    id: impl Fn(u32) -> T,
+) -> BTreeMap<String, T> {
+    let taken: std::collections::BTreeSet<T> = keep.values().copied().collect();
+    let mut m = BTreeMap::new();
+    let mut next = first;
+    for n in names {
+        let v = match keep.get(&n) {
+            Some(v) => *v,
+            None => {
+                while taken.contains(&id(next)) {
+                    next += 1;
+                }
+                next += 1;
+                id(next - 1)
+            }
+        };
+        m.insert(n, v);
+    }
+    m
 }
 
 pub(crate) struct Builder<'a> {
     pub(crate) c: &'a Config,
     pub(crate) names: Names,
+    /// Where each name is written in its section.
+    pub(crate) index: Index,
     pub(crate) tunnels: Vec<ResolvedTunnel>,
     ops: Vec<TableOp>,
     origins: Vec<String>,
@@ -148,8 +185,8 @@ impl Builder<'_> {
         }
     }
 
-    fn router_mac(&self, vrf: VrfId) -> R<MacAddr> {
-        let i = vrf.0 as usize - 1;
+    /// The router MAC of the network written at `i`.
+    fn router_mac(&self, i: usize) -> R<MacAddr> {
         match self.c.networks[i].router_mac {
             Some(m) => unicast(&format!("networks[{i}].router_mac"), m),
             None => Ok(DEFAULT_ROUTER_MAC),
@@ -158,7 +195,7 @@ impl Builder<'_> {
 
     fn networks(&mut self) -> R<()> {
         for (i, n) in self.c.networks.iter().enumerate() {
-            let id = VrfId(i as u32 + 1);
+            let id = self.network("", &n.name)?;
             let path = format!("networks[{i}]");
             self.push(
                 path.clone(),
@@ -170,8 +207,8 @@ impl Builder<'_> {
             );
         }
         for (i, n) in self.c.networks.iter().enumerate() {
-            let vrf = VrfId(i as u32 + 1);
-            let mac = self.router_mac(vrf)?;
+            let vrf = self.network("", &n.name)?;
+            let mac = self.router_mac(i)?;
             let addresses = n.gateways.iter().map(|a| a.0).collect();
             self.push(
                 format!("networks[{i}].gateways"),
@@ -207,7 +244,10 @@ impl Builder<'_> {
             };
             let mac = match (f.mac, vrf) {
                 (Some(m), _) => unicast(&format!("{path}.mac"), m)?,
-                (None, Some(v)) => self.router_mac(v)?,
+                (None, Some(_)) => {
+                    let net = f.network.as_deref().unwrap_or_default();
+                    self.router_mac(self.index.networks.get(net).copied().unwrap_or_default())?
+                }
                 (None, None) => {
                     return err(format!("{path}.mac"), "an underlay interface needs its MAC");
                 }
@@ -227,7 +267,7 @@ impl Builder<'_> {
             self.push(
                 path,
                 TableOp::UpsertInterface(Interface {
-                    id: InterfaceId(i as u32),
+                    id: self.interface("", &f.name)?,
                     name: f.name.clone(),
                     kind: match f.kind {
                         InterfaceKindConfig::Underlay => InterfaceKind::Underlay,
@@ -314,7 +354,7 @@ impl Builder<'_> {
                 }
             }
             if !members.is_empty() {
-                let vrf = VrfId(i as u32 + 1);
+                let vrf = self.network("", &n.name)?;
                 self.push(format!("{path}.flood"), TableOp::SetFlood { vrf, members });
             }
         }
@@ -340,7 +380,7 @@ impl Builder<'_> {
                     "port ranges need protocol tcp (6) or udp (17)",
                 ),
             })?;
-            let vrf = VrfId(i as u32 + 1);
+            let vrf = self.network("", &n.name)?;
             self.push(
                 path,
                 TableOp::SetPolicy {
@@ -374,27 +414,79 @@ impl Builder<'_> {
     }
 }
 
-pub(crate) fn translate(c: &Config) -> R<Translation> {
-    let names = Names {
-        networks: number("networks", c.networks.iter().map(|n| n.name.clone()), |i| {
-            VrfId(i as u32 + 1)
-        })?,
+/// Positions of names in their sections.
+#[derive(Default)]
+pub(crate) struct Index {
+    pub(crate) networks: BTreeMap<String, usize>,
+    pub(crate) interfaces: BTreeMap<String, usize>,
+    pub(crate) nexthops: BTreeMap<String, usize>,
+}
+
+fn positions<'a>(names: impl Iterator<Item = &'a String>) -> BTreeMap<String, usize> {
+    names.enumerate().map(|(i, n)| (n.clone(), i)).collect()
+}
+
+pub(crate) fn translate(c: &Config, keep: &Names) -> R<Translation> {
+    let mut names = Names {
+        networks: number(
+            "networks",
+            c.networks.iter().map(|n| n.name.clone()),
+            &keep.networks,
+            1,
+            VrfId,
+        )?,
         interfaces: number(
             "interfaces",
             c.interfaces.iter().map(|n| n.name.clone()),
-            |i| InterfaceId(i as u32),
+            &keep.interfaces,
+            0,
+            InterfaceId,
         )?,
-        nexthops: number("nexthops", c.nexthops.iter().map(|n| n.name.clone()), |i| {
-            NextHopId(i as u32 + 1)
-        })?,
-        tunnels: number("tunnels", c.tunnels.iter().map(|n| n.name.clone()), |i| i)?,
+        nexthops: number(
+            "nexthops",
+            c.nexthops.iter().map(|n| n.name.clone()),
+            &BTreeMap::new(),
+            1,
+            NextHopId,
+        )?,
+        tunnels: number(
+            "tunnels",
+            c.tunnels.iter().map(|n| n.name.clone()),
+            &BTreeMap::new(),
+            0,
+            |i| i as usize,
+        )?,
     };
+    // Next hops written and those made for workloads' peers share one id space.
+    let mut nh_names: Vec<String> = c.nexthops.iter().map(|n| n.name.clone()).collect();
+    for (i, f) in c.interfaces.iter().enumerate() {
+        if f.peer_mac.is_none() {
+            continue;
+        }
+        if names.nexthops.contains_key(&f.name) {
+            return err(
+                format!("interfaces[{i}].peer_mac"),
+                format!(
+                    "the next hop this creates is named '{}', which a next hop already is",
+                    f.name
+                ),
+            );
+        }
+        nh_names.push(f.name.clone());
+    }
+    names.nexthops = allocate(nh_names, &keep.nexthops, 1, NextHopId);
     if c.flows.capacity == 0 {
         return err("flows.capacity", "must be above 0");
     }
+    let index = Index {
+        networks: positions(c.networks.iter().map(|n| &n.name)),
+        interfaces: positions(c.interfaces.iter().map(|n| &n.name)),
+        nexthops: positions(c.nexthops.iter().map(|n| &n.name)),
+    };
     let mut b = Builder {
         c,
         names,
+        index,
         tunnels: Vec::new(),
         ops: Vec::new(),
         origins: Vec::new(),

@@ -281,3 +281,73 @@ mod tests {
         assert!("02:00:00:00:00".parse::<Mac>().is_err());
     }
 }
+
+/// OpenAPI schemas: each value is written as text (ports and protocols also as numbers).
+#[cfg(feature = "openapi")]
+mod schema {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+
+    fn text(description: &str, example: &str) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(description))
+            .examples([example])
+            .into()
+    }
+
+    fn text_or_number(description: &str, example: &str) -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
+            .description(Some(description))
+            .examples([example])
+            .into()
+    }
+
+    macro_rules! schema {
+        ($t:ident, $f:ident, $d:expr, $e:expr) => {
+            impl utoipa::PartialSchema for super::$t {
+                fn schema() -> RefOr<Schema> {
+                    $f($d, $e)
+                }
+            }
+            impl utoipa::ToSchema for super::$t {}
+        };
+    }
+
+    schema!(
+        Mac,
+        text,
+        "a unicast or group MAC address",
+        "02:00:00:00:00:01"
+    );
+    schema!(
+        Prefix,
+        text,
+        "an IPv4 or IPv6 prefix, no host bits set",
+        "10.1.0.0/16"
+    );
+    schema!(
+        Address,
+        text,
+        "an address with its prefix length",
+        "10.1.0.1/24"
+    );
+    schema!(
+        Ports,
+        text_or_number,
+        "a port or a range first-last",
+        "80-81"
+    );
+    schema!(
+        Protocol,
+        text_or_number,
+        "tcp, udp, icmp, icmpv6, gre or a number 0-255",
+        "tcp"
+    );
+}

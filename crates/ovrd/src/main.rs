@@ -24,9 +24,22 @@ use tracing::{error, info};
     about = "ovr, the overlay virtual router: the daemon"
 )]
 struct Args {
-    /// The configuration (YAML); its interface names are the host's interfaces.
+    /// The configuration (YAML); its interface names are the host's interfaces. How it
+    /// combines with the saved state: docs/agent.md.
     #[arg(long)]
-    config: PathBuf,
+    config: Option<PathBuf>,
+    /// The desired configuration as last changed through the API (saved on every change).
+    #[arg(long, default_value = "/var/lib/ovr/state.json")]
+    state: PathBuf,
+    /// The API's Unix socket (mode 0600).
+    #[arg(long, default_value = "/run/ovr/ovrd.sock")]
+    api_socket: PathBuf,
+    /// Also serve the API on TCP (ADDR:PORT); requires --api-token-file.
+    #[arg(long)]
+    api_listen: Option<String>,
+    /// The bearer token TCP clients must send.
+    #[arg(long)]
+    api_token_file: Option<PathBuf>,
     /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
     /// shared memory), AF_PACKET (raw sockets that also learn of checksum and
     /// segmentation offload), or auto: AF_PACKET for workloads and TAPs, whose senders
@@ -97,12 +110,15 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> Result<(), String> {
-    let ovr_config::Loaded {
-        translation: t,
-        writer: _writer, // held: readers see nothing once the writer is gone
-        reader,
-    } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
-    let names = &t.names;
+    let agent = ovr_agent::server::start(&ovr_agent::server::Options {
+        config: a.config.clone(),
+        state: Some(a.state.clone()),
+        socket: Some(a.api_socket.clone()),
+        listen: a.api_listen.clone(),
+        token_file: a.api_token_file.clone(),
+    })
+    .map_err(|e| e.to_string())?;
+    let (reader, names) = (agent.reader, &agent.names);
     let interfaces: Vec<(String, InterfaceId, InterfaceKind)> = {
         let st = reader.enter().ok_or("the tables are gone")?;
         names
@@ -127,10 +143,10 @@ fn run(a: &Args) -> Result<(), String> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
-    let mut pipe = Pipeline::new(t.flows.dataplane());
+    let mut pipe = Pipeline::new(agent.flows.dataplane());
     let start = Instant::now();
     let mut last_stats = Instant::now();
-    info!(config = %a.config.display(), interfaces = ports.attached(), "forwarding");
+    info!(config = ?a.config, interfaces = ports.attached(), "forwarding");
     let spin = Duration::from_micros(a.spin_us);
     let mut last_traffic = Instant::now() - spin;
     while !stop.load(Ordering::Relaxed) {
@@ -155,6 +171,7 @@ fn run(a: &Args) -> Result<(), String> {
             std::thread::yield_now();
         }
         pipe.run(state);
+        ovr_agent::worker::drain(&agent.requests, &mut pipe);
         pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
         ports.maintain();
         if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {

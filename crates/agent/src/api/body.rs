@@ -1,0 +1,64 @@
+//! The JSON body extractor: refusals are JSON errors naming the field (axum's own
+//! `Json` answers in plain text and without the path), and a body over the limit is 413.
+
+use crate::error::ApiError;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// A request body parsed as JSON into `T`.
+pub struct Body<T>(pub T);
+
+/// The body size limit (set on the router with `DefaultBodyLimit`, read here for the
+/// message).
+#[derive(Clone, Copy)]
+pub struct Limit(pub usize);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let limit = req.extensions().get::<Limit>().map_or(0, |l| l.0);
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge { limit }
+            } else {
+                ApiError::BadRequest {
+                    message: r.body_text(),
+                    field: None,
+                }
+            }
+        })?;
+        parse(&bytes).map(Body)
+    }
+}
+
+/// Parses JSON: a syntax error is 400, a wrong type or missing field 422 with its path.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    // Trailing characters after the value make the body invalid JSON.
+    if v.is_ok()
+        && let Err(e) = de.end()
+    {
+        return Err(ApiError::BadRequest {
+            message: format!("the body is not valid JSON: {e}"),
+            field: None,
+        });
+    }
+    v.map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => ApiError::Invalid {
+                message: inner.to_string(),
+                field: if path == "." { "(body)".into() } else { path },
+            },
+            _ => ApiError::BadRequest {
+                message: format!("the body is not valid JSON: {inner}"),
+                field: None,
+            },
+        }
+    })
+}

@@ -1,0 +1,264 @@
+//! The REST API: routes, the shared state, and the OpenAPI document (generated from the
+//! handlers' annotations, served at /openapi.json).
+
+mod body;
+pub mod config;
+mod observe;
+
+pub use body::{Body, Limit, parse};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::worker::WorkerClient;
+use crate::{Agent, Applied};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::{Arc, Mutex};
+use utoipa::OpenApi;
+
+/// Request bodies above this are refused (413): a batch of 100K routes fits.
+pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    agent: Arc<Mutex<Agent>>,
+    worker: Option<WorkerClient>,
+}
+
+impl AppState {
+    pub fn new(agent: Agent, worker: Option<WorkerClient>) -> Self {
+        Self {
+            agent: Arc::new(Mutex::new(agent)),
+            worker,
+        }
+    }
+
+    /// The agent, for a caller outside the API (tests, ovrd at shutdown).
+    pub fn agent(&self) -> &Arc<Mutex<Agent>> {
+        &self.agent
+    }
+
+    /// Runs `f` on the agent off the async threads: a commit waits for the worker to
+    /// leave the old copy of the tables.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Agent) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let agent = Arc::clone(&self.agent);
+        tokio::task::spawn_blocking(move || {
+            let mut a = agent
+                .lock()
+                .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
+            Ok(f(&mut a))
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("the agent task failed: {e}")))?
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Agent) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.with(move |a| f(a)).await
+    }
+
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Agent) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.with(f).await?
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ovr agent API",
+        description = "The desired configuration of ovrd, its counters and flows. Every change is validated whole and applied all-or-nothing; errors are JSON objects naming the field."
+    ),
+    paths(
+        config::interfaces::list,
+        config::interfaces::get,
+        config::interfaces::create,
+        config::interfaces::replace,
+        config::interfaces::delete,
+        config::networks::list,
+        config::networks::get,
+        config::networks::create,
+        config::networks::replace,
+        config::networks::delete,
+        config::tunnels::list,
+        config::tunnels::get,
+        config::tunnels::create,
+        config::tunnels::replace,
+        config::tunnels::delete,
+        config::nexthops::list,
+        config::nexthops::get,
+        config::nexthops::create,
+        config::nexthops::replace,
+        config::nexthops::delete,
+        config::routes::list,
+        config::routes::get,
+        config::routes::create,
+        config::routes::replace,
+        config::routes::delete,
+        config::bridge::list,
+        config::bridge::get,
+        config::bridge::create,
+        config::bridge::replace,
+        config::bridge::delete,
+        config::labels::list,
+        config::labels::get,
+        config::labels::create,
+        config::labels::replace,
+        config::labels::delete,
+        config::policies,
+        config::policy,
+        config::set_policy,
+        config::reset_policy,
+        config::batch,
+        config::get_config,
+        config::put_config,
+        config::ids,
+        observe::counters,
+        observe::interface_counters,
+        observe::node_counters,
+        observe::drop_counters,
+        observe::metrics,
+        observe::flows,
+        observe::delete_flows,
+        observe::flow,
+        observe::delete_flow,
+    ),
+    components(schemas(ErrorBody, Applied))
+)]
+pub struct ApiDoc;
+
+async fn openapi() -> impl IntoResponse {
+    match ApiDoc::openapi().to_json() {
+        Ok(j) => ([(header::CONTENT_TYPE, "application/json")], j).into_response(),
+        Err(e) => ApiError::Internal(e.to_string()).into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such endpoint (see /openapi.json)".into())
+}
+
+/// Requires `Authorization: Bearer TOKEN` (the TCP listener).
+async fn bearer(State(token): State<Arc<str>>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
+        _ => ApiError::Unauthorized.into_response(),
+    }
+}
+
+/// Compares without stopping at the first difference (the token's prefix must not be
+/// learnable from response times).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The API's routes. `token`: every request must carry it (for TCP listeners).
+pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Router {
+    use axum::routing::{get as g, post};
+    use config::*;
+    let api = Router::new()
+        .route(
+            "/api/v1/interfaces",
+            g(interfaces::list).post(interfaces::create),
+        )
+        .route(
+            "/api/v1/interfaces/{name}",
+            g(interfaces::get)
+                .put(interfaces::replace)
+                .delete(interfaces::delete),
+        )
+        .route("/api/v1/networks", g(networks::list).post(networks::create))
+        .route(
+            "/api/v1/networks/{name}",
+            g(networks::get)
+                .put(networks::replace)
+                .delete(networks::delete),
+        )
+        .route("/api/v1/tunnels", g(tunnels::list).post(tunnels::create))
+        .route(
+            "/api/v1/tunnels/{name}",
+            g(tunnels::get)
+                .put(tunnels::replace)
+                .delete(tunnels::delete),
+        )
+        .route("/api/v1/nexthops", g(nexthops::list).post(nexthops::create))
+        .route(
+            "/api/v1/nexthops/{name}",
+            g(nexthops::get)
+                .put(nexthops::replace)
+                .delete(nexthops::delete),
+        )
+        .route("/api/v1/routes", g(routes::list).post(routes::create))
+        .route(
+            "/api/v1/routes/{network}/{addr}/{len}",
+            g(routes::get).put(routes::replace).delete(routes::delete),
+        )
+        .route("/api/v1/bridge", g(bridge::list).post(bridge::create))
+        .route(
+            "/api/v1/bridge/{network}/{mac}",
+            g(bridge::get).put(bridge::replace).delete(bridge::delete),
+        )
+        .route("/api/v1/labels", g(labels::list).post(labels::create))
+        .route(
+            "/api/v1/labels/{label}",
+            g(labels::get).put(labels::replace).delete(labels::delete),
+        )
+        .route("/api/v1/policies", g(policies))
+        .route(
+            "/api/v1/policies/{network}",
+            g(policy).put(set_policy).delete(reset_policy),
+        )
+        .route("/api/v1/batch", post(batch))
+        .route("/api/v1/config", g(get_config).put(put_config))
+        .route("/api/v1/ids", g(ids))
+        .route("/api/v1/counters", g(observe::counters))
+        .route(
+            "/api/v1/counters/interfaces",
+            g(observe::interface_counters),
+        )
+        .route("/api/v1/counters/nodes", g(observe::node_counters))
+        .route("/api/v1/counters/drops", g(observe::drop_counters))
+        .route(
+            "/api/v1/flows",
+            g(observe::flows).delete(observe::delete_flows),
+        )
+        .route(
+            "/api/v1/flows/{id}",
+            g(observe::flow).delete(observe::delete_flow),
+        )
+        .route("/metrics", g(observe::metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(not_found)
+        .method_not_allowed_fallback(|| async {
+            (
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                axum::Json(ErrorBody {
+                    error: "method not allowed on this endpoint (see /openapi.json)".into(),
+                    field: None,
+                }),
+            )
+        })
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::Extension(Limit(body_limit)));
+    match token {
+        Some(t) => api.layer(middleware::from_fn_with_state(t, bearer)),
+        None => api,
+    }
+}

@@ -1,0 +1,19 @@
+//! ovr's agent: the desired configuration (the `ovr_config` model), served by a REST
+//! API, reconciled into the forwarding tables one all-or-nothing batch per change,
+//! persisted atomically, plus the questions the API asks the forwarding worker
+//! (counters, flows). docs/agent.md describes it for operators.
+#![forbid(unsafe_code)]
+
+mod agent;
+pub mod api;
+pub mod change;
+pub mod error;
+pub mod metrics;
+pub mod reconcile;
+mod refs;
+pub mod server;
+pub mod store;
+pub mod worker;
+
+pub use agent::{Agent, Applied};
+pub use error::ApiError;

@@ -1,0 +1,184 @@
+//! Starting the agent in a daemon: the starting configuration installed, the listeners
+//! bound (errors reported before forwarding starts), and the API served on its own
+//! thread with its own tokio runtime.
+
+use crate::Agent;
+use crate::api::{AppState, DEFAULT_BODY_LIMIT, router};
+use crate::store::{Source, Store, StoreError, initial};
+use crate::worker::{Requests, channel};
+use ovr_config::{FlowSettings, Names};
+use ovr_tables::state::{TablesReader, new_tables};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// Where the API listens and where the state lives.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    /// ADDR:PORT; needs `token_file`.
+    pub listen: Option<String>,
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
+    let what = what.into();
+    move |source| StartError::Io { what, source }
+}
+
+/// What the daemon's worker needs.
+pub struct Started {
+    pub reader: TablesReader,
+    /// Names and ids at start (the interfaces to attach).
+    pub names: Names,
+    pub flows: FlowSettings,
+    /// The worker drains these once per loop iteration (`worker::drain`).
+    pub requests: Requests,
+    pub state: AppState,
+}
+
+/// Installs the starting configuration, binds the listeners and starts the API thread.
+pub fn start(o: &Options) -> Result<Started, StartError> {
+    let store = o.state.clone().map(Store::new);
+    let start = initial(o.config.as_deref(), store.as_ref())?;
+    match &start.source {
+        Source::ConfigFile => info!("starting from the configuration file"),
+        Source::State => info!(state = ?o.state, "starting from the saved state"),
+        Source::ConfigFileChanged { previous_state } => warn!(
+            previous = %previous_state.display(),
+            "the configuration file changed since the state was saved: it replaces the state (the previous state is kept)"
+        ),
+    }
+    let (writer, reader) = new_tables();
+    let agent = Agent::start(start, writer, store)?;
+    let names = agent.names().clone();
+    let flows = agent.config().flows;
+    let (client, requests) = channel();
+    let state = AppState::new(agent, Some(client));
+
+    let unix = o.socket.as_ref().map(|p| bind_unix(p)).transpose()?;
+    let tcp = match (&o.listen, &o.token_file) {
+        (Some(addr), Some(tf)) => {
+            let token = std::fs::read_to_string(tf).map_err(io(tf.display().to_string()))?;
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(StartError::Usage(format!(
+                    "{}: the token is empty",
+                    tf.display()
+                )));
+            }
+            let l = std::net::TcpListener::bind(addr).map_err(io(format!("listen on {addr}")))?;
+            l.set_nonblocking(true).map_err(io("listener"))?;
+            info!(%addr, "API on TCP (bearer token required)");
+            Some((l, Arc::<str>::from(token)))
+        }
+        (Some(_), None) => {
+            return Err(StartError::Usage(
+                "--api-listen needs --api-token-file: the TCP API requires a bearer token".into(),
+            ));
+        }
+        (None, _) => None,
+    };
+    let app = state.clone();
+    std::thread::Builder::new()
+        .name("ovr-api".into())
+        .spawn(move || serve(app, unix, tcp))
+        .map_err(io("API thread"))?;
+    Ok(Started {
+        reader,
+        names,
+        flows,
+        requests,
+        state,
+    })
+}
+
+/// Binds the Unix socket, owner-only (0600), replacing a stale one.
+fn bind_unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, StartError> {
+    let what = path.display().to_string();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).map_err(io(dir.display().to_string()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io(dir.display().to_string()))?;
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !m.file_type().is_socket() {
+            return Err(StartError::Usage(format!(
+                "{what} exists and is not a socket"
+            )));
+        }
+        // A socket nobody answers on is left over from an earlier ovrd.
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(StartError::Usage(format!(
+                "{what}: another ovrd is serving there"
+            )));
+        }
+        std::fs::remove_file(path).map_err(io(what.clone()))?;
+    }
+    let l = std::os::unix::net::UnixListener::bind(path).map_err(io(what.clone()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io(what.clone()))?;
+    l.set_nonblocking(true).map_err(io(what.clone()))?;
+    info!(socket = %what, "API on the Unix socket");
+    Ok(l)
+}
+
+fn serve(
+    state: AppState,
+    unix: Option<std::os::unix::net::UnixListener>,
+    tcp: Option<(std::net::TcpListener, Arc<str>)>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            warn!("API runtime: {e}; the API is not served");
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let mut tasks = Vec::new();
+        if let Some(l) = unix {
+            let app = router(state.clone(), DEFAULT_BODY_LIMIT, None);
+            match tokio::net::UnixListener::from_std(l) {
+                Ok(l) => tasks.push(tokio::spawn(async move { axum::serve(l, app).await })),
+                Err(e) => warn!("API socket: {e}"),
+            }
+        }
+        if let Some((l, token)) = tcp {
+            let app = router(state.clone(), DEFAULT_BODY_LIMIT, Some(token));
+            match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => tasks.push(tokio::spawn(async move { axum::serve(l, app).await })),
+                Err(e) => warn!("API listener: {e}"),
+            }
+        }
+        for t in tasks {
+            match t.await {
+                Ok(Err(e)) => warn!("API server stopped: {e}"),
+                Err(e) => warn!("API server task: {e}"),
+                Ok(Ok(())) => {}
+            }
+        }
+    });
+}

@@ -1,0 +1,178 @@
+//! Random sequences of API changes: after each, the installed tables equal what a fresh
+//! daemon would build from the final model; a refused change leaves everything as it
+//! was; and the names that survive a change keep their ids.
+
+mod common;
+
+use common::*;
+use ovr_agent::change::{Change, Object, PolicyChange};
+use ovr_config::Config;
+use ovr_config::model::*;
+use proptest::prelude::*;
+
+const BASE: &str = r#"
+interfaces:
+  - { name: uplink, kind: underlay, mac: "02:00:00:00:00:0a", addresses: ["192.0.2.1/24"] }
+tunnels:
+  - { name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: "02:00:00:00:00:0b" }
+networks:
+  - { name: n0, vni: 10 }
+  - { name: n1 }
+nexthops:
+  - { name: h0, kind: drop }
+  - { name: h1, kind: tunnel, tunnel: to-b, encap: vxlan, vni: 5 }
+  - { name: h2, kind: vrf, network: n1, inner: ip }
+"#;
+
+fn net(i: u8) -> String {
+    format!("n{i}")
+}
+
+fn hop(i: u8) -> String {
+    format!("h{i}")
+}
+
+fn nexthop(name: u8, kind: u8, a: u8, b: u8) -> NextHopConfig {
+    let mut n = NextHopConfig {
+        name: hop(name),
+        kind: NextHopKindConfig::Drop,
+        interface: None,
+        mac: None,
+        tunnel: None,
+        encap: None,
+        vni: None,
+        label: None,
+        members: None,
+        network: None,
+        inner: None,
+    };
+    match kind % 4 {
+        0 => {}
+        1 => {
+            n.kind = NextHopKindConfig::Tunnel;
+            n.tunnel = Some("to-b".into());
+            n.encap = Some(EncapConfig::Vxlan);
+            n.vni = Some(u32::from(a) + 1);
+        }
+        2 => {
+            n.kind = NextHopKindConfig::Vrf;
+            n.network = Some(net(a));
+            n.inner = Some(InnerConfig::Ip);
+        }
+        _ => {
+            n.kind = NextHopKindConfig::Ecmp;
+            let mut m = vec![hop(a)];
+            if b != a {
+                m.push(hop(b));
+            }
+            n.members = Some(m);
+        }
+    }
+    n
+}
+
+fn object() -> impl Strategy<Value = Object> {
+    let network = (0..3u8, prop::option::of(10..13u32)).prop_map(|(i, vni)| {
+        Object::Network(NetworkConfig {
+            name: net(i),
+            vni,
+            router_mac: None,
+            gateways: vec![],
+            flood: vec![],
+            policy: None,
+        })
+    });
+    let hop = (0..5u8, 0..4u8, 0..5u8, 0..5u8)
+        .prop_map(|(n, k, a, b)| Object::Nexthop(nexthop(n, k, a % 3, b)));
+    let route = (0..3u8, 0..4u8, 0..5u8).prop_map(|(n, p, h)| {
+        Object::Route(RouteConfig {
+            network: net(n),
+            prefix: format!("10.{p}.0.0/16").parse().unwrap(),
+            nexthop: self::hop(h),
+        })
+    });
+    let label = (0..3u32, 0..5u8).prop_map(|(l, h)| {
+        Object::Label(LabelConfig {
+            label: 100 + l,
+            nexthop: self::hop(h),
+        })
+    });
+    let bridge = (0..3u8, 0..3u8, 0..5u8).prop_map(|(n, m, h)| {
+        Object::Bridge(BridgeConfig {
+            network: net(n),
+            mac: format!("02:00:00:00:09:0{m}").parse().unwrap(),
+            nexthop: self::hop(h),
+        })
+    });
+    let iface = (0..3u8, 0..3u8, any::<bool>()).prop_map(|(i, n, peer)| {
+        Object::Interface(InterfaceConfig {
+            name: format!("w{i}"),
+            kind: InterfaceKindConfig::Workload,
+            mac: None,
+            addresses: vec![],
+            mtu: 1500,
+            network: Some(net(n)),
+            policy: true,
+            admin_up: true,
+            peer_mac: peer.then(|| format!("02:00:00:00:08:0{i}").parse().unwrap()),
+            peer_addresses: vec![],
+        })
+    });
+    prop_oneof![network, hop, route, label, bridge, iface]
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        3 => object().prop_map(Change::Create),
+        2 => object().prop_map(Change::Replace),
+        2 => object().prop_map(|o| Change::Delete(o.key())),
+        1 => (0..3u8, 0..3u8, any::<bool>()).prop_map(|(n, other, set)| {
+            Change::SetPolicy(PolicyChange {
+                network: net(n),
+                rules: set.then(|| vec![RuleConfig {
+                    action: ActionConfig::Allow,
+                    src_network: Some(net(other)),
+                    dst_network: None,
+                    src: None,
+                    dst: None,
+                    protocol: None,
+                    src_ports: None,
+                    dst_ports: None,
+                }]),
+            })
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn tables_follow_the_model(batches in prop::collection::vec(prop::collection::vec(change(), 1..3), 1..30)) {
+        let mut a = agent(Config::from_yaml(BASE).unwrap(), None);
+        for changes in batches {
+            let (config, tables, names) = (a.config().clone(), installed(&a), a.names().clone());
+            let batch = changes.len() > 1;
+            match a.apply(changes, batch) {
+                Ok(_) => {
+                    prop_assert_eq!(installed(&a), fresh(a.config()));
+                    let now = a.names();
+                    for (n, id) in &names.nexthops {
+                        if let Some(new) = now.nexthops.get(n) {
+                            prop_assert_eq!(new, id, "next hop {} was renumbered", n);
+                        }
+                    }
+                    for (n, id) in &names.networks {
+                        if let Some(new) = now.networks.get(n) {
+                            prop_assert_eq!(new, id, "network {} was renumbered", n);
+                        }
+                    }
+                }
+                Err(_) => {
+                    prop_assert_eq!(a.config(), &config);
+                    prop_assert_eq!(installed(&a), tables);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Persistence: every accepted change is saved; a restart resumes; the configuration
+//! file and the state combine as docs/agent.md says; a change that cannot be saved is
+//! not made.
+
+mod common;
+
+use common::*;
+use ovr_agent::change::{Change, Key, Object};
+use ovr_agent::store::{Source, Store, initial};
+use ovr_agent::{Agent, ApiError};
+use ovr_config::model::RouteConfig;
+use ovr_tables::state::new_tables;
+
+fn route(prefix: &str) -> Change {
+    Change::Create(Object::Route(RouteConfig {
+        network: "blue".into(),
+        prefix: prefix.parse().unwrap(),
+        nexthop: "b-blue".into(),
+    }))
+}
+
+fn restart(config: Option<&std::path::Path>, store: &Store) -> (Agent, Source) {
+    let start = initial(config, Some(store)).unwrap();
+    let source = start.source.clone();
+    let (w, _r) = new_tables();
+    (Agent::start(start, w, Some(store.clone())).unwrap(), source)
+}
+
+#[test]
+fn a_restart_resumes_with_the_same_tables_and_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host.yaml");
+    std::fs::write(&file, EXAMPLE).unwrap();
+    let store = Store::new(dir.path().join("state.json"));
+    let (mut a, source) = restart(Some(&file), &store);
+    assert_eq!(source, Source::ConfigFile);
+    a.apply(vec![route("10.7.0.0/16")], false).unwrap();
+    // Delete a next hop written early: ids must survive the restart as they are.
+    a.apply(vec![Change::Delete(Key::Label { label: 501 })], false)
+        .unwrap();
+    a.apply(
+        vec![Change::Delete(Key::Nexthop {
+            name: "red-l2".into(),
+        })],
+        false,
+    )
+    .unwrap();
+    let (tables, names, config) = (installed(&a), a.names().clone(), a.config().clone());
+    assert!(!dir.path().join("state.json.tmp").exists());
+    drop(a);
+    // The file did not change: the state (file + API changes) wins.
+    let (b, source) = restart(Some(&file), &store);
+    assert_eq!(source, Source::State);
+    assert_eq!(b.config(), &config);
+    assert_eq!(b.names(), &names);
+    assert_eq!(installed(&b), tables);
+    drop(b);
+    // Without --config, the state alone.
+    let (c, source) = restart(None, &store);
+    assert_eq!(source, Source::State);
+    assert_eq!(installed(&c), tables);
+}
+
+#[test]
+fn an_edited_configuration_file_wins_and_the_old_state_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host.yaml");
+    std::fs::write(&file, EXAMPLE).unwrap();
+    let store = Store::new(dir.path().join("state.json"));
+    let (mut a, _) = restart(Some(&file), &store);
+    a.apply(vec![route("10.7.0.0/16")], false).unwrap();
+    drop(a);
+    let edited = EXAMPLE.replace("10.2.0.0/24", "10.4.0.0/24");
+    std::fs::write(&file, &edited).unwrap();
+    let (b, source) = restart(Some(&file), &store);
+    let prev = dir.path().join("state.json.prev");
+    assert_eq!(
+        source,
+        Source::ConfigFileChanged {
+            previous_state: prev.clone()
+        }
+    );
+    assert_eq!(b.config(), &ovr_config::Config::from_yaml(&edited).unwrap());
+    assert_eq!(installed(&b), fresh(b.config()));
+    // The API route is in the kept state, not in the new one.
+    let kept = std::fs::read_to_string(prev).unwrap();
+    assert!(kept.contains("10.7.0.0/16"));
+    assert!(
+        !b.config()
+            .routes
+            .iter()
+            .any(|r| r.prefix.to_string() == "10.7.0.0/16")
+    );
+    drop(b);
+    // Restarting again with the same file: now the state (based on the edit) wins.
+    let (_, source) = restart(Some(&file), &store);
+    assert_eq!(source, Source::State);
+}
+
+#[test]
+fn a_change_that_cannot_be_saved_is_not_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let mut a = agent(example(), Some(store));
+    let (config, tables) = (a.config().clone(), installed(&a));
+    // Something that is not a file where the state goes: the rename fails.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+    let e = a.apply(vec![route("10.7.0.0/16")], false).unwrap_err();
+    assert!(matches!(e, ApiError::Internal(_)), "{e}");
+    assert_eq!(a.config(), &config);
+    assert_eq!(installed(&a), tables);
+}
+
+#[test]
+fn an_unreadable_state_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    std::fs::write(&path, "{ not json").unwrap();
+    let e = initial(None, Some(&Store::new(&path)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("state.json") && e.contains("not a state file"),
+        "{e}"
+    );
+}

@@ -1,0 +1,455 @@
+//! ovrctl's commands over ovrd's API: the configuration objects (list, show, add, set,
+//! del), policies, flows, counters and drop statistics; human tables by default,
+//! `--json` for scripts.
+
+mod http;
+mod show;
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+/// Where ovrd's API is, and how to print.
+#[derive(Args, Clone)]
+pub struct Conn {
+    /// ovrd's API socket.
+    #[arg(long, global = true, default_value = "/run/ovr/ovrd.sock")]
+    socket: PathBuf,
+    /// Print the API's JSON (for scripts) instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Clone)]
+pub enum Objects {
+    /// All of them (the default).
+    List,
+    /// One, by its key: a name; routes: NETWORK PREFIX; bridge: NETWORK MAC; labels: LABEL.
+    Show { key: Vec<String> },
+    /// Create one from field=value pairs (lists comma-separated), or one JSON object:
+    /// `ovrctl routes add network=red prefix=10.2.0.0/24 nexthop=to-b`.
+    Add { fields: Vec<String> },
+    /// Replace one, same syntax as add (the whole object).
+    Set { fields: Vec<String> },
+    /// Delete one, by its key.
+    Del { key: Vec<String> },
+}
+
+#[derive(Subcommand, Clone)]
+pub enum Policies {
+    List,
+    Show {
+        network: String,
+    },
+    /// Set a network's rules from a JSON array: policies set red '[{"action":"deny","protocol":"tcp","dst_ports":23}]'.
+    Set {
+        network: String,
+        rules: String,
+    },
+    /// Back to the default (allow within the network, deny between networks).
+    Del {
+        network: String,
+    },
+}
+
+#[derive(Args, Clone)]
+pub struct FlowArgs {
+    /// Only flows of this network.
+    #[arg(long)]
+    network: Option<String>,
+    /// Only flows of this VRF id.
+    #[arg(long)]
+    vrf: Option<u32>,
+    /// Only flows from or to this address.
+    #[arg(long)]
+    addr: Option<String>,
+    /// Only flows from or to this port.
+    #[arg(long)]
+    port: Option<u16>,
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+    /// Remove the matching flows instead of listing them.
+    #[arg(long)]
+    delete: bool,
+}
+
+/// A kind of configuration object: its API path and how its key is written.
+pub struct Kind {
+    pub path: &'static str,
+    /// Fields of the key, in the order they appear in the URL.
+    key: &'static [&'static str],
+    /// Columns of the table (other set fields go to "details").
+    pub columns: &'static [&'static str],
+}
+
+pub const INTERFACES: Kind = Kind {
+    path: "interfaces",
+    key: &["name"],
+    columns: &[
+        "id",
+        "name",
+        "kind",
+        "network",
+        "mac",
+        "addresses",
+        "mtu",
+        "peer_mac",
+        "peer_addresses",
+    ],
+};
+pub const NETWORKS: Kind = Kind {
+    path: "networks",
+    key: &["name"],
+    columns: &["id", "name", "vni", "gateways", "flood"],
+};
+pub const TUNNELS: Kind = Kind {
+    path: "tunnels",
+    key: &["name"],
+    columns: &["name", "underlay", "remote", "remote_mac", "local"],
+};
+pub const NEXTHOPS: Kind = Kind {
+    path: "nexthops",
+    key: &["name"],
+    columns: &["id", "name", "kind"],
+};
+pub const ROUTES: Kind = Kind {
+    path: "routes",
+    key: &["network", "prefix"],
+    columns: &["network", "prefix", "nexthop"],
+};
+pub const BRIDGE: Kind = Kind {
+    path: "bridge",
+    key: &["network", "mac"],
+    columns: &["network", "mac", "nexthop"],
+};
+pub const LABELS: Kind = Kind {
+    path: "labels",
+    key: &["label"],
+    columns: &["label", "nexthop"],
+};
+
+/// Fields given as comma-separated lists, and those that are numbers or booleans.
+const LISTS: &[&str] = &[
+    "addresses",
+    "peer_addresses",
+    "gateways",
+    "flood",
+    "members",
+];
+const NUMBERS: &[&str] = &["vni", "label", "mtu"];
+const BOOLS: &[&str] = &["policy", "admin_up"];
+
+/// Percent-encodes a path segment (names are free text).
+fn seg(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The URL of one object from its key as typed.
+fn object_path(k: &Kind, key: &[String]) -> Result<String, String> {
+    if key.len() != k.key.len() {
+        return Err(format!(
+            "{} are named by {}",
+            k.path,
+            k.key.join(" ").to_uppercase()
+        ));
+    }
+    let mut p = format!("/api/v1/{}", k.path);
+    for (field, v) in k.key.iter().zip(key) {
+        if *field == "prefix" {
+            let (a, l) = v
+                .split_once('/')
+                .ok_or_else(|| format!("'{v}' is not a prefix (like 10.1.0.0/16)"))?;
+            p += &format!("/{}/{}", seg(a), seg(l));
+        } else {
+            p += &format!("/{}", seg(v));
+        }
+    }
+    Ok(p)
+}
+
+/// field=value pairs (or one JSON object) as a JSON object.
+fn object(fields: &[String]) -> Result<Value, String> {
+    if let [one] = fields
+        && one.trim_start().starts_with('{')
+    {
+        return serde_json::from_str(one).map_err(|e| format!("not a JSON object: {e}"));
+    }
+    let mut m = Map::new();
+    for f in fields {
+        let (k, v) = f
+            .split_once('=')
+            .ok_or_else(|| format!("'{f}': give field=value"))?;
+        let value = if LISTS.contains(&k) {
+            Value::Array(
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Value::String(s.into()))
+                    .collect(),
+            )
+        } else if NUMBERS.contains(&k) || BOOLS.contains(&k) {
+            serde_json::from_str(v).map_err(|_| {
+                format!(
+                    "{k}: '{v}' is not a {}",
+                    if NUMBERS.contains(&k) {
+                        "number"
+                    } else {
+                        "boolean"
+                    }
+                )
+            })?
+        } else if v.starts_with('[') || v.starts_with('{') {
+            serde_json::from_str(v).map_err(|e| format!("{k}: {e}"))?
+        } else {
+            Value::String(v.into())
+        };
+        m.insert(k.to_string(), value);
+    }
+    Ok(Value::Object(m))
+}
+
+/// Sends a request; an API error becomes the message ovrctl prints.
+fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+    let bytes = body.map(|b| b.to_string().into_bytes());
+    let r = http::request(&c.socket, method, path, bytes.as_deref()).map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into()));
+    if r.status >= 400 {
+        let what = v["error"]
+            .as_str()
+            .map_or_else(|| v.to_string(), str::to_string);
+        let field = v["field"]
+            .as_str()
+            .map(|f| format!(" (field: {f})"))
+            .unwrap_or_default();
+        let class = match r.status {
+            404 => "not found: ",
+            409 => "conflict: ",
+            401 => "unauthorized: ",
+            _ => "",
+        };
+        return Err(format!("{class}{what}{field}"));
+    }
+    Ok(v)
+}
+
+fn print(c: &Conn, v: &Value, human: impl FnOnce(&Value)) {
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    } else {
+        human(v);
+    }
+}
+
+/// Adds the table id to objects of kinds that have one (shown in the tables).
+fn with_ids<'a>(
+    c: &Conn,
+    k: &Kind,
+    objects: impl Iterator<Item = &'a mut Value>,
+) -> Result<(), String> {
+    if !k.columns.contains(&"id") {
+        return Ok(());
+    }
+    let ids = call(c, "GET", "/api/v1/ids", None)?;
+    for o in objects {
+        let id = o["name"]
+            .as_str()
+            .map(|n| ids[k.path][n].clone())
+            .unwrap_or(Value::Null);
+        if let Some(m) = o.as_object_mut() {
+            m.insert("id".into(), id);
+        }
+    }
+    Ok(())
+}
+
+pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), String> {
+    let base = format!("/api/v1/{}", k.path);
+    match action.unwrap_or(Objects::List) {
+        Objects::List => {
+            let mut v = call(c, "GET", &base, None)?;
+            if !c.json {
+                with_ids(c, k, v.as_array_mut().into_iter().flatten())?;
+            }
+            print(c, &v, |v| show::table(k.columns, v));
+        }
+        Objects::Show { key } => {
+            let mut v = call(c, "GET", &object_path(k, &key)?, None)?;
+            if !c.json {
+                with_ids(c, k, std::iter::once(&mut v))?;
+            }
+            print(c, &v, show::object);
+        }
+        Objects::Add { fields } => {
+            let v = call(c, "POST", &base, Some(&object(&fields)?))?;
+            print(c, &v, show::applied);
+        }
+        Objects::Set { fields } => {
+            let o = object(&fields)?;
+            let key: Vec<String> = k
+                .key
+                .iter()
+                .map(|f| match &o[*f] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                })
+                .collect();
+            let v = call(c, "PUT", &object_path(k, &key)?, Some(&o))?;
+            print(c, &v, show::applied);
+        }
+        Objects::Del { key } => {
+            let v = call(c, "DELETE", &object_path(k, &key)?, None)?;
+            print(c, &v, show::applied);
+        }
+    }
+    Ok(())
+}
+
+pub fn policies(action: Option<Policies>, c: &Conn) -> Result<(), String> {
+    match action.unwrap_or(Policies::List) {
+        Policies::List => {
+            let v = call(c, "GET", "/api/v1/policies", None)?;
+            print(c, &v, show::policies);
+        }
+        Policies::Show { network } => {
+            let v = call(
+                c,
+                "GET",
+                &format!("/api/v1/policies/{}", seg(&network)),
+                None,
+            )?;
+            print(c, &v, |v| show::policies(&Value::Array(vec![v.clone()])));
+        }
+        Policies::Set { network, rules } => {
+            let rules: Value =
+                serde_json::from_str(&rules).map_err(|e| format!("rules: not JSON: {e}"))?;
+            let body = serde_json::json!({ "rules": rules });
+            let v = call(
+                c,
+                "PUT",
+                &format!("/api/v1/policies/{}", seg(&network)),
+                Some(&body),
+            )?;
+            print(c, &v, show::applied);
+        }
+        Policies::Del { network } => {
+            let v = call(
+                c,
+                "DELETE",
+                &format!("/api/v1/policies/{}", seg(&network)),
+                None,
+            )?;
+            print(c, &v, show::applied);
+        }
+    }
+    Ok(())
+}
+
+pub fn flows(f: &FlowArgs, c: &Conn) -> Result<(), String> {
+    let mut q = Vec::new();
+    if let Some(n) = &f.network {
+        q.push(format!("network={}", seg(n)));
+    }
+    if let Some(v) = f.vrf {
+        q.push(format!("vrf={v}"));
+    }
+    if let Some(a) = &f.addr {
+        q.push(format!("addr={}", seg(a)));
+    }
+    if let Some(p) = f.port {
+        q.push(format!("port={p}"));
+    }
+    if f.delete {
+        let path = format!("/api/v1/flows?{}", q.join("&"));
+        let v = call(c, "DELETE", &path, None)?;
+        print(c, &v, |v| println!("{} flow entries removed", v["removed"]));
+        return Ok(());
+    }
+    q.push(format!("limit={}", f.limit));
+    let v = call(c, "GET", &format!("/api/v1/flows?{}", q.join("&")), None)?;
+    print(c, &v, show::flows);
+    Ok(())
+}
+
+pub fn counters(c: &Conn) -> Result<(), String> {
+    let v = call(c, "GET", "/api/v1/counters", None)?;
+    print(c, &v, show::counters);
+    Ok(())
+}
+
+pub fn dropstats(c: &Conn) -> Result<(), String> {
+    let v = call(c, "GET", "/api/v1/counters/drops", None)?;
+    print(c, &v, show::drops);
+    Ok(())
+}
+
+/// Applies a file of changes ({"changes": [...]}) all-or-nothing.
+pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let body: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let v = call(c, "POST", "/api/v1/batch", Some(&body))?;
+    print(c, &v, show::applied);
+    Ok(())
+}
+
+/// The whole desired configuration.
+pub fn config(c: &Conn) -> Result<(), String> {
+    let v = call(c, "GET", "/api/v1/config", None)?;
+    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    Ok(())
+}
+
+/// Which table id each name has.
+pub fn ids(c: &Conn) -> Result<(), String> {
+    let v = call(c, "GET", "/api/v1/ids", None)?;
+    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_become_paths() {
+        let k = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            object_path(&ROUTES, &k(&["red", "10.2.0.0/24"])).unwrap(),
+            "/api/v1/routes/red/10.2.0.0/24"
+        );
+        assert_eq!(
+            object_path(&NETWORKS, &k(&["a b"])).unwrap(),
+            "/api/v1/networks/a%20b"
+        );
+        assert!(object_path(&ROUTES, &k(&["red"])).is_err());
+        assert!(object_path(&ROUTES, &k(&["red", "10.2.0.0"])).is_err());
+    }
+
+    #[test]
+    fn fields_become_json() {
+        let f = |v: &[&str]| object(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let o = f(&[
+            "name=b",
+            "kind=ecmp",
+            "members=x,y",
+            "vni=7",
+            "admin_up=false",
+        ])
+        .unwrap();
+        assert_eq!(
+            o,
+            serde_json::json!({"name":"b","kind":"ecmp","members":["x","y"],"vni":7,"admin_up":false})
+        );
+        assert!(f(&["vni=seven"]).is_err());
+        assert!(f(&["novalue"]).is_err());
+        assert_eq!(f(&[r#"{"label":5}"#]).unwrap()["label"], 5);
+    }
+}
