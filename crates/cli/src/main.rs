@@ -74,15 +74,11 @@ enum Lab {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Send 64-byte (or --size) UDP frames on an interface as fast as it takes them.
+    /// Send UDP frames (64 bytes to 1518 or IMIX, many flows) stamped with a sequence
+    /// number and the send time, as fast as the interface takes them or at --rate.
     Gen(traffic::Gen),
-    /// Count UDP datagrams delivered to a port.
-    Sink {
-        #[arg(long, default_value_t = 9000)]
-        port: u16,
-        #[arg(long, default_value_t = 4.0)]
-        seconds: f64,
-    },
+    /// Receive the generator's frames on an interface: count, rate, one-way latency.
+    Sink(traffic::Sink),
     /// The pipeline on one core, without kernel I/O: Mpps and ns per packet by scenario
     /// and flow count, and the flow-setup rate.
     Engine(bench_engine::Args),
@@ -121,8 +117,8 @@ fn main() -> ExitCode {
             what: Bench::Gen(g),
         } => traffic::generate(&g),
         Command::Bench {
-            what: Bench::Sink { port, seconds },
-        } => traffic::sink(port, seconds),
+            what: Bench::Sink(s),
+        } => traffic::sink(&s),
         Command::Bench {
             what: Bench::Engine(a),
         } => bench_engine::run(&a),
