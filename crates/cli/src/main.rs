@@ -43,6 +43,8 @@ enum Command {
     /// A multi-host overlay on this machine: hosts and workloads in network namespaces,
     /// one ovrd per host.
     Lab {
+        #[command(flatten)]
+        place: lab::Place,
         #[command(subcommand)]
         what: Lab,
     },
@@ -103,15 +105,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode { pcap } => decode::run(&pcap),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
-        Command::Lab { what } => match what {
-            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&up, &ovrd)),
-            Lab::Status => lab::status(),
-            Lab::Exec { workload, cmd } => match lab::exec(&workload, &cmd) {
+        Command::Lab { place, what } => match what {
+            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&place, &up, &ovrd)),
+            Lab::Status => lab::status(&place),
+            Lab::Exec { workload, cmd } => match lab::exec(&place, &workload, &cmd) {
                 Ok(0) => Ok(()),
                 Ok(code) => return ExitCode::from(code.clamp(1, 255) as u8),
                 Err(e) => Err(e),
             },
-            Lab::Down => lab::down(),
+            Lab::Down => lab::down(&place),
         },
         Command::Bench {
             what: Bench::Gen(g),
