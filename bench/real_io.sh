@@ -104,7 +104,7 @@ echo "| round | system | ping p50 (µs) | ping p99 (µs) | TCP (Gbit/s) | 64 B M
 echo "|---|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
     "$ovrctl" lab up --hosts 2 --tenants 1 >/dev/null
-    row "$r" "ovr (AF_PACKET)" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
+    row "$r" "ovr (AF_XDP)" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
     "$ovrctl" lab down >/dev/null
     kernel_up
     row "$r" "kernel bridge + vxlan" $P-h1-w $P-h2-w

@@ -9,6 +9,9 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 command -v cc >/dev/null || need_apt+=(build-essential)
+# The AF_XDP driver's XDP program is C, built by crates/io/build.rs.
+command -v clang >/dev/null || need_apt+=(clang)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 # The system tests' traffic tools.
 command -v ping >/dev/null || need_apt+=(iputils-ping)

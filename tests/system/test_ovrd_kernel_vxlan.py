@@ -42,8 +42,9 @@ def binary(name):
     return ROOT / "target" / "debug" / name
 
 
-@pytest.fixture
-def topology(tmp_path):
+@pytest.fixture(params=["af-xdp", "af-packet"])
+def topology(request, tmp_path):
+    driver = request.param
     ovrd = binary("ovrd")
     lab = Lab("v")
     proc = None
@@ -64,14 +65,15 @@ def topology(tmp_path):
         cfg = tmp_path / "a.yaml"
         cfg.write_text(CONFIG)
         log = open(tmp_path / "ovrd.log", "w+")
-        proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg)],
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
+                                 "--driver", driver], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while "forwarding" not in (tmp_path / "ovrd.log").read_text():
             assert proc.poll() is None, (tmp_path / "ovrd.log").read_text()
             assert time.time() < deadline, "ovrd did not start"
             time.sleep(0.05)
-        yield {"a": a, "vm": vm, "b": b, "proc": proc, "log": tmp_path / "ovrd.log"}
+        yield {"a": a, "vm": vm, "b": b, "proc": proc, "log": tmp_path / "ovrd.log",
+               "driver": driver.replace("-", "_")}
     finally:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -119,15 +121,26 @@ def test_tcp_crosses_in_both_directions(topology):
         server.wait(timeout=10)
 
 
+def xdp_attached(ns, dev):
+    return "prog/xdp" in sh("ip", "-d", "link", "show", dev, ns=ns).stdout
+
+
 def test_sigterm_detaches_and_reports_counters(topology):
     t = topology
     ping(t["vm"], "10.1.0.9", count=1)
+    log = t["log"].read_text()
+    assert log.count(f"driver={t['driver']}") == 2, log
+    # With AF_XDP, ovrd's XDP program sits on both interfaces while it runs.
+    for dev in ("vm1", "uplink"):
+        assert xdp_attached(t["a"], dev) == (t["driver"] == "af_xdp")
     t["proc"].send_signal(signal.SIGTERM)
     assert t["proc"].wait(timeout=10) == 0
     log = t["log"].read_text()
     assert "stopping" in log and log.count("closed") == 2, log
-    # Nothing of ovr's stays in the host namespace: its sockets died with it.
     assert "vm1" in log and "uplink" in log
+    # Nothing of ovr's stays in the host namespace: sockets closed, programs detached.
+    for dev in ("vm1", "uplink"):
+        assert not xdp_attached(t["a"], dev)
 
 
 def test_a_bad_configuration_is_refused_with_the_field_named(tmp_path):

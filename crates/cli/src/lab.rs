@@ -302,6 +302,10 @@ pub struct Up {
     /// one workload) that ovr's hosts exchange traffic with.
     #[arg(long)]
     pub kernel_host: bool,
+    /// An argument for every host's ovrd (repeat for several), e.g.
+    /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
+    #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
+    pub ovrd_args: Vec<String>,
 }
 
 pub fn up(p: &Place, a: &Up, ovrd: &Path) -> Result<(), String> {
@@ -426,6 +430,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg(ovrd)
             .arg("--config")
             .arg(&host.config)
+            .args(&a.ovrd_args)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -1,27 +1,18 @@
 //! The AF_PACKET driver: a raw socket per interface, a batch of frames per system call
 //! (`recvmmsg`/`sendmmsg`). Works on any interface in any namespace, with no kernel
-//! feature beyond the socket; it copies each frame once each way. The mmap ring
-//! (TPACKET_V3) and AF_XDP drivers will save that copy.
+//! feature beyond the socket; it costs a system call per batch each way and the kernel's
+//! whole receive path per frame, which AF_XDP saves.
 
-use crate::{IoError, sys};
-use std::os::fd::{AsRawFd, OwnedFd};
+use crate::{Driver, DriverKind, DriverStats, IoError, sys};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Frames are received into buffers of this size: an Ethernet MTU of 9000 and a tag.
 pub const MAX_FRAME: usize = 9018;
 
-/// Counters of one driver.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DriverStats {
-    pub rx_frames: u64,
-    pub rx_truncated: u64,
-    pub tx_frames: u64,
-    /// Frames the kernel did not take (its queue was full).
-    pub tx_dropped: u64,
-}
-
 /// One interface opened for ovr.
 pub struct AfPacket {
     name: String,
+    ifindex: u32,
     fd: OwnedFd,
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
@@ -43,6 +34,7 @@ impl AfPacket {
         let batch = batch.max(1);
         Ok(Self {
             name: name.to_string(),
+            ifindex: index,
             fd,
             bufs: vec![vec![0u8; MAX_FRAME]; batch],
             lens: vec![0; batch],
@@ -53,10 +45,6 @@ impl AfPacket {
 
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    pub(crate) fn fd(&self) -> i32 {
-        self.fd.as_raw_fd()
     }
 
     /// Receives what is waiting (up to a batch) and returns the frames.
@@ -73,7 +61,7 @@ impl AfPacket {
             source,
         })?;
         self.stats.rx_frames += n as u64;
-        self.stats.rx_truncated += self.truncated[..n].iter().filter(|t| **t).count() as u64;
+        self.stats.rx_dropped += self.truncated[..n].iter().filter(|t| **t).count() as u64;
         Ok(self.bufs[..n]
             .iter()
             .zip(&self.lens[..n])
@@ -95,5 +83,46 @@ impl AfPacket {
         self.stats.tx_frames += sent as u64;
         self.stats.tx_dropped += (frames.len() - sent) as u64;
         Ok(())
+    }
+}
+
+impl Driver for AfPacket {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    fn kind(&self) -> DriverKind {
+        DriverKind::AfPacket
+    }
+
+    fn recv(
+        &mut self,
+        deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
+    ) -> Result<usize, IoError> {
+        let before = self.stats.rx_frames;
+        let mut frames = AfPacket::recv(self)?;
+        deliver(&mut frames);
+        drop(frames);
+        Ok((self.stats.rx_frames - before) as usize)
+    }
+
+    fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
+        AfPacket::send(self, frames)
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        vec![self.fd.as_raw_fd()]
+    }
+
+    fn stats(&mut self) -> DriverStats {
+        // The kernel's count of frames its socket queue had no room for (reset on read).
+        if let Ok(dropped) = sys::packet_drops(&self.fd) {
+            self.stats.rx_dropped += u64::from(dropped);
+        }
+        self.stats
     }
 }

@@ -1,16 +1,24 @@
 //! ovr's packet I/O: drivers that receive and transmit whole batches of frames on the
-//! host's interfaces.
+//! host's interfaces, behind one interface ([`Driver`]).
 //!
-//! Every system call goes through `sys` (the only module with `unsafe`), so the rest is
-//! ordinary safe code. Today there is one driver, AF_PACKET with `recvmmsg`/`sendmmsg`
-//! (a vector per system call, any interface, no kernel support needed beyond a socket);
-//! AF_XDP and TAP come next behind the same interface.
+//! - AF_XDP (`af_xdp`): an XDP program on the interface hands every frame to a socket
+//!   whose rings live in memory shared with the kernel; receiving costs no system call,
+//!   transmitting one per batch. Native XDP mode, copy mode (what veth supports).
+//! - AF_PACKET (`af_packet`): a raw socket, `recvmmsg`/`sendmmsg`; works on any
+//!   interface with no kernel feature beyond the socket: the fallback.
+//!
+//! System calls and shared memory are confined to `sys` and `af_xdp::umem`, the only
+//! modules allowed `unsafe`; the rest is ordinary safe code.
 #![deny(unsafe_code)]
 
 pub mod af_packet;
+pub mod af_xdp;
 mod sys;
 
 pub use af_packet::AfPacket;
+pub use af_xdp::AfXdp;
+
+use std::os::fd::RawFd;
 
 /// Why a driver could not be set up or failed.
 #[derive(Debug, thiserror::Error)]
@@ -24,23 +32,114 @@ pub enum IoError {
         #[source]
         source: std::io::Error,
     },
+    #[error("interface '{name}': {op}: {message}")]
+    Xdp {
+        name: String,
+        op: &'static str,
+        message: String,
+    },
 }
 
-/// Waits for frames on a fixed set of drivers (built once, not per wait).
+/// Counters of one driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    pub rx_frames: u64,
+    /// Frames the kernel dropped before ovr saw them: the socket's queue was full, no
+    /// buffer was free, or the frame was larger than a buffer.
+    pub rx_dropped: u64,
+    pub tx_frames: u64,
+    /// Frames ovr could not hand to the kernel (its queue or ovr's buffers were full,
+    /// or the frame was larger than a buffer).
+    pub tx_dropped: u64,
+}
+
+/// Which driver runs an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverKind {
+    AfXdp,
+    AfPacket,
+}
+
+impl DriverKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverKind::AfXdp => "af_xdp",
+            DriverKind::AfPacket => "af_packet",
+        }
+    }
+}
+
+/// A batch-at-a-time packet driver on one interface. Calls are per batch, never per
+/// frame, so dispatching through `dyn Driver` costs nothing measurable.
+pub trait Driver {
+    fn name(&self) -> &str;
+    /// The index of the interface the driver was opened on.
+    fn ifindex(&self) -> u32;
+    fn kind(&self) -> DriverKind;
+    /// Receives what is waiting (up to a batch) and hands all of it to `deliver` in one
+    /// call; the frames are only valid during that call. Returns how many arrived.
+    fn recv(
+        &mut self,
+        deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
+    ) -> Result<usize, IoError>;
+    /// Queues frames for transmission; those that cannot be taken are counted as
+    /// dropped.
+    fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError>;
+    /// Descriptors that become readable when frames arrive (for poll(2)).
+    fn fds(&self) -> Vec<RawFd>;
+    /// The counters, including those the kernel keeps for the driver's sockets.
+    fn stats(&mut self) -> DriverStats;
+}
+
+/// The index of interface `name` in this network namespace, if it exists.
+pub fn if_index(name: &str) -> Option<u32> {
+    sys::if_index(name)
+}
+
+/// Which driver `open` should use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preference {
+    /// AF_XDP where it can be set up, AF_PACKET elsewhere.
+    Auto,
+    Only(DriverKind),
+}
+
+/// Opens interface `name` with the preferred driver. With `Auto`, an interface where
+/// AF_XDP cannot be set up falls back to AF_PACKET; the AF_XDP error is returned beside
+/// the driver so that the caller can say why.
+pub fn open(
+    name: &str,
+    pref: Preference,
+    batch: usize,
+) -> Result<(Box<dyn Driver>, Option<IoError>), IoError> {
+    match pref {
+        Preference::Only(DriverKind::AfXdp) => Ok((Box::new(AfXdp::open(name, batch)?), None)),
+        Preference::Only(DriverKind::AfPacket) => {
+            Ok((Box::new(AfPacket::open(name, batch)?), None))
+        }
+        Preference::Auto => match AfXdp::open(name, batch) {
+            Ok(d) => Ok((Box::new(d), None)),
+            Err(e @ IoError::NoSuchInterface { .. }) => Err(e),
+            Err(e) => Ok((Box::new(AfPacket::open(name, batch)?), Some(e))),
+        },
+    }
+}
+
+/// Waits for frames on a fixed set of descriptors (built once, not per wait).
 pub struct Poller {
     fds: Vec<libc::pollfd>,
 }
 
 impl Poller {
-    pub fn new<'a>(drivers: impl IntoIterator<Item = &'a AfPacket>) -> Self {
-        let fds: Vec<i32> = drivers.into_iter().map(|d| d.fd()).collect();
+    pub fn new(fds: impl IntoIterator<Item = RawFd>) -> Self {
+        let fds: Vec<RawFd> = fds.into_iter().collect();
         Self {
             fds: sys::pollfds(&fds),
         }
     }
 
-    /// Waits until a driver has frames to read, or `timeout_ms` passes; returns whether
-    /// one is readable.
+    /// Waits until a descriptor is readable, or `timeout_ms` passes; returns whether one
+    /// is.
     pub fn wait(&mut self, timeout_ms: i32) -> std::io::Result<bool> {
         sys::poll_readable(&mut self.fds, timeout_ms)
     }

@@ -196,3 +196,37 @@ pub fn poll_readable(p: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<bool
     }
     Ok(r > 0)
 }
+
+/// How many frames the kernel dropped on an AF_PACKET socket since the last call
+/// (PACKET_STATISTICS resets its counters when read).
+pub fn packet_drops(fd: &OwnedFd) -> io::Result<u32> {
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = core::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `st` is a live tpacket_stats and `len` says its size; the kernel writes at
+    // most that much.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&raw mut st).cast(),
+            &raw mut len,
+        )
+    })?;
+    Ok(st.tp_drops)
+}
+
+/// The number of receive queues of interface `name` (from sysfs; 1 when unknown).
+pub fn rx_queues(name: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}

@@ -4,14 +4,18 @@
 
 use clap::Parser;
 use ovr_dataplane::Pipeline;
-use ovr_io::AfPacket;
+mod ports;
+
+use ovr_io::{DriverKind, Preference};
 use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::InterfaceKind;
+use ports::Ports;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 #[derive(Parser)]
 #[command(
@@ -23,7 +27,12 @@ struct Args {
     /// The configuration (YAML); its interface names are the host's interfaces.
     #[arg(long)]
     config: PathBuf,
-    /// Frames read from an interface per system call.
+    /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
+    /// shared memory), AF_PACKET (raw sockets), or auto: AF_XDP where it can be set up,
+    /// AF_PACKET elsewhere.
+    #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
+    driver: DriverArg,
+    /// Frames read from an interface at a time.
     #[arg(long, default_value_t = 256)]
     batch: usize,
     /// Spin instead of sleeping in poll(2) when idle (lower latency, one busy core).
@@ -37,6 +46,23 @@ struct Args {
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DriverArg {
+    Auto,
+    AfXdp,
+    AfPacket,
+}
+
+impl From<DriverArg> for Preference {
+    fn from(d: DriverArg) -> Self {
+        match d {
+            DriverArg::Auto => Preference::Auto,
+            DriverArg::AfXdp => Preference::Only(DriverKind::AfXdp),
+            DriverArg::AfPacket => Preference::Only(DriverKind::AfPacket),
+        }
+    }
 }
 
 /// The line before the counters ovrd prints when it stops (the lab looks for it).
@@ -71,12 +97,21 @@ fn run(a: &Args) -> Result<(), String> {
         reader,
     } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
-    let mut drivers: Vec<(InterfaceId, AfPacket)> = Vec::new();
-    for (name, id) in &names.interfaces {
-        let d = AfPacket::open(name, a.batch).map_err(|e| e.to_string())?;
-        info!(interface = %name, id = id.0, "attached (AF_PACKET)");
-        drivers.push((*id, d));
-    }
+    let interfaces: Vec<(String, InterfaceId, bool)> = {
+        let st = reader.enter().ok_or("the tables are gone")?;
+        names
+            .interfaces
+            .iter()
+            .map(|(name, id)| {
+                // A VM's TAP exists only while the VM runs.
+                let may_be_absent = st
+                    .interface(*id)
+                    .is_some_and(|i| i.kind == InterfaceKind::Tap);
+                (name.clone(), *id, may_be_absent)
+            })
+            .collect()
+    };
+    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
@@ -84,54 +119,34 @@ fn run(a: &Args) -> Result<(), String> {
     let mut pipe = Pipeline::new(t.flows.dataplane());
     let start = Instant::now();
     let mut last_stats = Instant::now();
-    info!(config = %a.config.display(), interfaces = drivers.len(), "forwarding");
-    let mut poller = ovr_io::Poller::new(drivers.iter().map(|(_, d)| d));
+    info!(config = %a.config.display(), interfaces = ports.attached(), "forwarding");
     let spin = Duration::from_micros(a.spin_us);
     let mut last_traffic = Instant::now() - spin;
     while !stop.load(Ordering::Relaxed) {
         if !a.busy_poll && last_traffic.elapsed() >= spin {
-            poller
-                .wait(IDLE_POLL_MS)
-                .map_err(|e| format!("poll: {e}"))?;
+            ports.wait(IDLE_POLL_MS)?;
         }
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
-        let before: u64 = drivers.iter().map(|(_, d)| d.stats.rx_frames).sum();
-        for (id, d) in &mut drivers {
-            match d.recv() {
-                Ok(frames) => pipe.receive(state, *id, frames),
-                Err(e) => warn!("{e}"),
-            }
-        }
-        if drivers.iter().map(|(_, d)| d.stats.rx_frames).sum::<u64>() > before {
+        let received = ports.recv(|id, frames| pipe.receive(state, id, frames));
+        if received > 0 {
             last_traffic = Instant::now();
+        } else {
+            // Spinning with nothing to do: let the other threads on this core (on a small
+            // host, the workloads and the kernel's own packet work) run first.
+            std::thread::yield_now();
         }
         pipe.run(state);
-        pipe.drain_tx_batches(|iface, frames| {
-            if let Some((_, d)) = drivers.iter_mut().find(|(id, _)| *id == iface)
-                && let Err(e) = d.send(frames)
-            {
-                warn!("{e}");
-            }
-        });
+        pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
+        ports.maintain();
         if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
             last_stats = Instant::now();
             info!("counters\n{}", snapshot(&pipe, names));
         }
     }
-    info!("stopping: closing {} interfaces", drivers.len());
-    for (_, d) in &drivers {
-        info!(
-            interface = d.name(),
-            rx = d.stats.rx_frames,
-            tx = d.stats.tx_frames,
-            tx_dropped = d.stats.tx_dropped,
-            rx_truncated = d.stats.rx_truncated,
-            "closed"
-        );
-    }
-    drop(drivers);
+    info!("stopping: closing the interfaces");
+    ports.close();
     eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
     Ok(())
 }

@@ -1,0 +1,173 @@
+"""ovrd's interfaces over their life: a virtual machine's TAP (absent when ovrd starts,
+gone when the VM stops, back when it starts again) and a workload veth deleted and made
+again. ovrd must wait for the TAP, let go of an interface that disappears and attach to it
+again when it is back, with no restart; traffic then flows as before. Each topology is run
+with both drivers.
+
+Host A runs ovrd with `uplink` (underlay) and `vm1`; host B has no ovr: the kernel's
+vxlan device (VNI 100) with 10.1.0.9, as in test_ovrd_kernel_vxlan.py.
+"""
+
+import json
+import pathlib
+import signal
+import subprocess
+import time
+
+import pytest
+
+from system.netns import Lab, sh
+from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, binary
+
+TAPVM = pathlib.Path(__file__).parent / "tapvm.py"
+
+
+def config(vm_kind):
+    return f"""
+interfaces:
+  - {{ name: uplink, kind: underlay, mac: "{A_MAC}", addresses: [192.0.2.1/24] }}
+  - {{ name: vm1, kind: {vm_kind}, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
+networks:
+  - {{ name: red, vni: 100, gateways: [10.1.0.1/24], flood: [b-red] }}
+tunnels:
+  - {{ name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: "{B_MAC}" }}
+nexthops:
+  - {{ name: b-red, kind: tunnel, tunnel: to-b, encap: vxlan, vni: 100 }}
+bridge:
+  - {{ network: red, mac: "{B_VM_MAC}", nexthop: b-red }}
+"""
+
+
+def kernel_vxlan_host(lab, a):
+    b = lab.ns("b")
+    lab.veth(a, "uplink", b, "eth0", A_MAC, B_MAC)
+    sh("ip", "addr", "add", "192.0.2.2/24", "dev", "eth0", ns=b)
+    sh("ip", "link", "add", "vxlan100", "address", B_VM_MAC, "type", "vxlan", "id", "100",
+       "local", "192.0.2.2", "remote", "192.0.2.1", "dstport", "4789", "dev", "eth0", ns=b)
+    sh("ip", "addr", "add", "10.1.0.9/24", "dev", "vxlan100", ns=b)
+    sh("ip", "link", "set", "vxlan100", "up", ns=b)
+    for dev in ("vxlan100", "eth0"):
+        sh("ethtool", "-K", dev, "tx", "off", ns=b)
+    return b
+
+
+class Ovrd:
+    def __init__(self, ns, cfg, log, driver):
+        self.log = log
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, str(binary("ovrd")), "--config", str(cfg),
+             "--driver", driver], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        self.wait_for("forwarding")
+
+    def text(self):
+        return self.log.read_text()
+
+    def wait_for(self, what, count=1, timeout=10):
+        deadline = time.time() + timeout
+        while self.text().count(what) < count:
+            assert self.proc.poll() is None, self.text()
+            assert time.time() < deadline, f"no {what!r} x{count} in:\n{self.text()}"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(params=["af-xdp", "af-packet"])
+def driver(request):
+    return request.param
+
+
+def run_vm(a, log, attached_count, hold=0.0, pings=("10.1.0.1", "10.1.0.9")):
+    """Starts the TAP VM in host A; it talks once ovrd has attached to its TAP."""
+    args = ["ip", "netns", "exec", a, "python3", str(TAPVM), "vm1", "--mac", VM1_MAC,
+            "--ip", "10.1.0.5", "--hold", str(hold), "--wait-file", str(log),
+            "--wait-text", "attached interface=vm1", "--wait-count", str(attached_count)]
+    for p in pings:
+        args += ["--ping", p]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def vm_result(vm):
+    out, err = vm.communicate(timeout=30)
+    assert vm.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_vm_tap_is_waited_for_and_attached_again_after_the_vm_restarts(tmp_path, driver):
+    lab = Lab("t")
+    ovrd = None
+    try:
+        a = lab.ns("a")
+        b = kernel_vxlan_host(lab, a)
+        cfg = tmp_path / "a.yaml"
+        cfg.write_text(config("tap"))
+        ovrd = Ovrd(a, cfg, tmp_path / "ovrd.log", driver)
+        assert any("does not exist yet: waiting for it" in line and "interface=vm1" in line
+                   for line in ovrd.text().splitlines()), ovrd.text()
+
+        # The VM starts: ovrd attaches to its TAP; the VM reaches the gateway and, through
+        # VXLAN, the kernel's host, which reaches it back.
+        vm = run_vm(a, ovrd.log, 1, hold=3)
+        ovrd.wait_for("attached interface=vm1")
+        time.sleep(1)
+        r = sh("ping", "-c", "2", "-i", "0.3", "-W", "2", "10.1.0.5", ns=b, check=False)
+        res = vm_result(vm)
+        assert res["pinged"] == {"10.1.0.1": True, "10.1.0.9": True}, res
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert res["echo_requests_answered"] >= 2
+
+        # The VM stops (its TAP goes away) and starts again: ovrd follows.
+        ovrd.wait_for("interface disappeared")
+        vm = run_vm(a, ovrd.log, 2)
+        ovrd.wait_for("attached interface=vm1", count=2)
+        res = vm_result(vm)
+        assert res["pinged"] == {"10.1.0.1": True, "10.1.0.9": True}, res
+        ovrd.stop()
+        assert ovrd.proc.returncode == 0, ovrd.text()
+        closed = [l for l in ovrd.text().splitlines() if "closed" in l and "vm1" in l]
+        assert len(closed) == 1 and " rx=0 " not in closed[0], ovrd.text()
+    finally:
+        if ovrd:
+            ovrd.stop()
+        lab.close()
+
+
+def test_a_workload_veth_deleted_and_made_again_is_attached_again(tmp_path, driver):
+    lab = Lab("r")
+    ovrd = None
+    try:
+        a, vm = lab.ns("a"), lab.ns("vm1")
+        b = kernel_vxlan_host(lab, a)
+
+        def workload():
+            lab.veth(a, "vm1", vm, "eth0", None, VM1_MAC)
+            sh("ip", "addr", "add", "10.1.0.5/24", "dev", "eth0", ns=vm)
+            sh("ethtool", "-K", "eth0", "tx", "off", ns=vm)
+
+        workload()
+        cfg = tmp_path / "a.yaml"
+        cfg.write_text(config("workload"))
+        ovrd = Ovrd(a, cfg, tmp_path / "ovrd.log", driver)
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode == 0, ok.stdout
+        sh("ip", "link", "del", "vm1", ns=a)
+        ovrd.wait_for("interface disappeared")
+        workload()
+        ovrd.wait_for("attached interface=vm1", count=2)
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode == 0, ok.stdout + ovrd.text()
+        # Taken down and up again by an administrator: it keeps working.
+        sh("ip", "link", "set", "vm1", "down", ns=a)
+        sh("ip", "link", "set", "vm1", "up", ns=a)
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "3", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode == 0, ok.stdout + ovrd.text()
+    finally:
+        if ovrd:
+            ovrd.stop()
+        lab.close()
