@@ -16,7 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"direct": "#999999", "kernel": "#1f77b4", "ovs": "#2ca02c", "ovr": "#d62728"}
+COLORS = {"direct": "#999999", "kernel": "#1f77b4", "ovs": "#2ca02c", "ovr": "#d62728",
+          "ovr-afp": "#ff9896"}
 SIZE_ORDER = ["64", "128", "256", "512", "1024", "1518", "imix"]
 
 
@@ -43,7 +44,7 @@ def bars(ax, systems, keys, labels, what_t, what_m):
     ax.set_ylabel("Mpps")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, title="solid: < 0.1% loss; light: max receive rate",
-              title_fontsize=7)
+              title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
 def main():
@@ -55,7 +56,7 @@ def main():
     keys = [f"{s}/1000" for s in SIZE_ORDER
             if any(f"{s}/1000" in d["mrr_mpps"] for d in systems.values())]
     if keys:
-        fig, ax = plt.subplots(figsize=(10, 5.5))
+        fig, ax = plt.subplots(figsize=(12, 5.5))
         bars(ax, systems, keys, [k.split("/")[0] + ("" if "imix" in k else " B") for k in keys],
              "tput_mpps", "mrr_mpps")
         ax.set_xlabel("frame size (with FCS), 1K flows")
@@ -68,7 +69,7 @@ def main():
     fk = sorted({k for d in systems.values() for k in d["mrr_mpps"] if k.startswith("64/")},
                 key=lambda k: int(k.split("/")[1]))
     if fk:
-        fig, ax = plt.subplots(figsize=(9, 5.5))
+        fig, ax = plt.subplots(figsize=(12, 5.5))
         bars(ax, systems, fk, [f"{int(k.split('/')[1]) // 1000}K" for k in fk],
              "tput_mpps", "mrr_mpps")
         ax.set_xlabel("distinct flows (UDP source ports and addresses), 64-byte frames")

@@ -8,7 +8,7 @@
 //! (CLOCK_MONOTONIC, which every namespace of the machine shares), so the sink reports
 //! how many arrived and their one-way latency percentiles. Both print one JSON line.
 
-use ovr_io::{AfPacket, IoError, Poller};
+use ovr_io::{DriverKind, IoError, Poller, Preference};
 use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
 use ovr_wire::ip_proto;
 use ovr_wire::ipv4::Ipv4Repr;
@@ -51,11 +51,26 @@ impl FromStr for Sizes {
     }
 }
 
-/// How the generator puts frames on the wire.
+/// How the generator and the sink reach the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Driver {
-    /// A raw AF_PACKET socket, `sendmmsg` per batch.
+    /// A raw AF_PACKET socket, `sendmmsg`/`recvmmsg` per batch.
     AfPacket,
+    /// An AF_XDP socket (copy mode on veth); the sink's interface hands every frame to
+    /// it, so nothing else on that interface reaches the stack while it runs.
+    AfXdp,
+}
+
+impl Driver {
+    fn open(self, iface: &str, batch: usize) -> Result<Box<dyn ovr_io::Driver>, String> {
+        let kind = match self {
+            Driver::AfPacket => DriverKind::AfPacket,
+            Driver::AfXdp => DriverKind::AfXdp,
+        };
+        ovr_io::open(iface, Preference::Only(kind), batch)
+            .map(|(d, _)| d)
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[derive(clap::Args)]
@@ -183,34 +198,17 @@ pub fn read_stamp(frame: &[u8], port: u16) -> Option<(u64, u64)> {
     Some((word(&p[2..10]), word(&p[10..18])))
 }
 
-/// Sends batches of frames; the one place that knows the driver, so that another (AF_XDP)
-/// can take its place.
-trait Sender {
-    /// Offers `frames`; returns how many the interface took.
-    fn offer(&mut self, frames: &[&[u8]]) -> Result<usize, String>;
-}
-
-impl Sender for AfPacket {
-    fn offer(&mut self, frames: &[&[u8]]) -> Result<usize, String> {
-        let before = self.stats.tx_frames;
-        match self.send(frames) {
-            Ok(()) => Ok((self.stats.tx_frames - before) as usize),
-            // The peer's queue is full (veth: the receiving backlog): refused, not fatal.
-            Err(IoError::Os { source, .. })
-                if source.raw_os_error() == Some(rustix::io::Errno::NOBUFS.raw_os_error()) =>
-            {
-                Ok(0)
-            }
-            Err(e) => Err(e.to_string()),
+/// Offers a batch to the driver. What it could not take shows in its counters; a full
+/// queue at the peer (veth: the receiving backlog, ENOBUFS) is a refusal, not an error.
+fn offer(tx: &mut dyn ovr_io::Driver, frames: &[&[u8]]) -> Result<(), String> {
+    match tx.send(frames) {
+        Ok(()) => Ok(()),
+        Err(IoError::Os { source, .. })
+            if source.raw_os_error() == Some(rustix::io::Errno::NOBUFS.raw_os_error()) =>
+        {
+            Ok(())
         }
-    }
-}
-
-fn open_sender(g: &Gen) -> Result<Box<dyn Sender>, String> {
-    match g.driver {
-        Driver::AfPacket => Ok(Box::new(
-            AfPacket::open(&g.iface, 1).map_err(|e| e.to_string())?,
-        )),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -235,10 +233,10 @@ pub fn generate(g: &Gen) -> Result<(), String> {
         .collect();
     let mut bufs = vec![vec![0u8; 1514]; BATCH];
     let mut lens = vec![0usize; BATCH];
-    let mut tx = open_sender(g)?;
+    let mut tx = g.driver.open(&g.iface, BATCH)?;
     let limit = Duration::from_secs_f64(g.seconds);
     let count = if g.count == 0 { u64::MAX } else { g.count };
-    let (mut offered, mut sent, mut bytes) = (0u64, 0u64, 0u64);
+    let (mut offered, mut bytes) = (0u64, 0u64);
     let (mut flow, mut slot) = (0usize, 0usize);
     let t = Instant::now();
     loop {
@@ -280,10 +278,11 @@ pub fn generate(g: &Gen) -> Result<(), String> {
             .zip(&lens[..n])
             .map(|(b, l)| &b[..*l])
             .collect();
-        sent += tx.offer(&frames)? as u64;
+        offer(tx.as_mut(), &frames)?;
         offered += n as u64;
     }
     let secs = t.elapsed().as_secs_f64();
+    let sent = tx.stats().tx_frames.min(offered);
     println!(
         "{{\"offered\":{offered},\"sent\":{sent},\"refused\":{},\"bytes\":{bytes},\
          \"seconds\":{secs:.4},\"target_pps\":{:.0},\"offered_pps\":{:.0},\"mpps\":{:.4}}}",
@@ -309,6 +308,8 @@ pub struct Sink {
     /// Stop once no frame has arrived for this long after the first one (0: never).
     #[arg(long, default_value_t = 0.5)]
     pub idle: f64,
+    #[arg(long, value_enum, default_value_t = Driver::AfPacket)]
+    pub driver: Driver,
 }
 
 /// A latency histogram: exact below 64 ns, then 32 buckets per power of two (≤ 3% error).
@@ -376,10 +377,10 @@ impl Histogram {
 /// Receives the generator's frames on an interface for `seconds` (or until idle) and
 /// prints what arrived: count, rate, sequence range and one-way latency percentiles.
 pub fn sink(a: &Sink) -> Result<(), String> {
-    let mut rx = AfPacket::open(&a.iface, BATCH).map_err(|e| e.to_string())?;
+    let mut rx = a.driver.open(&a.iface, BATCH)?;
     // A bound socket keeps the stack from answering each datagram with an ICMP error.
     let _quiet = UdpSocket::bind(("0.0.0.0", a.port)).ok();
-    let mut poller = Poller::new([&rx]);
+    let mut poller = Poller::new(rx.fds());
     let mut lat = Histogram::new();
     let (mut received, mut bytes, mut other) = (0u64, 0u64, 0u64);
     let (mut seq_min, mut seq_max) = (u64::MAX, 0u64);
@@ -393,21 +394,23 @@ pub fn sink(a: &Sink) -> Result<(), String> {
         if !poller.wait(20).map_err(|e| e.to_string())? {
             continue;
         }
-        let frames = rx.recv().map_err(|e| e.to_string())?;
-        let now = now_ns();
         let mut got = 0;
-        for f in frames {
-            match read_stamp(f, a.port) {
-                Some((seq, sent)) => {
-                    got += 1;
-                    bytes += f.len() as u64;
-                    seq_min = seq_min.min(seq);
-                    seq_max = seq_max.max(seq);
-                    lat.add(now.saturating_sub(sent));
+        rx.recv(&mut |frames| {
+            let now = now_ns();
+            for f in frames {
+                match read_stamp(f, a.port) {
+                    Some((seq, sent)) => {
+                        got += 1;
+                        bytes += f.len() as u64;
+                        seq_min = seq_min.min(seq);
+                        seq_max = seq_max.max(seq);
+                        lat.add(now.saturating_sub(sent));
+                    }
+                    None => other += 1,
                 }
-                None => other += 1,
             }
-        }
+        })
+        .map_err(|e| e.to_string())?;
         if got > 0 {
             received += got;
             last = Instant::now();
