@@ -318,16 +318,17 @@ class Ovr(System):
     """ovrctl lab --prefix P up --hosts 2 --tenants 1: one ovrd per host namespace, with
     the AF_XDP driver (ovr) or the AF_PACKET one (ovr-afp)."""
 
-    def __init__(self, made, prefix, ovrctl, name):
+    def __init__(self, made, prefix, ovrctl, name, extra=()):
         super().__init__(made, prefix)
-        self.ovrctl, self.name = ovrctl, name
+        self.ovrctl, self.name, self.extra = ovrctl, name, list(extra)
         self.driver = "af-packet" if name == "ovr-afp" else "af-xdp"
 
     def up(self):
         self.made.labs.append(self.p)
         self.made.save()
         r = subprocess.run([self.ovrctl, "lab", "--prefix", self.p, "up", "--hosts", "2",
-                            "--tenants", "1", f"--ovrd-arg=--driver={self.driver}"],
+                            "--tenants", "1", f"--ovrd-arg=--driver={self.driver}"]
+                           + [f"--ovrd-arg={x}" for x in self.extra],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"ovrctl lab up: {r.stderr.strip()}")
@@ -694,6 +695,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a smoke run: one round, few points")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help=f"comma-separated, of {', '.join(SYSTEMS)} (ovr-afp: ovrd on AF_PACKET)")
+    ap.add_argument("--ovrd-arg", action="append", default=[],
+                    help="an argument for every ovrd, e.g. --ovrd-arg=--spin-us=0 (repeat)")
     ap.add_argument("--tool-driver", default="af-xdp", choices=("af-xdp", "af-packet"),
                     help="how the generator and the sink reach their interfaces")
     ap.add_argument("--sizes", help="frame sizes with FCS, comma-separated (and imix)")
@@ -746,7 +749,7 @@ def main():
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(["bench/suite.sh"] + sys.argv[1:]),
             "mode": "quick" if quick else "full", "rounds": a.rounds,
-            "tool_driver": a.tool_driver,
+            "tool_driver": a.tool_driver, "ovrd_args": a.ovrd_arg,
             "trial_seconds": a.trial_seconds, "search_steps": a.search_steps,
             "versions": versions(a.ovrctl), "load": os.getloadavg()}
 
@@ -761,7 +764,8 @@ def main():
         for n in names:
             cls = {"direct": Direct, "kernel": Kernel, "ovs": Ovs}.get(n)
             if n.startswith("ovr"):
-                s = Ovr(made, f"{a.prefix}-{'p' if n == 'ovr-afp' else 'r'}", a.ovrctl, n)
+                s = Ovr(made, f"{a.prefix}-{'p' if n == 'ovr-afp' else 'r'}", a.ovrctl, n,
+                        a.ovrd_arg)
             else:
                 s = cls(made, f"{a.prefix}-{n[0]}")
             log(f"suite: building {LABELS[n]}")
