@@ -612,3 +612,36 @@ pub fn down(p: &Place) -> Result<(), String> {
 
 /// What ovrd prints before its counters when it stops.
 const COUNTERS_AT_EXIT: &str = "== counters at exit";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(prefix: &str, dir: Option<&str>) -> Place {
+        Place {
+            prefix: prefix.into(),
+            dir: dir.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn default_place_is_the_historical_one_and_others_stay_apart() {
+        assert_eq!(place(PREFIX, None).dir(), PathBuf::from("/run/ovr-lab"));
+        assert_eq!(
+            place("ovrbs-r", None).dir(),
+            PathBuf::from("/run/ovr-lab-ovrbs-r")
+        );
+        assert_eq!(place("x", Some("/tmp/l")).dir(), PathBuf::from("/tmp/l"));
+    }
+
+    #[test]
+    fn prefixes_must_make_valid_interface_names() {
+        for ok in ["ovrlab", "ovrbs-r", "a", "0123456789"] {
+            assert!(place(ok, None).check().is_ok(), "{ok}");
+        }
+        // "{prefix}tmpa" must fit in 15 characters; no shell or path characters.
+        for bad in ["", "01234567890", "Ovr", "a/b", "a b", "a.b"] {
+            assert!(place(bad, None).check().is_err(), "{bad:?}");
+        }
+    }
+}
