@@ -127,6 +127,10 @@ class Made:
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.namespaces = []
+        # A veth pair left half-made in this namespace by a failed `veth` (our names only).
+        for tmp in (f"{self.prefix}ta", f"{self.prefix}tb"):
+            if pathlib.Path(f"/sys/class/net/{tmp}").exists():
+                subprocess.run(["ip", "link", "del", tmp], capture_output=True)
         if self.path.exists():
             self.path.unlink()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -20,22 +20,25 @@ SUITE = ROOT / "bench" / "suite.py"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 
-def namespaces():
+def namespaces(prefix):
+    """Namespaces named with the run's prefix (other test runs may share the machine and
+    make or remove their own meanwhile)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+    return {line.split()[0] for line in out.splitlines()
+            if line.strip() and line.startswith(prefix + "-")}
 
 
 @pytest.fixture
 def prefix():
     subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
     p = f"ovbt{os.getpid() % 1000}"
-    before = namespaces()
+    assert not namespaces(p), "namespaces with this run's prefix exist already"
     try:
         yield p
     finally:
         subprocess.run([sys.executable, str(SUITE), "--prefix", p, "--ovrctl", str(OVRCTL),
                         "--cleanup"], capture_output=True, timeout=120)
-        assert namespaces() == before, "the suite left namespaces behind (or removed others)"
+        assert not namespaces(p), "the suite left namespaces behind"
         assert not pathlib.Path(f"/run/{p}").exists()
 
 
@@ -47,10 +50,10 @@ def tiny(prefix, out):
 
 
 def test_quick_point_against_direct_and_kernel(prefix, tmp_path):
-    before = namespaces()
     r = subprocess.run(tiny(prefix, tmp_path), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert namespaces() == before, "the run did not remove what it made"
+    assert not namespaces(prefix), "the run did not remove what it made"
+    assert not pathlib.Path(f"/run/{prefix}").exists()
 
     trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
     measured = [t for t in trials if t["kind"] in ("mrr", "search", "latency")]
@@ -79,7 +82,6 @@ def test_quick_point_against_direct_and_kernel(prefix, tmp_path):
 
 
 def test_stopped_halfway_leaves_nothing(prefix, tmp_path):
-    before = namespaces()
     cmd = tiny(prefix, tmp_path)
     cmd[cmd.index("--latency-seconds") + 1] = "30"
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -91,9 +93,14 @@ def test_stopped_halfway_leaves_nothing(prefix, tmp_path):
             break
         time.sleep(0.2)
     time.sleep(2)
-    assert len(namespaces() - before) >= 2, "nothing was up when the suite was stopped"
+    up = namespaces(prefix)
+    assert len(up) >= 5, f"the topologies were not up when the suite was stopped: {up}"
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err[-2000:]
     assert "tearing down" in err
-    assert namespaces() == before
+    assert not namespaces(prefix)
+    assert not pathlib.Path(f"/run/{prefix}").exists()
+    # Nothing it started runs on: no generator, sink or daemon in its namespaces.
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"{prefix}-" not in ps
