@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # First real-I/O comparison on one machine: the same two-host overlay shape built three
 # ways, measured interleaved so that the ratios hold on a noisy machine:
-#   ovr     ovrctl lab (one ovrd per host namespace, VXLAN over an underlay bridge)
+#   ovr     ovrctl lab (one ovrd per host namespace, VXLAN over an underlay bridge), twice:
+#           as ovrd starts by default (AF_PACKET with offloads for workloads, AF_XDP for
+#           the underlay) and with AF_XDP everywhere (workloads without tx offloads)
 #   kernel  the same namespaces with the kernel's bridge + vxlan device per host
 #   direct  two workload namespaces on one veth pair (no forwarder: the tools' ceiling)
 # For each: ping RTT p50/p99 (300 pings, 5 ms apart), iperf3 TCP (3 s), and 64-byte UDP
@@ -103,8 +105,14 @@ row() { # round system client server
 echo "| round | system | ping p50 (µs) | ping p99 (µs) | TCP (Gbit/s) | 64 B Mpps, 1 flow | 1K | 64K | 256K |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
+    # ovr as it starts by default: AF_PACKET for the workloads (offloads on, as a
+    # container has them), AF_XDP for the underlay.
     "$ovrctl" lab up --hosts 2 --tenants 1 >/dev/null
-    row "$r" "ovr (AF_XDP)" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
+    row "$r" "ovr auto, offloads on" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
+    "$ovrctl" lab down >/dev/null
+    # ovr with AF_XDP everywhere: workloads must send complete frames.
+    "$ovrctl" lab up --hosts 2 --tenants 1 --no-workload-offloads --ovrd-arg=--driver=af-xdp >/dev/null
+    row "$r" "ovr AF_XDP, offloads off" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
     "$ovrctl" lab down >/dev/null
     kernel_up
     row "$r" "kernel bridge + vxlan" $P-h1-w $P-h2-w

@@ -21,7 +21,7 @@ targets=("$@")
 # MPLS and GRE frames instead of having to discover them.
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
-    cp -n ../crates/wire/fixtures/*.bin "corpus/$t/" 2>/dev/null || true
+    cp -n ../crates/wire/fixtures/*.bin ../crates/wire/fixtures/offload/*.in.bin "corpus/$t/" 2>/dev/null || true
 done
 
 log=$(mktemp)

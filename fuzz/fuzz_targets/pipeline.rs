@@ -6,21 +6,9 @@
 use libfuzzer_sys::fuzz_target;
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::ids::InterfaceId;
-use ovr_tables::state::{TablesReader, TablesWriter, new_tables};
-use std::sync::OnceLock;
-
-type Tables = (TablesWriter, TablesReader);
-
-fn tables() -> &'static std::sync::Mutex<Tables> {
-    static T: OnceLock<std::sync::Mutex<Tables>> = OnceLock::new();
-    T.get_or_init(|| {
-        let yaml = include_str!("../../crates/config/examples/two-networks.yaml");
-        let t = ovr_config::Config::from_yaml(yaml).unwrap().translate().unwrap();
-        let (mut w, r) = new_tables();
-        t.apply(&mut w).unwrap();
-        std::sync::Mutex::new((w, r))
-    })
-}
+#[path = "common.rs"]
+mod common;
+use common::tables;
 
 fuzz_target!(|data: &[u8]| {
     let tables = tables().lock().unwrap();

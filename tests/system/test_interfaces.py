@@ -17,25 +17,9 @@ import time
 import pytest
 
 from system.netns import Lab, sh
-from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, binary
+from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, binary, config
 
 TAPVM = pathlib.Path(__file__).parent / "tapvm.py"
-
-
-def config(vm_kind):
-    return f"""
-interfaces:
-  - {{ name: uplink, kind: underlay, mac: "{A_MAC}", addresses: [192.0.2.1/24] }}
-  - {{ name: vm1, kind: {vm_kind}, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
-networks:
-  - {{ name: red, vni: 100, gateways: [10.1.0.1/24], flood: [b-red] }}
-tunnels:
-  - {{ name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: "{B_MAC}" }}
-nexthops:
-  - {{ name: b-red, kind: tunnel, tunnel: to-b, encap: vxlan, vni: 100 }}
-bridge:
-  - {{ network: red, mac: "{B_VM_MAC}", nexthop: b-red }}
-"""
 
 
 def kernel_vxlan_host(lab, a):

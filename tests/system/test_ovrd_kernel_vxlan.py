@@ -7,8 +7,11 @@ vxlan device must cross ovrd both ways: ARP (flooded into the tunnel, answered b
 through it), ping, TCP; and the gateway must answer the workload.
 """
 
+import hashlib
 import json
 import pathlib
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -22,10 +25,13 @@ from system.netns import Lab, sh
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 VM1_MAC, B_VM_MAC = "02:00:00:00:01:05", "02:00:00:00:02:09"
 
-CONFIG = f"""
+
+def config(vm_kind="workload"):
+    """Host A's configuration; `vm1` is a workload veth or a VM's TAP."""
+    return f"""
 interfaces:
   - {{ name: uplink, kind: underlay, mac: "{A_MAC}", addresses: [192.0.2.1/24] }}
-  - {{ name: vm1, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
+  - {{ name: vm1, kind: {vm_kind}, network: red, peer_mac: "{VM1_MAC}", peer_addresses: [10.1.0.5] }}
 networks:
   - {{ name: red, vni: 100, gateways: [10.1.0.1/24], flood: [b-red] }}
 tunnels:
@@ -42,9 +48,15 @@ def binary(name):
     return ROOT / "target" / "debug" / name
 
 
-@pytest.fixture(params=["af-xdp", "af-packet"])
+# ovrd's drivers, and whether the workload leaves checksums and segmentation to its NIC
+# (a container's default): auto takes AF_PACKET for the workload (offloads welcome) and
+# AF_XDP for the underlay; forced AF_XDP needs complete frames from the workload.
+DRIVERS = [("auto", True), ("af-packet", True), ("af-xdp", False)]
+
+
+@pytest.fixture(params=DRIVERS, ids=[d for d, _ in DRIVERS])
 def topology(request, tmp_path):
-    driver = request.param
+    driver, offloads = request.param
     ovrd = binary("ovrd")
     lab = Lab("v")
     proc = None
@@ -59,21 +71,24 @@ def topology(request, tmp_path):
            "local", "192.0.2.2", "remote", "192.0.2.1", "dstport", "4789", "dev", "eth0", ns=b)
         sh("ip", "addr", "add", "10.1.0.9/24", "dev", "vxlan100", ns=b)
         sh("ip", "link", "set", "vxlan100", "up", ns=b)
-        # ovr forwards what it receives as it is: checksums must be complete on the wire.
-        for ns, dev in ((vm, "eth0"), (b, "vxlan100"), (b, "eth0")):
+        # B's kernel leaves the outer UDP checksum to the veth "hardware"; ovr's AF_XDP
+        # underlay reads frames as they are, so B sends complete ones.
+        devs = [(b, "vxlan100"), (b, "eth0")] + ([] if offloads else [(vm, "eth0")])
+        for ns, dev in devs:
             sh("ethtool", "-K", dev, "tx", "off", ns=ns)
         cfg = tmp_path / "a.yaml"
-        cfg.write_text(CONFIG)
+        cfg.write_text(config())
         log = open(tmp_path / "ovrd.log", "w+")
         proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
-                                 "--driver", driver], stdout=log, stderr=subprocess.STDOUT)
+                                 "--driver", driver, "--cpu", "0"],
+                                stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while "forwarding" not in (tmp_path / "ovrd.log").read_text():
             assert proc.poll() is None, (tmp_path / "ovrd.log").read_text()
             assert time.time() < deadline, "ovrd did not start"
             time.sleep(0.05)
         yield {"a": a, "vm": vm, "b": b, "proc": proc, "log": tmp_path / "ovrd.log",
-               "driver": driver.replace("-", "_")}
+               "driver": driver.replace("-", "_"), "offloads": offloads}
     finally:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -103,22 +118,40 @@ def test_workload_and_kernel_vxlan_reach_each_other_through_ovrd(topology):
 
 
 def test_tcp_crosses_in_both_directions(topology):
+    """200 KB up, 4 MB of random bytes down (compared by hash): toward the workload ovr
+    joins runs of segments into large frames when its driver allows (AF_PACKET)."""
     t = topology
     server = subprocess.Popen(
         ["ip", "netns", "exec", t["b"], "python3", "-c",
-         "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+         "import socket,random;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
          "s.bind(('10.1.0.9',5001));s.listen(1);c,_=s.accept();d=b''\n"
          "while len(d)<200000:\n  x=c.recv(65536)\n  if not x: break\n  d+=x\n"
-         "c.sendall(b'got %d' % len(d));c.close()"])
+         "c.sendall(b'got %d\\n' % len(d));c.sendall(random.Random(7).randbytes(4<<20));c.close()"])
     try:
         time.sleep(0.5)
         client = sh("python3", "-c",
-                    "import socket;s=socket.create_connection(('10.1.0.9',5001),timeout=10);"
-                    "s.sendall(b'x'*200000);print(s.recv(100).decode())", ns=t["vm"], check=False)
+                    "import socket,hashlib;s=socket.create_connection(('10.1.0.9',5001),timeout=10);"
+                    "s.sendall(b'x'*200000);f=s.makefile('rb');print(f.readline().decode().strip());"
+                    "print(hashlib.sha256(f.read()).hexdigest())", ns=t["vm"], check=False)
         assert client.returncode == 0, client.stderr
-        assert client.stdout.strip() == "got 200000"
+        got, digest = client.stdout.split()[:3], client.stdout.split()[-1]
+        assert " ".join(got[:2]) == "got 200000", client.stdout
+        assert digest == hashlib.sha256(random.Random(7).randbytes(4 << 20)).hexdigest()
     finally:
         server.wait(timeout=10)
+    if t["offloads"]:
+        # The workload's stack handed ovr frames larger than the MTU (segmentation left
+        # to the "NIC"), and B's kernel accepted every segment ovr cut from them.
+        t["proc"].send_signal(signal.SIGTERM)
+        assert t["proc"].wait(timeout=10) == 0
+        log = t["log"].read_text()
+        cut = re.search(r"offload: (\d+) large frames cut into (\d+) segments", log)
+        assert cut and 0 < int(cut[1]) < int(cut[2]), log
+    if t["driver"] != "af_xdp":
+        # The other way, AF_PACKET handed the workload runs of segments as large frames.
+        closed = next(line for line in t["log"].read_text().splitlines()
+                      if "closed" in line and "interface=vm1 " in line)
+        assert int(re.search(r"tx_joined=(\d+)", closed)[1]) > 0, closed
 
 
 def xdp_attached(ns, dev):
@@ -129,10 +162,17 @@ def test_sigterm_detaches_and_reports_counters(topology):
     t = topology
     ping(t["vm"], "10.1.0.9", count=1)
     log = t["log"].read_text()
-    assert log.count(f"driver={t['driver']}") == 2, log
-    # With AF_XDP, ovrd's XDP program sits on both interfaces while it runs.
-    for dev in ("vm1", "uplink"):
-        assert xdp_attached(t["a"], dev) == (t["driver"] == "af_xdp")
+    expected = {"auto": {"vm1": "af_packet", "uplink": "af_xdp"}}.get(
+        t["driver"], {"vm1": t["driver"], "uplink": t["driver"]})
+    for dev, driver in expected.items():
+        assert f"attached interface={dev} id=" in log
+        assert any(f"interface={dev} " in line and f"driver={driver}" in line
+                   for line in log.splitlines() if "attached" in line), log
+        # With AF_XDP, ovrd's XDP program sits on the interface while it runs.
+        assert xdp_attached(t["a"], dev) == (driver == "af_xdp")
+    # The worker (ovrd's main thread: `ip netns exec` becomes ovrd) runs on CPU 0 only.
+    status = pathlib.Path(f"/proc/{t['proc'].pid}/status").read_text()
+    assert "Cpus_allowed_list:\t0\n" in status, status
     t["proc"].send_signal(signal.SIGTERM)
     assert t["proc"].wait(timeout=10) == 0
     log = t["log"].read_text()
@@ -155,3 +195,9 @@ def test_a_bad_configuration_is_refused_with_the_field_named(tmp_path):
     r = subprocess.run([str(ovrd), "--config", str(missing)], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "interface 'ovrnosuch0' does not exist" in r.stderr, r.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("interfaces: []\n")
+    r = subprocess.run([str(ovrd), "--config", str(empty), "--cpu", "4096"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2
+    assert "--cpu 4096: no such CPU" in r.stderr, r.stderr

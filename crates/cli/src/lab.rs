@@ -302,6 +302,10 @@ pub struct Up {
     /// one workload) that ovr's hosts exchange traffic with.
     #[arg(long)]
     pub kernel_host: bool,
+    /// Workloads send complete frames (`ethtool -K eth0 tx off`: no checksum or
+    /// segmentation offload), as `--ovrd-arg=--driver=af-xdp` requires.
+    #[arg(long)]
+    pub no_workload_offloads: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -367,7 +371,12 @@ fn add_host(p: &Place, s: &mut State, ul: &str, h: usize, kernel: bool) -> Resul
 }
 
 /// Workload `w` of tenant `t` on host `h`, behind the host's interface `t{t}w{w}`.
-fn add_workload(p: &Place, s: &mut State, h: usize, t: usize, w: usize) -> Result<(), String> {
+fn add_workload(
+    p: &Place,
+    s: &mut State,
+    (h, t, w): (usize, usize, usize),
+    offloads: bool,
+) -> Result<(), String> {
     let host_ns = format!("{}-h{h}", p.prefix);
     let name = format!("h{h}-t{t}-w{w}");
     let ns = format!("{}-{name}", p.prefix);
@@ -387,9 +396,12 @@ fn add_workload(p: &Place, s: &mut State, h: usize, t: usize, w: usize) -> Resul
         Some(&ns),
         &["ip", "route", "add", "default", "via", "10.1.0.1"],
     )?;
-    // ovr forwards frames as they are: checksums must be complete, frames no larger than
-    // the MTU (no segmentation offload).
-    run(Some(&ns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    if !offloads {
+        // Complete checksums and MTU-sized frames, as ovrd's AF_XDP driver needs on a
+        // workload interface; with offloads on (a container's default), ovrd's default
+        // driver finishes checksums and segments.
+        run(Some(&ns), &["ethtool", "-K", "eth0", "tx", "off"])?;
+    }
     s.workloads.push(Workload {
         name,
         namespace: ns,
@@ -411,7 +423,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         add_host(p, s, &ul, h, false)?;
         for t in 1..=a.tenants {
             for w in 1..=a.workloads {
-                add_workload(p, s, h, t, w)?;
+                add_workload(p, s, (h, t, w), !a.no_workload_offloads)?;
             }
         }
     }
@@ -478,7 +490,7 @@ fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), Strin
             ],
         )?;
     }
-    add_workload(p, s, h, 1, 1)?;
+    add_workload(p, s, (h, 1, 1), false)?;
     run(Some(&ns), &["ip", "link", "add", "brt1", "type", "bridge"])?;
     for port in ["vxlan101", "t1w1"] {
         run(Some(&ns), &["ip", "link", "set", port, "master", "brt1"])?;

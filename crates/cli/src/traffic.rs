@@ -67,7 +67,8 @@ impl Driver {
             Driver::AfPacket => DriverKind::AfPacket,
             Driver::AfXdp => DriverKind::AfXdp,
         };
-        ovr_io::open(iface, Preference::Only(kind), batch)
+        // The generator's frames are complete (checksums, sizes): no offload to honour.
+        ovr_io::open(iface, Preference::Only(kind), false, batch)
             .map(|(d, _)| d)
             .map_err(|e| e.to_string())
     }

@@ -62,6 +62,17 @@ pub struct FlowCounters {
     pub aged: u64,
 }
 
+/// What was finished on receipt for senders that left work to the NIC.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OffloadCounters {
+    /// Frames larger than the MTU, cut into segments.
+    pub large_frames: u64,
+    /// The segments cut from them.
+    pub segments: u64,
+    /// Transport checksums finished (of frames not cut).
+    pub checksums: u64,
+}
+
 pub struct Cx {
     pub pool: PacketPool<Meta>,
     pub flows: FlowTable,
@@ -73,6 +84,7 @@ pub struct Cx {
     /// Packets to transmit, by interface id; the driver drains them.
     pub tx: Vec<Vec<u32>>,
     pub flow_counters: FlowCounters,
+    pub offload_counters: OffloadCounters,
     /// Now, in nanoseconds of the driver's clock (replay: the capture's timestamps).
     pub now: u64,
 }
@@ -89,6 +101,7 @@ impl Cx {
             interfaces: Vec::new(),
             tx: Vec::new(),
             flow_counters: FlowCounters::default(),
+            offload_counters: OffloadCounters::default(),
             now: 0,
         }
     }

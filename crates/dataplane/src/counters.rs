@@ -1,6 +1,7 @@
 //! A snapshot of a pipeline's counters: per interface, per node, per drop reason and for
 //! flows, printable as tables or serialisable (JSON for scripts, later Prometheus).
 
+use crate::context::OffloadCounters;
 use crate::drop::DropReason;
 use crate::pipeline::Pipeline;
 use ovr_tables::ids::InterfaceId;
@@ -45,6 +46,7 @@ pub struct Snapshot {
     /// Drops by reason name (reasons with none left out).
     pub drops: BTreeMap<&'static str, u64>,
     pub flows: FlowSnapshot,
+    pub offload: OffloadCounters,
 }
 
 impl Pipeline {
@@ -96,6 +98,7 @@ impl Pipeline {
                 refused_bucket: fs.refused_bucket,
                 refused_quota: fs.refused_quota,
             },
+            offload: cx.offload_counters,
         }
     }
 }
@@ -146,6 +149,12 @@ impl fmt::Display for Snapshot {
             fl.refused_full,
             fl.refused_bucket,
             fl.refused_quota
+        )?;
+        let o = &self.offload;
+        writeln!(
+            f,
+            "offload: {} large frames cut into {} segments, {} checksums finished",
+            o.large_frames, o.segments, o.checksums
         )
     }
 }

@@ -48,7 +48,8 @@ drop_reasons! {
     FlowSetupLimited => "flow_setup_limited", "the interface exceeded its rate of new flows";
     MtuExceeded => "mtu_exceeded", "packet larger than the outgoing interface's MTU";
     NoHeadroom => "no_headroom", "no room in front of the packet for the encapsulation";
-    NoBuffers => "no_buffers", "no free packet buffer to replicate into";
+    NoBuffers => "no_buffers", "no free packet buffer (all are in use)";
+    FrameTooLarge => "frame_too_large", "received frame larger than a packet buffer holds (2048 bytes)";
     FloodEmpty => "flood_empty", "nowhere to flood to (no other member in the network)";
     NotForVtep => "not_for_vtep", "underlay packet not addressed to a local VTEP address";
     UnderlayUnsupported => "underlay_unsupported", "underlay packet that is not a tunnel ovr terminates";

@@ -10,9 +10,11 @@ use ovr_tables::nexthop::{Ecmp, Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
+use ovr_wire::checksum;
 use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
 use ovr_wire::ip_proto;
 use ovr_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use ovr_wire::offload::{self, VNET_HDR_LEN, VnetHdr};
 use ovr_wire::udp::UdpRepr;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -233,4 +235,91 @@ fn a_storm_of_new_flows_is_limited_and_established_flows_pass() {
             assert_eq!(a, b);
         }
     }
+}
+
+/// A TCP frame from the workload as its stack leaves it for an offloading NIC: 3000
+/// payload bytes behind one header, to be cut into segments of 1000, checksum unfinished.
+fn gso_frame() -> Vec<u8> {
+    let payload = 3000;
+    let mut f = vec![0u8; VNET_HDR_LEN + 14 + 20 + 20 + payload];
+    VnetHdr {
+        flags: offload::F_NEEDS_CSUM,
+        gso_type: offload::gso::TCPV4,
+        hdr_len: 54,
+        gso_size: 1000,
+        csum_start: 34,
+        csum_offset: 16,
+    }
+    .emit((&mut f[..VNET_HDR_LEN]).try_into().unwrap());
+    let e = &mut f[VNET_HDR_LEN..];
+    EthernetRepr {
+        dst: DEFAULT_ROUTER_MAC,
+        src: VM_MAC,
+        tags: [None, None],
+        ethertype: ethertype::IPV4,
+    }
+    .emit(e);
+    Ipv4Repr {
+        src: Ipv4Addr::new(10, 1, 0, 5),
+        dst: Ipv4Addr::new(10, 4, 0, 9),
+        protocol: ip_proto::TCP,
+        ttl: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 7,
+        dont_frag: true,
+        payload_len: (20 + payload) as u16,
+    }
+    .emit(&mut e[14..]);
+    let tcp = &mut e[34..];
+    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+    tcp[4..8].copy_from_slice(&1u32.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18; // PSH, ACK
+    for (i, b) in tcp[20..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+#[test]
+fn offloaded_frames_are_finished_and_segmented_or_dropped_by_name() {
+    let (_w, r) = setup();
+    let g = r.enter().unwrap();
+    let mut pipe = Pipeline::new(Settings::default());
+    let good = gso_frame();
+    let mut bad_offset = good[..VNET_HDR_LEN + 154].to_vec();
+    bad_offset[1] = 0; // no GSO: only the checksum to finish...
+    bad_offset[8..10].copy_from_slice(&60_000u16.to_le_bytes()); // ...beyond the frame
+    let truncated = &good[..5];
+    let mut too_large = good.clone();
+    too_large[1] = 0; // 3054 bytes and nothing says to segment them
+    pipe.receive_offloaded(
+        &g,
+        VM,
+        [good.as_slice(), &bad_offset, truncated, &too_large],
+    );
+    pipe.run(&g);
+    let mut segments = Vec::new();
+    pipe.drain_tx(|iface, bytes| {
+        assert_eq!(iface, UPLINK);
+        // Outer Ethernet, IPv4, UDP and VXLAN (50 bytes), then the inner frame.
+        segments.push(bytes[50..].to_vec());
+    });
+    assert_eq!(segments.len(), 3);
+    let mut seqs = Vec::new();
+    for s in &segments {
+        let ip = Ipv4Packet::new_checked(&s[14..]).unwrap();
+        let tcp = &s[34..];
+        assert_eq!(tcp.len(), 20 + 1000);
+        let pseudo = checksum::pseudo_header_v4(ip.src(), ip.dst(), ip_proto::TCP, 1020);
+        assert!(checksum::verify_with(pseudo, tcp), "segment checksum");
+        seqs.push(u32::from_be_bytes(tcp[4..8].try_into().unwrap()));
+    }
+    assert_eq!(seqs, [1, 1001, 2001]);
+    let snap = pipe.snapshot(|_| None);
+    assert_eq!(snap.drops.get("offload_bad_checksum_offsets"), Some(&1));
+    assert_eq!(snap.drops.get("vnet_hdr_truncated"), Some(&1));
+    assert_eq!(snap.drops.get("frame_too_large"), Some(&1));
 }

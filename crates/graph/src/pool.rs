@@ -51,15 +51,24 @@ impl<M: Copy + Default> PacketPool<M> {
     /// Takes a frame holding a copy of `bytes` (which must fit: `MAX_PACKET`) after the
     /// headroom, with default metadata.
     pub fn alloc_with(&mut self, bytes: &[u8]) -> Option<u32> {
-        if bytes.len() > MAX_PACKET {
+        self.alloc_with_parts(&[bytes])
+    }
+
+    /// Like [`Self::alloc_with`], for a packet given in pieces (headers, then payload).
+    pub fn alloc_with_parts(&mut self, parts: &[&[u8]]) -> Option<u32> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > MAX_PACKET {
             return None;
         }
         let i = self.free.pop()?;
-        let start = i as usize * FRAME_STRIDE + HEADROOM;
-        self.mem[start..start + bytes.len()].copy_from_slice(bytes);
+        let mut at = i as usize * FRAME_STRIDE + HEADROOM;
+        for p in parts {
+            self.mem[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
         self.headers[i as usize] = Header {
             offset: HEADROOM as u16,
-            len: bytes.len() as u16,
+            len: len as u16,
             meta: M::default(),
         };
         Some(i)

@@ -2,12 +2,23 @@
 //! (`recvmmsg`/`sendmmsg`). Works on any interface in any namespace, with no kernel
 //! feature beyond the socket; it costs a system call per batch each way and the kernel's
 //! whole receive path per frame, which AF_XDP saves.
+//!
+//! Every frame carries a virtio-net header both ways. Received, it says what the sender
+//! left to the NIC (the pipeline finishes it). Sent, it lets runs of TCP segments of one
+//! connection go as one large frame (`ovr_wire::offload::coalesce`): a local stack then
+//! receives them as one, as from GRO, and the kernel cuts them again where a device needs.
 
 use crate::{Driver, DriverKind, DriverStats, IoError, sys};
+use ovr_wire::offload::{self, VNET_HDR_LEN};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-/// Frames are received into buffers of this size: an Ethernet MTU of 9000 and a tag.
-pub const MAX_FRAME: usize = 9018;
+/// Frames are received into buffers of this size: a virtio-net header and a frame that
+/// segmentation offload made as large as an IP packet can be.
+pub const MAX_FRAME: usize = VNET_HDR_LEN + 14 + 8 + 65535;
+/// Frames received per call: fewer than the pipeline's vector, as each buffer is large.
+const MAX_BATCH: usize = 64;
+/// The virtio-net header in front of every frame sent: no offload asked for.
+const PLAIN: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
 
 /// One interface opened for ovr.
 pub struct AfPacket {
@@ -17,7 +28,19 @@ pub struct AfPacket {
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
     truncated: Vec<bool>,
+    /// Large frames joined from runs of segments, reused from batch to batch.
+    joined: Vec<Vec<u8>>,
     pub stats: DriverStats,
+}
+
+/// One message of a batch to send: a frame as given, or a joined one.
+enum Message {
+    Frame(usize),
+    Joined {
+        buf: usize,
+        header: [u8; VNET_HDR_LEN],
+        segments: usize,
+    },
 }
 
 impl AfPacket {
@@ -31,7 +54,7 @@ impl AfPacket {
             op: "AF_PACKET socket",
             source,
         })?;
-        let batch = batch.max(1);
+        let batch = batch.clamp(1, MAX_BATCH);
         Ok(Self {
             name: name.to_string(),
             ifindex: index,
@@ -39,6 +62,7 @@ impl AfPacket {
             bufs: vec![vec![0u8; MAX_FRAME]; batch],
             lens: vec![0; batch],
             truncated: vec![false; batch],
+            joined: Vec::new(),
             stats: DriverStats::default(),
         })
     }
@@ -47,7 +71,8 @@ impl AfPacket {
         &self.name
     }
 
-    /// Receives what is waiting (up to a batch) and returns the frames.
+    /// Receives what is waiting (up to a batch) and returns the frames, each behind its
+    /// virtio-net header.
     pub fn recv(&mut self) -> Result<impl Iterator<Item = &[u8]>, IoError> {
         let n = sys::recv_batch(
             &self.fd,
@@ -75,13 +100,54 @@ impl AfPacket {
         if frames.is_empty() {
             return Ok(());
         }
-        let sent = sys::send_batch(&self.fd, frames).map_err(|source| IoError::Os {
+        let mut plan = Vec::with_capacity(frames.len());
+        let (mut i, mut buf) = (0, 0);
+        while i < frames.len() {
+            if self.joined.len() <= buf {
+                self.joined.push(Vec::new());
+            }
+            match offload::coalesce(&frames[i..], &mut self.joined[buf]) {
+                Some((h, n)) => {
+                    let mut header = [0; VNET_HDR_LEN];
+                    h.emit(&mut header);
+                    plan.push(Message::Joined {
+                        buf,
+                        header,
+                        segments: n,
+                    });
+                    i += n;
+                    buf += 1;
+                }
+                None => {
+                    plan.push(Message::Frame(i));
+                    i += 1;
+                }
+            }
+        }
+        let messages: Vec<(&[u8], &[u8])> = plan
+            .iter()
+            .map(|m| match m {
+                Message::Frame(i) => (&PLAIN[..], frames[*i]),
+                Message::Joined { buf, header, .. } => (&header[..], &self.joined[*buf][..]),
+            })
+            .collect();
+        let sent = sys::send_batch(&self.fd, &messages).map_err(|source| IoError::Os {
             name: self.name.clone(),
             op: "sendmmsg",
             source,
         })?;
-        self.stats.tx_frames += sent as u64;
-        self.stats.tx_dropped += (frames.len() - sent) as u64;
+        // Counted in the frames the pipeline handed over, joined or not.
+        let count = |m: &Message| match m {
+            Message::Frame(_) => 1,
+            Message::Joined { segments, .. } => *segments as u64,
+        };
+        let taken: u64 = plan[..sent].iter().map(count).sum();
+        self.stats.tx_joined += plan[..sent]
+            .iter()
+            .filter(|m| matches!(m, Message::Joined { .. }))
+            .count() as u64;
+        self.stats.tx_frames += taken;
+        self.stats.tx_dropped += frames.len() as u64 - taken;
         Ok(())
     }
 }
@@ -112,6 +178,10 @@ impl Driver for AfPacket {
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
         AfPacket::send(self, frames)
+    }
+
+    fn vnet_hdr(&self) -> bool {
+        true
     }
 
     fn fds(&self) -> Vec<RawFd> {

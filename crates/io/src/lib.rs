@@ -5,7 +5,8 @@
 //!   whose rings live in memory shared with the kernel; receiving costs no system call,
 //!   transmitting one per batch. Native XDP mode, copy mode (what veth supports).
 //! - AF_PACKET (`af_packet`): a raw socket, `recvmmsg`/`sendmmsg`; works on any
-//!   interface with no kernel feature beyond the socket: the fallback.
+//!   interface with no kernel feature beyond the socket, and learns from the kernel
+//!   which frames still need their checksum finished or their segmentation done.
 //!
 //! System calls and shared memory are confined to `sys` and `af_xdp::umem`, the only
 //! modules allowed `unsafe`; the rest is ordinary safe code.
@@ -51,6 +52,9 @@ pub struct DriverStats {
     /// Frames ovr could not hand to the kernel (its queue or ovr's buffers were full,
     /// or the frame was larger than a buffer).
     pub tx_dropped: u64,
+    /// Large frames sent in place of runs of TCP segments (counted in `tx_frames` as
+    /// the segments they hold).
+    pub tx_joined: u64,
 }
 
 /// Which driver runs an interface.
@@ -82,6 +86,11 @@ pub trait Driver {
         &mut self,
         deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
     ) -> Result<usize, IoError>;
+    /// Whether received frames begin with a virtio-net header (checksum and segmentation
+    /// offload info, `ovr_wire::offload`). Frames to send never carry one.
+    fn vnet_hdr(&self) -> bool {
+        false
+    }
     /// Queues frames for transmission; those that cannot be taken are counted as
     /// dropped.
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError>;
@@ -99,17 +108,28 @@ pub fn if_index(name: &str) -> Option<u32> {
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {
-    /// AF_XDP where it can be set up, AF_PACKET elsewhere.
+    /// AF_PACKET where senders may leave checksums or segmentation to the NIC (see
+    /// `open`), AF_XDP elsewhere where it can be set up, AF_PACKET where it cannot.
     Auto,
     Only(DriverKind),
 }
 
-/// Opens interface `name` with the preferred driver. With `Auto`, an interface where
-/// AF_XDP cannot be set up falls back to AF_PACKET; the AF_XDP error is returned beside
-/// the driver so that the caller can say why.
+/// Opens interface `name` with the preferred driver.
+///
+/// `offloading`: the interface's senders may hand over frames whose transport checksum
+/// is left to the NIC, or larger than the MTU for the NIC to segment (a container's veth
+/// or a VM's TAP with its default settings). Only AF_PACKET learns that from the kernel
+/// (its virtio-net header); an XDP program sees such frames as they are, and forwarding
+/// them would put broken checksums on the wire. So `Auto` takes AF_PACKET for those and
+/// AF_XDP for the others; forcing AF_XDP is for workloads known to send complete frames
+/// (`ethtool -K eth0 tx off`).
+///
+/// With `Auto`, an interface where AF_XDP cannot be set up falls back to AF_PACKET; the
+/// AF_XDP error is returned beside the driver so that the caller can say why.
 pub fn open(
     name: &str,
     pref: Preference,
+    offloading: bool,
     batch: usize,
 ) -> Result<(Box<dyn Driver>, Option<IoError>), IoError> {
     match pref {
@@ -117,6 +137,7 @@ pub fn open(
         Preference::Only(DriverKind::AfPacket) => {
             Ok((Box::new(AfPacket::open(name, batch)?), None))
         }
+        Preference::Auto if offloading => Ok((Box::new(AfPacket::open(name, batch)?), None)),
         Preference::Auto => match AfXdp::open(name, batch) {
             Ok(d) => Ok((Box::new(d), None)),
             Err(e @ IoError::NoSuchInterface { .. }) => Err(e),

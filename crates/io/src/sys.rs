@@ -21,7 +21,9 @@ pub fn if_index(name: &str) -> Option<u32> {
 }
 
 /// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving every
-/// EtherType but not the frames this host sends.
+/// EtherType but not the frames this host sends. Every frame read or written carries a
+/// virtio-net header in front (PACKET_VNET_HDR), so that frames whose checksum or
+/// segmentation was left to the NIC arrive whole and say so.
 pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
     let proto = (libc::ETH_P_ALL as u16).to_be();
     // SAFETY: socket(2) with constant arguments; the result is checked.
@@ -41,6 +43,16 @@ pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
             fd.as_raw_fd(),
             libc::SOL_PACKET,
             libc::PACKET_IGNORE_OUTGOING,
+            (&raw const one).cast(),
+            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    // SAFETY: the option value points to a live c_int of the length given.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_VNET_HDR,
             (&raw const one).cast(),
             core::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -127,13 +139,22 @@ pub fn recv_batch(
     Ok(got)
 }
 
-/// Sends frames in one call (more if the kernel takes fewer); returns how many it took.
-pub fn send_batch(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
-    let mut iovs: Vec<libc::iovec> = frames
+/// Sends messages, each a header the socket expects and a frame, in one call (more if
+/// the kernel takes fewer); returns how many it took.
+pub fn send_batch(fd: &OwnedFd, frames: &[(&[u8], &[u8])]) -> io::Result<usize> {
+    let mut iovs: Vec<[libc::iovec; 2]> = frames
         .iter()
-        .map(|f| libc::iovec {
-            iov_base: f.as_ptr().cast_mut().cast(),
-            iov_len: f.len(),
+        .map(|(prefix, f)| {
+            [
+                libc::iovec {
+                    iov_base: prefix.as_ptr().cast_mut().cast(),
+                    iov_len: prefix.len(),
+                },
+                libc::iovec {
+                    iov_base: f.as_ptr().cast_mut().cast(),
+                    iov_len: f.len(),
+                },
+            ]
         })
         .collect();
     // SAFETY: mmsghdr is plain data; all-zero is valid.
@@ -141,8 +162,8 @@ pub fn send_batch(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
         .map(|_| unsafe { core::mem::zeroed() })
         .collect();
     for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_iov = iov.as_mut_ptr();
+        m.msg_hdr.msg_iovlen = 2;
     }
     let mut sent = 0;
     while sent < msgs.len() {

@@ -2,10 +2,10 @@
 //! SIGTERM or SIGINT, then closes everything it opened and prints its counters.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-use ovr_dataplane::Pipeline;
 mod ports;
 
+use clap::Parser;
+use ovr_dataplane::Pipeline;
 use ovr_io::{DriverKind, Preference};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
@@ -28,8 +28,10 @@ struct Args {
     #[arg(long)]
     config: PathBuf,
     /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
-    /// shared memory), AF_PACKET (raw sockets), or auto: AF_XDP where it can be set up,
-    /// AF_PACKET elsewhere.
+    /// shared memory), AF_PACKET (raw sockets that also learn of checksum and
+    /// segmentation offload), or auto: AF_PACKET for workloads and TAPs, whose senders
+    /// may use offloads, AF_XDP for the underlay (AF_PACKET where AF_XDP cannot be set
+    /// up). Forcing af-xdp is for workloads that send complete frames (tx offloads off).
     #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
     driver: DriverArg,
     /// Frames read from an interface at a time.
@@ -43,6 +45,10 @@ struct Args {
     /// ovrd still sleeps.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
+    /// Pin the forwarding worker to this CPU (keeps its caches warm and its latency
+    /// steady when other work shares the host).
+    #[arg(long)]
+    cpu: Option<usize>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -97,21 +103,26 @@ fn run(a: &Args) -> Result<(), String> {
         reader,
     } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
-    let interfaces: Vec<(String, InterfaceId, bool)> = {
+    let interfaces: Vec<(String, InterfaceId, InterfaceKind)> = {
         let st = reader.enter().ok_or("the tables are gone")?;
         names
             .interfaces
             .iter()
-            .map(|(name, id)| {
-                // A VM's TAP exists only while the VM runs.
-                let may_be_absent = st
-                    .interface(*id)
-                    .is_some_and(|i| i.kind == InterfaceKind::Tap);
-                (name.clone(), *id, may_be_absent)
-            })
+            .filter_map(|(name, id)| Some((name.clone(), *id, st.interface(*id)?.kind)))
             .collect()
     };
     let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
+    if let Some(cpu) = a.cpu {
+        let known = core_affinity::get_core_ids().unwrap_or_default();
+        let core = known
+            .into_iter()
+            .find(|c| c.id == cpu)
+            .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))?;
+        if !core_affinity::set_for_current(core) {
+            return Err(format!("--cpu {cpu}: could not pin the worker"));
+        }
+        info!(cpu, "worker pinned");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
@@ -129,7 +140,13 @@ fn run(a: &Args) -> Result<(), String> {
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
-        let received = ports.recv(|id, frames| pipe.receive(state, id, frames));
+        let received = ports.recv(|id, vnet, frames| {
+            if vnet {
+                pipe.receive_offloaded(state, id, frames)
+            } else {
+                pipe.receive(state, id, frames)
+            }
+        });
         if received > 0 {
             last_traffic = Instant::now();
         } else {

@@ -3,9 +3,13 @@
 //! VM stops) is let go, and attached again as soon as an interface of that name is back,
 //! with a new driver; counters carry over. A TAP may be absent when ovrd starts (the VM
 //! has not started yet); every other interface must exist.
+//!
+//! Workloads and TAPs are opened as interfaces whose senders may leave checksums and
+//! segmentation to the NIC (see `ovr_io::open`); the underlay is not.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::InterfaceKind;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
@@ -16,6 +20,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(250);
 struct Port {
     id: InterfaceId,
     name: String,
+    kind: InterfaceKind,
     driver: Option<Box<dyn Driver>>,
     /// The interface index the driver was opened on (an interface recreated under the
     /// same name gets a new one).
@@ -34,11 +39,13 @@ impl Port {
             rx_dropped: self.past.rx_dropped + now.rx_dropped,
             tx_frames: self.past.tx_frames + now.tx_frames,
             tx_dropped: self.past.tx_dropped + now.tx_dropped,
+            tx_joined: self.past.tx_joined + now.tx_joined,
         }
     }
 
     fn attach(&mut self, pref: Preference, batch: usize) -> Result<(), ovr_io::IoError> {
-        let (d, fallback) = ovr_io::open(&self.name, pref, batch)?;
+        let offloading = self.kind != InterfaceKind::Underlay;
+        let (d, fallback) = ovr_io::open(&self.name, pref, offloading, batch)?;
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
@@ -79,18 +86,20 @@ pub struct Ports {
 }
 
 impl Ports {
-    /// Attaches to every interface (`(name, id, may_be_absent)`); one that does not exist
-    /// is an error unless it may be absent.
+    /// Attaches to every interface; one that does not exist is an error unless it is a
+    /// TAP (a VM's TAP exists only while the VM runs).
     pub fn open(
-        interfaces: impl IntoIterator<Item = (String, InterfaceId, bool)>,
+        interfaces: impl IntoIterator<Item = (String, InterfaceId, InterfaceKind)>,
         pref: Preference,
         batch: usize,
     ) -> Result<Self, String> {
         let mut ports = Vec::new();
-        for (name, id, may_be_absent) in interfaces {
+        for (name, id, kind) in interfaces {
+            let may_be_absent = kind == InterfaceKind::Tap;
             let mut p = Port {
                 id,
                 name,
+                kind,
                 driver: None,
                 ifindex: 0,
                 past: DriverStats::default(),
@@ -146,17 +155,17 @@ impl Ports {
             .map_err(|e| format!("poll: {e}"))
     }
 
-    /// Receives a batch on every interface, handing each to `deliver`; returns how many
-    /// frames arrived.
+    /// Receives a batch on every interface, handing each to `deliver` with whether its
+    /// frames begin with a virtio-net header; returns how many frames arrived.
     pub fn recv(
         &mut self,
-        mut deliver: impl FnMut(InterfaceId, &mut dyn Iterator<Item = &[u8]>),
+        mut deliver: impl FnMut(InterfaceId, bool, &mut dyn Iterator<Item = &[u8]>),
     ) -> usize {
         let mut total = 0;
         for p in &mut self.ports {
             let Some(d) = p.driver.as_mut() else { continue };
-            let id = p.id;
-            match d.recv(&mut |frames| deliver(id, frames)) {
+            let (id, vnet) = (p.id, d.vnet_hdr());
+            match d.recv(&mut |frames| deliver(id, vnet, frames)) {
                 Ok(n) => total += n,
                 Err(e) => p.failed(&e),
             }
@@ -222,6 +231,7 @@ impl Ports {
                 rx_dropped = s.rx_dropped,
                 tx = s.tx_frames,
                 tx_dropped = s.tx_dropped,
+                tx_joined = s.tx_joined,
                 "closed"
             );
             p.driver = None;

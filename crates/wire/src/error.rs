@@ -69,6 +69,10 @@ wire_errors! {
     GreBadVersion => "gre_bad_version", "GRE version other than 0";
     GreUnsupportedFlags => "gre_unsupported_flags", "GRE with any of bits 1-5 set (RFC 1701 routing, strict route, recursion)";
     GreBadChecksum => "gre_bad_checksum", "GRE checksum does not verify";
+    VnetHdrTruncated => "vnet_hdr_truncated", "frame from an offloading interface shorter than its virtio-net header";
+    OffloadBadChecksumOffsets => "offload_bad_checksum_offsets", "checksum to finish lies outside the frame (virtio-net csum_start/csum_offset)";
+    OffloadUnsupportedGso => "offload_unsupported_gso", "segmentation offload of a kind ovr does not do (UDP fragmentation) or that does not match the frame";
+    OffloadBadSegmentation => "offload_bad_segmentation", "frame to segment whose headers, offsets or segment size are inconsistent";
 }
 
 impl core::fmt::Display for WireError {

@@ -28,6 +28,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;
+pub mod offload;
 pub mod tcp;
 pub mod udp;
 pub mod vxlan;
