@@ -36,13 +36,21 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SYSTEMS = ("direct", "kernel", "ovs", "ovr", "ovr-afp")
+SYSTEMS = ("direct", "kernel", "ovs", "ovr", "ovr-afp", "ovr-auto")
 LABELS = {
     "direct": "direct veth (no forwarder)",
     "kernel": "kernel bridge + vxlan",
     "ovs": "OVS userspace (netdev)",
     "ovr": "ovr (AF_XDP)",
     "ovr-afp": "ovr (AF_PACKET)",
+    "ovr-auto": "ovr (default: auto)",
+}
+# How each ovr variant's lab is brought up: ovrd's driver, and whether the workloads
+# keep their checksum/segmentation offloads (AF_XDP needs complete frames).
+OVR_LAB_ARGS = {
+    "ovr": ["--ovrd-arg=--driver=af-xdp", "--no-workload-offloads"],
+    "ovr-afp": ["--ovrd-arg=--driver=af-packet"],
+    "ovr-auto": [],
 }
 SIZES = {"64": 60, "128": 124, "256": 252, "512": 508, "1024": 1020, "1518": 1514, "imix": "imix"}
 PORT = 9000
@@ -320,18 +328,19 @@ class Ovs(System):
 
 class Ovr(System):
     """ovrctl lab --prefix P up --hosts 2 --tenants 1: one ovrd per host namespace, with
-    the AF_XDP driver (ovr) or the AF_PACKET one (ovr-afp)."""
+    the AF_XDP driver on every interface and workloads without offloads (ovr), AF_PACKET
+    everywhere (ovr-afp), or ovrd's default (ovr-auto: AF_PACKET with virtio-net headers
+    for the workloads, which keep their offloads; AF_XDP on the underlay)."""
 
     def __init__(self, made, prefix, ovrctl, name, extra=()):
         super().__init__(made, prefix)
         self.ovrctl, self.name, self.extra = ovrctl, name, list(extra)
-        self.driver = "af-packet" if name == "ovr-afp" else "af-xdp"
 
     def up(self):
         self.made.labs.append(self.p)
         self.made.save()
         r = subprocess.run([self.ovrctl, "lab", "--prefix", self.p, "up", "--hosts", "2",
-                            "--tenants", "1", f"--ovrd-arg=--driver={self.driver}"]
+                            "--tenants", "1", *OVR_LAB_ARGS[self.name]]
                            + [f"--ovrd-arg={x}" for x in self.extra],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
@@ -698,7 +707,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run: one round, few points")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
-                    help=f"comma-separated, of {', '.join(SYSTEMS)} (ovr-afp: ovrd on AF_PACKET)")
+                    help=f"comma-separated, of {', '.join(SYSTEMS)} (ovr: AF_XDP, "
+                         "ovr-afp: AF_PACKET, ovr-auto: ovrd's default)")
     ap.add_argument("--ovrd-arg", action="append", default=[],
                     help="an argument for every ovrd, e.g. --ovrd-arg=--spin-us=0 (repeat)")
     ap.add_argument("--tool-driver", default="af-xdp", choices=("af-xdp", "af-packet"),
@@ -768,8 +778,8 @@ def main():
         for n in names:
             cls = {"direct": Direct, "kernel": Kernel, "ovs": Ovs}.get(n)
             if n.startswith("ovr"):
-                s = Ovr(made, f"{a.prefix}-{'p' if n == 'ovr-afp' else 'r'}", a.ovrctl, n,
-                        a.ovrd_arg)
+                tag = {"ovr": "r", "ovr-afp": "p", "ovr-auto": "a"}[n]
+                s = Ovr(made, f"{a.prefix}-{tag}", a.ovrctl, n, a.ovrd_arg)
             else:
                 s = cls(made, f"{a.prefix}-{n[0]}")
             log(f"suite: building {LABELS[n]}")
