@@ -4,7 +4,7 @@
 # measured interleaved in one run. Installs what it needs, builds ovr (release), then
 # runs bench/suite.py with the arguments given:
 #   bash bench/suite.sh --quick            # smoke run, a few minutes
-#   bash bench/suite.sh                    # full run (about 30 minutes here)
+#   bash bench/suite.sh                    # full run (about 40 minutes here)
 #   bash bench/suite.sh --plots bench/plots --out bench/out/official
 #   python3 bench/suite.py --help          # every option
 set -euo pipefail
