@@ -7,7 +7,7 @@
 #   kernel  the same namespaces with the kernel's bridge + vxlan device per host
 #   direct  two workload namespaces on one veth pair (no forwarder: the tools' ceiling)
 # For each: ping RTT p50/p99 (300 pings, 5 ms apart), iperf3 TCP (3 s), and 64-byte UDP
-# delivered to a socket in the far workload (ovrctl bench gen/sink, 3 s) at 1, 1K, 64K
+# arriving at the far workload's interface (ovrctl bench gen/sink, 3 s) at 1, 1K, 64K
 # and 256K flows.
 #   bash bench/real_io.sh [ROUNDS]        (default 3)
 set -euo pipefail

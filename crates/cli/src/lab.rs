@@ -13,13 +13,51 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where the lab keeps its state, configurations and logs.
+/// Where the lab keeps its state, configurations and logs by default.
 pub const DIR: &str = "/run/ovr-lab";
 /// The underlay carries jumbo frames, so that tenants keep a 1500-byte MTU inside the
 /// tunnels (as clouds do).
 const UNDERLAY_MTU: u32 = 9000;
-/// Every namespace of the lab starts with this.
+/// Every namespace of the lab starts with this by default.
 const PREFIX: &str = "ovrlab";
+
+/// Where a lab lives: the prefix of its namespaces and the directory of its state, so that
+/// several labs (the tests', a benchmark's) can be up side by side.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Place {
+    /// Prefix of the lab's namespaces (and temporary interfaces): 1 to 10 of a-z, 0-9, '-'.
+    #[arg(long, global = true, default_value = PREFIX)]
+    pub prefix: String,
+    /// The lab's state, configurations and logs [default: /run/ovr-lab, or
+    /// /run/ovr-lab-PREFIX with another --prefix].
+    #[arg(long, global = true)]
+    pub dir: Option<PathBuf>,
+}
+
+impl Place {
+    pub fn check(&self) -> Result<(), String> {
+        let p = &self.prefix;
+        if p.is_empty()
+            || p.len() > 10
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(format!(
+                "--prefix '{p}': 1 to 10 characters of a-z, 0-9 and '-'"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        match &self.dir {
+            Some(d) => d.clone(),
+            None if self.prefix == PREFIX => PathBuf::from(DIR),
+            None => PathBuf::from(format!("{DIR}-{}", self.prefix)),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum LabEncap {
@@ -63,23 +101,25 @@ pub struct State {
     pub workloads: Vec<Workload>,
 }
 
-fn state_path() -> PathBuf {
-    Path::new(DIR).join("state.json")
+fn state_path(p: &Place) -> PathBuf {
+    p.dir().join("state.json")
 }
 
-fn save(s: &State) -> Result<(), String> {
-    std::fs::create_dir_all(DIR).map_err(|e| format!("{DIR}: {e}"))?;
+fn save(p: &Place, s: &State) -> Result<(), String> {
+    let dir = p.dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let text = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
-    std::fs::write(state_path(), text).map_err(|e| format!("{}: {e}", state_path().display()))
+    std::fs::write(state_path(p), text).map_err(|e| format!("{}: {e}", state_path(p).display()))
 }
 
-pub fn load() -> Result<Option<State>, String> {
-    match std::fs::read_to_string(state_path()) {
+pub fn load(p: &Place) -> Result<Option<State>, String> {
+    p.check()?;
+    match std::fs::read_to_string(state_path(p)) {
         Ok(t) => serde_json::from_str(&t)
             .map(Some)
-            .map_err(|e| format!("{}: {e}", state_path().display())),
+            .map_err(|e| format!("{}: {e}", state_path(p).display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", state_path().display())),
+        Err(e) => Err(format!("{}: {e}", state_path(p).display())),
     }
 }
 
@@ -114,8 +154,9 @@ fn mac(kind: u8, a: usize, b: usize, c: usize) -> String {
 }
 
 /// A veth pair with one queue each way, ends named and placed, and up.
-fn veth(a: (&str, &str, &str), b: (&str, &str, &str)) -> Result<(), String> {
-    let (ta, tb) = ("ovrlabtmpa", "ovrlabtmpb");
+fn veth(p: &Place, a: (&str, &str, &str), b: (&str, &str, &str)) -> Result<(), String> {
+    let (ta, tb) = (format!("{}tmpa", p.prefix), format!("{}tmpb", p.prefix));
+    let (ta, tb) = (ta.as_str(), tb.as_str());
     run(
         None,
         &[
@@ -149,10 +190,10 @@ fn veth(a: (&str, &str, &str), b: (&str, &str, &str)) -> Result<(), String> {
     Ok(())
 }
 
-fn add_namespace(s: &mut State, name: &str) -> Result<(), String> {
+fn add_namespace(p: &Place, s: &mut State, name: &str) -> Result<(), String> {
     run(None, &["ip", "netns", "add", name])?;
     s.namespaces.push(name.to_string());
-    save(s)?;
+    save(p, s)?;
     run(Some(name), &["ip", "link", "set", "lo", "up"])?;
     run(
         Some(name),
@@ -271,9 +312,12 @@ pub struct Up {
     pub ovrd_args: Vec<String>,
 }
 
-pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
-    if load()?.is_some() {
-        return Err("a lab is up already: `ovrctl lab down` first".into());
+pub fn up(p: &Place, a: &Up, ovrd: &Path) -> Result<(), String> {
+    if load(p)?.is_some() {
+        return Err(format!(
+            "a lab is up already ({}): `ovrctl lab down` first",
+            p.dir().display()
+        ));
     }
     if a.kernel_host && a.encap != LabEncap::Vxlan {
         return Err(
@@ -287,21 +331,21 @@ pub fn up(a: &Up, ovrd: &Path) -> Result<(), String> {
         return Err("--hosts, --tenants and --workloads go from 1 to 9".into());
     }
     let mut s = State::default();
-    save(&s)?;
-    let r = build(&mut s, a, ovrd);
+    save(p, &s)?;
+    let r = build(p, &mut s, a, ovrd);
     if r.is_err() {
-        let _ = down();
+        let _ = down(p);
     }
     r
 }
 
 /// Host `h`: its namespace and its uplink on the underlay bridge (jumbo MTU).
-fn add_host(s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), String> {
+fn add_host(p: &Place, s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), String> {
     let name = format!("h{h}");
-    let ns = format!("{PREFIX}-{name}");
-    add_namespace(s, &ns)?;
+    let ns = format!("{}-{name}", p.prefix);
+    add_namespace(p, s, &ns)?;
     let hmac = mac(0, 0, 0, h);
-    veth((&ns, "uplink", &hmac), (ul, &name, ""))?;
+    veth(p, (&ns, "uplink", &hmac), (ul, &name, ""))?;
     run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
     let mtu = UNDERLAY_MTU.to_string();
     run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
@@ -310,7 +354,7 @@ fn add_host(s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), Strin
         if kernel {
             PathBuf::new()
         } else {
-            Path::new(DIR).join(format!("{name}.{ext}"))
+            p.dir().join(format!("{name}.{ext}"))
         }
     };
     s.hosts.push(Host {
@@ -323,21 +367,26 @@ fn add_host(s: &mut State, ul: &str, h: usize, kernel: bool) -> Result<(), Strin
         ovrd_pid: None,
         kernel,
     });
-    save(s)
+    save(p, s)
 }
 
 /// Workload `w` of tenant `t` on host `h`, behind the host's interface `t{t}w{w}`.
 fn add_workload(
+    p: &Place,
     s: &mut State,
     (h, t, w): (usize, usize, usize),
     offloads: bool,
 ) -> Result<(), String> {
-    let host_ns = format!("{PREFIX}-h{h}");
+    let host_ns = format!("{}-h{h}", p.prefix);
     let name = format!("h{h}-t{t}-w{w}");
-    let ns = format!("{PREFIX}-{name}");
-    add_namespace(s, &ns)?;
+    let ns = format!("{}-{name}", p.prefix);
+    add_namespace(p, s, &ns)?;
     let wmac = mac(1, t, h, w);
-    veth((&host_ns, &format!("t{t}w{w}"), ""), (&ns, "eth0", &wmac))?;
+    veth(
+        p,
+        (&host_ns, &format!("t{t}w{w}"), ""),
+        (&ns, "eth0", &wmac),
+    )?;
     let address = format!("10.1.0.{}", 10 * h + w);
     run(
         Some(&ns),
@@ -362,24 +411,24 @@ fn add_workload(
         address,
         mac: wmac,
     });
-    save(s)
+    save(p, s)
 }
 
-fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
-    let ul = format!("{PREFIX}-underlay");
-    add_namespace(s, &ul)?;
+fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
+    let ul = format!("{}-underlay", p.prefix);
+    add_namespace(p, s, &ul)?;
     run(Some(&ul), &["ip", "link", "add", "br0", "type", "bridge"])?;
     run(Some(&ul), &["ip", "link", "set", "br0", "up"])?;
     for h in 1..=a.hosts {
-        add_host(s, &ul, h, false)?;
+        add_host(p, s, &ul, h, false)?;
         for t in 1..=a.tenants {
             for w in 1..=a.workloads {
-                add_workload(s, (h, t, w), !a.no_workload_offloads)?;
+                add_workload(p, s, (h, t, w), !a.no_workload_offloads)?;
             }
         }
     }
     if a.kernel_host {
-        kernel_host(s, &ul, a.hosts + 1)?;
+        kernel_host(p, s, &ul, a.hosts + 1)?;
     }
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);
@@ -405,7 +454,7 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .spawn()
             .map_err(|e| format!("{}: {e}", ovrd.display()))?;
         s.hosts[h - 1].ovrd_pid = Some(child.id());
-        save(s)?;
+        save(p, s)?;
         wait_for(&s.hosts[h - 1].log, "forwarding", Duration::from_secs(10))?;
     }
     Ok(())
@@ -413,9 +462,9 @@ fn build(s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
 
 /// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one
 /// tenant-1 workload, flooding to every other host's VTEP.
-fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
-    add_host(s, ul, h, true)?;
-    let ns = format!("{PREFIX}-h{h}");
+fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), String> {
+    add_host(p, s, ul, h, true)?;
+    let ns = format!("{}-h{h}", p.prefix);
     let ip = format!("192.0.2.{h}");
     run(
         Some(&ns),
@@ -446,7 +495,7 @@ fn kernel_host(s: &mut State, ul: &str, h: usize) -> Result<(), String> {
             ],
         )?;
     }
-    add_workload(s, (h, 1, 1), false)?;
+    add_workload(p, s, (h, 1, 1), false)?;
     run(Some(&ns), &["ip", "link", "add", "brt1", "type", "bridge"])?;
     for port in ["vxlan101", "t1w1"] {
         run(Some(&ns), &["ip", "link", "set", port, "master", "brt1"])?;
@@ -476,8 +525,8 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-pub fn status() -> Result<(), String> {
-    let Some(s) = load()? else {
+pub fn status(p: &Place) -> Result<(), String> {
+    let Some(s) = load(p)? else {
         println!("no lab is up");
         return Ok(());
     };
@@ -506,8 +555,8 @@ pub fn status() -> Result<(), String> {
     Ok(())
 }
 
-pub fn exec(workload: &str, cmd: &[String]) -> Result<i32, String> {
-    let s = load()?.ok_or("no lab is up: `ovrctl lab up` first")?;
+pub fn exec(p: &Place, workload: &str, cmd: &[String]) -> Result<i32, String> {
+    let s = load(p)?.ok_or("no lab is up: `ovrctl lab up` first")?;
     let ns = s
         .workloads
         .iter()
@@ -536,8 +585,8 @@ pub fn exec(workload: &str, cmd: &[String]) -> Result<i32, String> {
 /// Stops every ovrd the lab started (printing its last counters) and removes the
 /// lab's namespaces and files. Everything is torn down before anything is printed, so
 /// that a closed output cannot leave half a lab behind.
-pub fn down() -> Result<(), String> {
-    let Some(s) = load()? else {
+pub fn down(p: &Place) -> Result<(), String> {
+    let Some(s) = load(p)? else {
         println!("no lab is up");
         return Ok(());
     };
@@ -567,7 +616,7 @@ pub fn down() -> Result<(), String> {
     for ns in s.namespaces.iter().rev() {
         let _ = run(None, &["ip", "netns", "del", ns]);
     }
-    let _ = std::fs::remove_dir_all(DIR);
+    let _ = std::fs::remove_dir_all(p.dir());
     let _ = writeln!(
         report,
         "lab down: {} namespaces removed",
@@ -580,3 +629,36 @@ pub fn down() -> Result<(), String> {
 
 /// What ovrd prints before its counters when it stops.
 const COUNTERS_AT_EXIT: &str = "== counters at exit";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(prefix: &str, dir: Option<&str>) -> Place {
+        Place {
+            prefix: prefix.into(),
+            dir: dir.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn default_place_is_the_historical_one_and_others_stay_apart() {
+        assert_eq!(place(PREFIX, None).dir(), PathBuf::from("/run/ovr-lab"));
+        assert_eq!(
+            place("ovrbs-r", None).dir(),
+            PathBuf::from("/run/ovr-lab-ovrbs-r")
+        );
+        assert_eq!(place("x", Some("/tmp/l")).dir(), PathBuf::from("/tmp/l"));
+    }
+
+    #[test]
+    fn prefixes_must_make_valid_interface_names() {
+        for ok in ["ovrlab", "ovrbs-r", "a", "0123456789"] {
+            assert!(place(ok, None).check().is_ok(), "{ok}");
+        }
+        // "{prefix}tmpa" must fit in 15 characters; no shell or path characters.
+        for bad in ["", "01234567890", "Ovr", "a/b", "a b", "a.b"] {
+            assert!(place(bad, None).check().is_err(), "{bad:?}");
+        }
+    }
+}

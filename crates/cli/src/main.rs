@@ -46,6 +46,8 @@ enum Command {
     /// A multi-host overlay on this machine: hosts and workloads in network namespaces,
     /// one ovrd per host.
     Lab {
+        #[command(flatten)]
+        place: lab::Place,
         #[command(subcommand)]
         what: Lab,
     },
@@ -132,15 +134,11 @@ enum Lab {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Send 64-byte (or --size) UDP frames on an interface as fast as it takes them.
+    /// Send UDP frames (64 bytes to 1518 or IMIX, many flows) stamped with a sequence
+    /// number and the send time, as fast as the interface takes them or at --rate.
     Gen(traffic::Gen),
-    /// Count UDP datagrams delivered to a port.
-    Sink {
-        #[arg(long, default_value_t = 9000)]
-        port: u16,
-        #[arg(long, default_value_t = 4.0)]
-        seconds: f64,
-    },
+    /// Receive the generator's frames on an interface: count, rate, one-way latency.
+    Sink(traffic::Sink),
     /// The pipeline on one core, without kernel I/O: Mpps and ns per packet by scenario
     /// and flow count, and the flow-setup rate.
     Engine(bench_engine::Args),
@@ -165,22 +163,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode { pcap } => decode::run(&pcap),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
-        Command::Lab { what } => match what {
-            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&up, &ovrd)),
-            Lab::Status => lab::status(),
-            Lab::Exec { workload, cmd } => match lab::exec(&workload, &cmd) {
+        Command::Lab { place, what } => match what {
+            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&place, &up, &ovrd)),
+            Lab::Status => lab::status(&place),
+            Lab::Exec { workload, cmd } => match lab::exec(&place, &workload, &cmd) {
                 Ok(0) => Ok(()),
                 Ok(code) => return ExitCode::from(code.clamp(1, 255) as u8),
                 Err(e) => Err(e),
             },
-            Lab::Down => lab::down(),
+            Lab::Down => lab::down(&place),
         },
         Command::Bench {
             what: Bench::Gen(g),
         } => traffic::generate(&g),
         Command::Bench {
-            what: Bench::Sink { port, seconds },
-        } => traffic::sink(port, seconds),
+            what: Bench::Sink(s),
+        } => traffic::sink(&s),
         Command::Bench {
             what: Bench::Engine(a),
         } => bench_engine::run(&a),
