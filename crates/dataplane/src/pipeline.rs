@@ -35,9 +35,12 @@ fn nodes() -> Vec<BoxedNode> {
     ]
 }
 
-/// Aging work per run: enough entries that a table is swept in reasonable time, few
-/// enough that forwarding never waits on it.
-const AGE_BUDGET: usize = 64;
+/// The flow table is swept for idle flows once per this long, whatever the packet
+/// rate: aging is paid by elapsed time, not per vector (at low rates vectors are small,
+/// and a fixed slice per vector made aging cost more than forwarding).
+const SWEEP_NS: u128 = 10_000_000_000;
+/// The most entries one run ages, so that forwarding never waits on it.
+const AGE_MAX_PER_RUN: usize = 256;
 
 /// One worker's pipeline.
 pub struct Pipeline {
@@ -47,6 +50,8 @@ pub struct Pipeline {
     underlay_entry: NodeId,
     /// Headers of the segment being cut from a large frame (kept to save allocating).
     scratch: Vec<u8>,
+    /// The clock when aging was last paid up to.
+    aged_at: Option<u64>,
 }
 
 /// Where a received frame enters the graph: node, VRF, receiving interface.
@@ -66,6 +71,7 @@ impl Pipeline {
             graph,
             cx: Cx::new(settings),
             scratch: Vec::new(),
+            aged_at: None,
         }
     }
 
@@ -188,16 +194,30 @@ impl Pipeline {
         }
     }
 
-    /// Runs everything received through the graph, then ages a slice of the flows.
+    /// Runs everything received through the graph, then ages the slice of the flows that
+    /// the time since the last run has earned.
     pub fn run(&mut self, st: &ForwardingState) {
         self.graph.run(&mut self.cx, st);
+        let now = self.cx.now;
+        let last = *self.aged_at.get_or_insert(now);
         let s = self.cx.settings;
-        let aged = self.cx.flows.age(
-            self.cx.now,
-            s.idle_timeout_ns,
-            s.denied_idle_timeout_ns,
-            AGE_BUDGET,
-        );
+        // Entries owed: the table's share of one sweep for the time that passed.
+        let owed = u128::from(now.saturating_sub(last)) * s.flow_capacity as u128 / SWEEP_NS;
+        if owed == 0 {
+            return;
+        }
+        let budget = (owed as usize).min(AGE_MAX_PER_RUN);
+        // Time not yet paid for in entries is kept for the next run.
+        let paid = (budget as u128 * SWEEP_NS / s.flow_capacity.max(1) as u128) as u64;
+        self.aged_at = Some(if budget == AGE_MAX_PER_RUN {
+            now
+        } else {
+            last + paid
+        });
+        let aged = self
+            .cx
+            .flows
+            .age(now, s.idle_timeout_ns, s.denied_idle_timeout_ns, budget);
         self.cx.flow_counters.aged += aged.aged as u64;
     }
 
