@@ -754,6 +754,7 @@ def main():
                  f"`python3 bench/suite.py --prefix {a.prefix} --cleanup` first")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "out" / stamp)
+    a.out = str(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trials.jsonl").write_text("")
     names = [s for s in a.systems.split(",") if s]
