@@ -57,3 +57,9 @@ ip netns exec ovrlab-h2-t1-w1 iperf3 -s -1 >/dev/null 2>&1 &
 pids+=($!)
 sleep 0.5
 "$ovrctl" lab exec h1-t1-w1 -- iperf3 -c 10.1.0.21 -t 3
+
+echo
+echo "== the operator's view of host 1, over ovrd's API (ovrctl --socket /run/ovr-lab/h1.sock ...)"
+"$ovrctl" --socket /run/ovr-lab/h1.sock interfaces
+"$ovrctl" --socket /run/ovr-lab/h1.sock flows --limit 5
+"$ovrctl" --socket /run/ovr-lab/h1.sock dropstats
