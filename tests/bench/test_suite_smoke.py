@@ -17,9 +17,6 @@ from conftest import ROOT
 OVRCTL = ROOT / "target" / "debug" / "ovrctl"
 SUITE = ROOT / "bench" / "suite.py"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
-
-
 def namespaces(prefix):
     """Namespaces named with the run's prefix (other test runs may share the machine and
     make or remove their own meanwhile)."""
