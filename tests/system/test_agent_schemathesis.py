@@ -8,12 +8,10 @@ so that a run is repeatable.
 """
 
 import shutil
-import signal
 import subprocess
-import time
 
-from conftest import ROOT
 from system.netns import Lab
+from system.ovrd import Ovrd
 
 PORT = 18740
 TOKEN = "schemathesis-token"
@@ -21,26 +19,15 @@ SEED = "324755588516889059921387446714894158531"
 
 
 def test_no_server_errors_and_answers_match_the_document(tmp_path):
-    subprocess.run(["cargo", "build", "-q", "-p", "ovrd"], cwd=ROOT, check=True)
-    ovrd = ROOT / "target" / "debug" / "ovrd"
     st = shutil.which("st") or shutil.which("schemathesis")
     assert st, "schemathesis is not installed (scripts/setup.sh installs it)"
     (tmp_path / "token").write_text(TOKEN + "\n")
     lab = Lab("sc")
-    proc = None
+    ovrd = None
     try:
         ns = lab.ns("api")
-        log = open(tmp_path / "ovrd.log", "w")
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, str(ovrd), "--state", str(tmp_path / "state.json"),
-             "--api-socket", str(tmp_path / "ovrd.sock"), "--api-listen", f"127.0.0.1:{PORT}",
-             "--api-token-file", str(tmp_path / "token")],
-            stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 10
-        while "forwarding" not in (tmp_path / "ovrd.log").read_text():
-            assert proc.poll() is None, (tmp_path / "ovrd.log").read_text()
-            assert time.time() < deadline, "ovrd did not start"
-            time.sleep(0.05)
+        ovrd = Ovrd(ns, tmp_path / "ovrd.log", "--api-listen", f"127.0.0.1:{PORT}",
+                    "--api-token-file", tmp_path / "token")
         r = subprocess.run(
             ["ip", "netns", "exec", ns, st, "run", f"http://127.0.0.1:{PORT}/openapi.json",
              "-H", f"Authorization: Bearer {TOKEN}",
@@ -49,13 +36,8 @@ def test_no_server_errors_and_answers_match_the_document(tmp_path):
              "--max-examples", "25", "--workers", "1", "--seed", SEED],
             capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
-        assert proc.poll() is None, "ovrd died under schemathesis"
+        assert ovrd.proc.poll() is None, "ovrd died under schemathesis"
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if ovrd is not None:
+            ovrd.stop()
         lab.close()

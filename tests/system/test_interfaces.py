@@ -10,14 +10,14 @@ vxlan device (VNI 100) with 10.1.0.9, as in test_ovrd_kernel_vxlan.py.
 
 import json
 import pathlib
-import signal
 import subprocess
 import time
 
 import pytest
 
 from system.netns import Lab, sh
-from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, binary, config
+from system.ovrd import Ovrd
+from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, config
 
 TAPVM = pathlib.Path(__file__).parent / "tapvm.py"
 
@@ -33,35 +33,6 @@ def kernel_vxlan_host(lab, a):
     for dev in ("vxlan100", "eth0"):
         sh("ethtool", "-K", dev, "tx", "off", ns=b)
     return b
-
-
-class Ovrd:
-    def __init__(self, ns, cfg, log, driver):
-        self.log = log
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, str(binary("ovrd")), "--config", str(cfg),
-             "--driver", driver, "--api-socket", str(log.with_suffix(".sock")),
-             "--state", str(log.with_suffix(".state.json"))],
-            stdout=open(log, "w"), stderr=subprocess.STDOUT)
-        self.wait_for("forwarding")
-
-    def text(self):
-        return self.log.read_text()
-
-    def wait_for(self, what, count=1, timeout=10):
-        deadline = time.time() + timeout
-        while self.text().count(what) < count:
-            assert self.proc.poll() is None, self.text()
-            assert time.time() < deadline, f"no {what!r} x{count} in:\n{self.text()}"
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 @pytest.fixture(params=["af-xdp", "af-packet"])
@@ -93,7 +64,7 @@ def test_a_vm_tap_is_waited_for_and_attached_again_after_the_vm_restarts(tmp_pat
         b = kernel_vxlan_host(lab, a)
         cfg = tmp_path / "a.yaml"
         cfg.write_text(config("tap"))
-        ovrd = Ovrd(a, cfg, tmp_path / "ovrd.log", driver)
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver)
         assert any("does not exist yet: waiting for it" in line and "interface=vm1" in line
                    for line in ovrd.text().splitlines()), ovrd.text()
 
@@ -129,7 +100,7 @@ def test_a_workload_veth_deleted_and_made_again_is_attached_again(tmp_path, driv
     ovrd = None
     try:
         a, vm = lab.ns("a"), lab.ns("vm1")
-        b = kernel_vxlan_host(lab, a)
+        kernel_vxlan_host(lab, a)
 
         def workload():
             lab.veth(a, "vm1", vm, "eth0", None, VM1_MAC)
@@ -139,7 +110,7 @@ def test_a_workload_veth_deleted_and_made_again_is_attached_again(tmp_path, driv
         workload()
         cfg = tmp_path / "a.yaml"
         cfg.write_text(config("workload"))
-        ovrd = Ovrd(a, cfg, tmp_path / "ovrd.log", driver)
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver)
         ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
         assert ok.returncode == 0, ok.stdout
         sh("ip", "link", "del", "vm1", ns=a)

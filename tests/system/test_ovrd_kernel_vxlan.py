@@ -8,19 +8,17 @@ through it), ping, TCP; and the gateway must answer the workload.
 """
 
 import hashlib
-import json
 import pathlib
 import random
 import re
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import ROOT
 from system.netns import Lab, sh
+from system.ovrd import Ovrd, binary
 
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 VM1_MAC, B_VM_MAC = "02:00:00:00:01:05", "02:00:00:00:02:09"
@@ -43,11 +41,6 @@ bridge:
 """
 
 
-def binary(name):
-    subprocess.run(["cargo", "build", "-q", "-p", name], cwd=ROOT, check=True)
-    return ROOT / "target" / "debug" / name
-
-
 # ovrd's drivers, and whether the workload leaves checksums and segmentation to its NIC
 # (a container's default): auto takes AF_PACKET for the workload (offloads welcome) and
 # AF_XDP for the underlay; forced AF_XDP needs complete frames from the workload.
@@ -57,9 +50,8 @@ DRIVERS = [("auto", True), ("af-packet", True), ("af-xdp", False)]
 @pytest.fixture(params=DRIVERS, ids=[d for d, _ in DRIVERS])
 def topology(request, tmp_path):
     driver, offloads = request.param
-    ovrd = binary("ovrd")
     lab = Lab("v")
-    proc = None
+    ovrd = None
     try:
         a, vm, b = lab.ns("a"), lab.ns("vm1"), lab.ns("b")
         lab.veth(a, "uplink", b, "eth0", A_MAC, B_MAC)
@@ -78,26 +70,12 @@ def topology(request, tmp_path):
             sh("ethtool", "-K", dev, "tx", "off", ns=ns)
         cfg = tmp_path / "a.yaml"
         cfg.write_text(config())
-        log = open(tmp_path / "ovrd.log", "w+")
-        proc = subprocess.Popen(["ip", "netns", "exec", a, str(ovrd), "--config", str(cfg),
-                                 "--driver", driver, "--cpu", "0",
-                                 "--api-socket", str(tmp_path / "ovrd.sock"),
-                                 "--state", str(tmp_path / "state.json")],
-                                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 10
-        while "forwarding" not in (tmp_path / "ovrd.log").read_text():
-            assert proc.poll() is None, (tmp_path / "ovrd.log").read_text()
-            assert time.time() < deadline, "ovrd did not start"
-            time.sleep(0.05)
-        yield {"a": a, "vm": vm, "b": b, "proc": proc, "log": tmp_path / "ovrd.log",
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver, "--cpu", "0")
+        yield {"a": a, "vm": vm, "b": b, "proc": ovrd.proc, "log": ovrd.log,
                "driver": driver.replace("-", "_"), "offloads": offloads}
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if ovrd is not None:
+            ovrd.stop()
         lab.close()
 
 

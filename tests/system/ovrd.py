@@ -1,0 +1,43 @@
+"""ovrd for system tests: built, started in a namespace with its own API socket and state
+file beside its log (so that tests running at once never share them), waited for, and
+stopped by SIGTERM to its own PID."""
+
+import signal
+import subprocess
+import time
+
+from conftest import ROOT
+
+
+def binary(name):
+    subprocess.run(["cargo", "build", "-q", "-p", name], cwd=ROOT, check=True)
+    return ROOT / "target" / "debug" / name
+
+
+class Ovrd:
+    def __init__(self, ns, log, *args):
+        self.log = log
+        self.socket = log.with_suffix(".sock")
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, str(binary("ovrd")), "--api-socket", str(self.socket),
+             "--state", str(log.with_suffix(".state.json")), *map(str, args)],
+            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        self.wait_for("forwarding")
+
+    def text(self):
+        return self.log.read_text()
+
+    def wait_for(self, what, count=1, timeout=10):
+        deadline = time.time() + timeout
+        while self.text().count(what) < count:
+            assert self.proc.poll() is None, self.text()
+            assert time.time() < deadline, f"no {what!r} x{count} in:\n{self.text()}"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
