@@ -171,12 +171,14 @@ impl Pipeline {
 
     /// Copies one packet (given in pieces) into a buffer, with its metadata.
     fn alloc(&mut self, (_, vrf, rx): Entry, parts: &[&[u8]]) -> Option<u32> {
-        if parts.iter().map(|p| p.len()).sum::<usize>() > MAX_PACKET {
-            self.cx.count_drop(Reason::FrameTooLarge);
-            return None;
-        }
         let Some(p) = self.cx.pool.alloc_with_parts(parts) else {
-            self.cx.count_drop(Reason::NoBuffers);
+            // Why, worked out only for the packet that failed.
+            let too_large = parts.iter().map(|p| p.len()).sum::<usize>() > MAX_PACKET;
+            self.cx.count_drop(if too_large {
+                Reason::FrameTooLarge
+            } else {
+                Reason::NoBuffers
+            });
             return None;
         };
         let trace = self.graph.trace_mut().pick();

@@ -157,10 +157,6 @@ impl AfPacket {
 }
 
 impl Driver for AfPacket {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn ifindex(&self) -> u32 {
         self.ifindex
     }

@@ -76,7 +76,6 @@ impl DriverKind {
 /// A batch-at-a-time packet driver on one interface. Calls are per batch, never per
 /// frame, so dispatching through `dyn Driver` costs nothing measurable.
 pub trait Driver {
-    fn name(&self) -> &str;
     /// The index of the interface the driver was opened on.
     fn ifindex(&self) -> u32;
     fn kind(&self) -> DriverKind;

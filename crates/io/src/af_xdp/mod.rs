@@ -33,12 +33,9 @@ const RX_CHUNKS: u32 = 8192;
 const TX_CHUNKS: u32 = 8192;
 /// Entries of the transmit ring (frames posted but not yet taken by the kernel).
 const TX_RING: u32 = 2048;
-/// The largest frame a socket receives (the rest of a chunk after the XDP headroom).
-pub const MAX_RX_FRAME: usize = (CHUNK - 256) as usize;
 
 /// One interface opened with AF_XDP.
 pub struct AfXdp {
-    name: String,
     ifindex: u32,
     batch: u32,
     queues: Vec<Queue>,
@@ -91,7 +88,6 @@ impl AfXdp {
             queues.push(queue);
         }
         Ok(Self {
-            name: name.to_string(),
             ifindex,
             batch: batch.clamp(1, RX_CHUNKS as usize) as u32,
             queues,
@@ -250,10 +246,6 @@ impl Queue {
 }
 
 impl Driver for AfXdp {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
     fn ifindex(&self) -> u32 {
         self.ifindex
     }
