@@ -1,0 +1,332 @@
+//! ovr's offload: a fast path for established flows below the user-space pipeline.
+//!
+//! The user-space pipeline stays the full implementation. When it forwards a packet of
+//! an established flow whose treatment the fast path can reproduce exactly, the flow is
+//! described ([`describe()`]: match key and action, learnt from the packet as it left)
+//! and installed in the backend; the flow's later packets are forwarded there without
+//! waking ovrd. [`FastPath`] owns what is offloaded (one place, as DESIGN.md asks):
+//!
+//! - a table change (a new epoch) or an interface attached or detached invalidates
+//!   every entry at once (a generation number the backend checks per packet), so a
+//!   route or policy change applies to the next packet, which user space revalidates
+//!   and offloads again;
+//! - a flow removed in user space (aged, deleted through the API, replaced) has its
+//!   entry removed at the next sweep, and the sweep merges the backend's counters into
+//!   the flow (packets, bytes, last seen, so that an active flow does not age) and into
+//!   the interfaces' counters.
+//!
+//! The backend is a trait ([`Offload`]); [`xdp::Xdp`] is the XDP one (bpf/ovr_xdp.c).
+#![forbid(unsafe_code)]
+
+pub mod describe;
+pub mod layout;
+pub mod xdp;
+
+pub use describe::{Refused, describe};
+pub use layout::{Action, Key, Usage};
+
+use ovr_dataplane::context::Cx;
+use ovr_dataplane::meta::{Meta, flags as mf};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::state::ForwardingState;
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OffloadError {
+    #[error("offload: {op}: {message}")]
+    Xdp { op: &'static str, message: String },
+}
+
+/// A fast path that carries described flows (hardware-neutral; XDP is the first).
+pub trait Offload {
+    /// The host interface index of ovr's interface `id`, if the fast path is on it.
+    fn ifindex(&self, id: InterfaceId) -> Option<u32>;
+    /// Whether interfaces were attached or detached since the last call.
+    fn take_changed(&mut self) -> bool;
+    /// Re-reads what the fast path must know of each interface (kind, MAC, addresses,
+    /// admin state) from the tables.
+    fn refresh(&mut self, st: &ForwardingState) -> Result<(), OffloadError>;
+    /// Only entries installed with generation `generation` are used from now on.
+    fn set_generation(&mut self, generation: u32) -> Result<(), OffloadError>;
+    /// Installs (or replaces) an entry, with zero counters.
+    fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError>;
+    fn remove(&mut self, key: &Key) -> Result<(), OffloadError>;
+    /// The entry's counters, or None if it is not installed.
+    fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError>;
+}
+
+/// What the fast path's owner did (ovrd prints them with its counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPathCounters {
+    /// Entries installed (again after each table change).
+    pub installed: u64,
+    /// Flows whose packets the fast path cannot reproduce (they stay in user space).
+    pub refused: u64,
+    /// Entries removed because their flow went.
+    pub removed: u64,
+    /// Backend errors (logged once).
+    pub errors: u64,
+    /// Generations started (table changes, interfaces coming and going).
+    pub invalidations: u64,
+    /// Packets and bytes (as received) the fast path carried, merged into the flows.
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// One offloaded flow.
+#[derive(Debug, Clone, Copy)]
+struct Installed {
+    key: Key,
+    flow: FlowKey,
+    rx_if: u32,
+    tx_if: u32,
+    strip: u64,
+    growth: i64,
+    /// The backend's counters already merged.
+    seen: Usage,
+}
+
+/// Merge the counters of this many entries per sweep step at most...
+const SWEEP_MAX: usize = 8192;
+/// ...once per this long: 80K entries a second, so a 256K-flow table is swept in about
+/// 3 s, well within the flows' idle timeout.
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+/// The owner of everything offloaded: what to install, when to invalidate, sweeping.
+pub struct FastPath<O: Offload> {
+    backend: O,
+    generation: u32,
+    epoch: Option<u32>,
+    /// By flow id: the generation in which the flow was last offered (0: never).
+    tried: Vec<u32>,
+    installed: HashMap<u32, Installed>,
+    /// Which flow an installed key belongs to.
+    owner: HashMap<Key, u32>,
+    sweep: Vec<u32>,
+    swept_at: Option<u64>,
+    failing: bool,
+    pub counters: FastPathCounters,
+}
+
+impl<O: Offload> FastPath<O> {
+    pub fn new(backend: O) -> Self {
+        Self {
+            backend,
+            generation: 0,
+            epoch: None,
+            tried: Vec::new(),
+            installed: HashMap::new(),
+            owner: HashMap::new(),
+            sweep: Vec::new(),
+            swept_at: None,
+            failing: false,
+            counters: FastPathCounters::default(),
+        }
+    }
+
+    pub fn backend(&self) -> &O {
+        &self.backend
+    }
+
+    /// Flows offloaded now (in any generation).
+    pub fn len(&self) -> usize {
+        self.installed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.installed.is_empty()
+    }
+
+    fn failed(&mut self, e: OffloadError) {
+        self.counters.errors += 1;
+        if !self.failing {
+            self.failing = true;
+            tracing::warn!("{e}");
+        }
+    }
+
+    /// Starts a new generation if the tables or the interfaces changed. Call before
+    /// forwarding with `st`, every loop iteration.
+    pub fn begin(&mut self, st: &ForwardingState) {
+        let changed = self.backend.take_changed();
+        if !changed && self.epoch == Some(st.epoch()) {
+            return;
+        }
+        self.epoch = Some(st.epoch());
+        self.generation = self.generation.wrapping_add(1).max(1);
+        self.counters.invalidations += 1;
+        let r = self
+            .backend
+            .refresh(st)
+            .and_then(|()| self.backend.set_generation(self.generation));
+        if let Err(e) = r {
+            self.failed(e);
+        }
+    }
+
+    /// Offers the flow of a packet the pipeline forwarded (`frame`: as it left).
+    pub fn observe(&mut self, st: &ForwardingState, cx: &mut Cx, meta: &Meta, frame: &[u8]) {
+        if !meta.has(mf::FLOW_HIT | mf::FLOW_CREATED) || meta.has(mf::REPLICA) {
+            return;
+        }
+        let Some(id) = cx.flows.lookup(&meta.key) else {
+            return;
+        };
+        let i = id.0 as usize;
+        if self.tried.len() <= i {
+            self.tried.resize(i + 1, 0);
+        }
+        if self.tried[i] == self.generation {
+            return;
+        }
+        self.tried[i] = self.generation;
+        // Only a flow whose decision is current and is the one this packet followed.
+        let current = cx.flows.get(id).is_some_and(|e| {
+            e.epoch == st.epoch()
+                && e.action
+                    == Some(FlowAction::Forward {
+                        next_hop: ovr_tables::ids::NextHopId(meta.next_hop),
+                    })
+        });
+        if !current {
+            self.counters.refused += 1;
+            return;
+        }
+        let backend = &self.backend;
+        match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
+            Ok((key, action)) => self.install(cx, id, meta, key, action),
+            Err(_) => self.counters.refused += 1,
+        }
+    }
+
+    fn install(&mut self, cx: &mut Cx, id: FlowId, meta: &Meta, key: Key, action: Action) {
+        // Counters of the entry this one replaces are merged first.
+        if let Some(prev) = self.installed.get(&id.0).copied() {
+            self.merge(cx, id.0, prev);
+            if prev.key != key {
+                self.drop_entry(id.0, prev.key);
+            }
+        }
+        if let Some(other) = self.owner.insert(key, id.0)
+            && other != id.0
+            && let Some(o) = self.installed.remove(&other)
+        {
+            self.merge(cx, other, o);
+        }
+        if let Err(e) = self.backend.install(&key, &action, self.generation) {
+            self.owner.remove(&key);
+            self.installed.remove(&id.0);
+            return self.failed(e);
+        }
+        self.counters.installed += 1;
+        self.installed.insert(
+            id.0,
+            Installed {
+                key,
+                flow: meta.key,
+                rx_if: meta.rx_if,
+                tx_if: meta.tx_if,
+                strip: u64::from(action.strip),
+                growth: action.growth(),
+                seen: Usage::default(),
+            },
+        );
+    }
+
+    /// Removes the backend's entry `key` if flow `id` still owns it.
+    fn drop_entry(&mut self, id: u32, key: Key) {
+        if self.owner.get(&key) == Some(&id) {
+            self.owner.remove(&key);
+            if let Err(e) = self.backend.remove(&key) {
+                self.failed(e);
+            }
+        }
+    }
+
+    /// Adds what the backend counted since the last merge to the flow and interfaces.
+    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) {
+        let now = match self.backend.usage(&rec.key) {
+            Ok(Some(u)) => u,
+            Ok(None) => return,
+            Err(e) => return self.failed(e),
+        };
+        // Counters restart at zero when an entry is installed again.
+        let base = if now.packets < rec.seen.packets {
+            Usage::default()
+        } else {
+            rec.seen
+        };
+        let (dp, db) = (now.packets - base.packets, now.bytes.saturating_sub(base.bytes));
+        if let Some(r) = self.installed.get_mut(&id) {
+            r.seen = now;
+        }
+        if dp == 0 {
+            return;
+        }
+        self.counters.packets += dp;
+        self.counters.bytes += db;
+        let t = cx.now;
+        if let Some(e) = cx.flows.get_mut(FlowId(id)) {
+            e.packets += dp;
+            e.bytes += db.saturating_sub(dp * rec.strip);
+            e.last_seen = e.last_seen.max(t);
+        }
+        let rx = cx.interface_counters(rec.rx_if);
+        rx.rx_packets += dp;
+        rx.rx_bytes += db;
+        let tx = cx.interface_counters(rec.tx_if);
+        tx.tx_packets += dp;
+        tx.tx_bytes = tx
+            .tx_bytes
+            .saturating_add_signed(db as i64 + dp as i64 * rec.growth);
+    }
+
+    /// Checks one installed flow: gone or changed in user space → entry removed;
+    /// otherwise its counters are merged.
+    fn check(&mut self, cx: &mut Cx, id: u32) {
+        let Some(rec) = self.installed.get(&id).copied() else {
+            return;
+        };
+        let alive = cx.flows.get(FlowId(id)).is_some_and(|e| e.key == rec.flow);
+        if alive {
+            self.merge(cx, id, rec);
+        } else {
+            self.installed.remove(&id);
+            self.drop_entry(id, rec.key);
+            self.counters.removed += 1;
+        }
+    }
+
+    /// A slice of the sweep, at most every [`SWEEP_EVERY_NS`] of `cx.now`.
+    pub fn maintain(&mut self, cx: &mut Cx) {
+        if self
+            .swept_at
+            .is_some_and(|t| cx.now.saturating_sub(t) < SWEEP_EVERY_NS)
+        {
+            return;
+        }
+        self.swept_at = Some(cx.now);
+        if self.sweep.is_empty() {
+            self.sweep.extend(self.installed.keys().copied());
+        }
+        let n = self.sweep.len().min(SWEEP_MAX);
+        let start = self.sweep.len() - n;
+        let batch: Vec<u32> = self.sweep.drain(start..).collect();
+        for id in batch {
+            self.check(cx, id);
+        }
+    }
+
+    /// Sweeps everything now: before the flows or counters are read, and after flows
+    /// were deleted through the API.
+    pub fn sync_all(&mut self, cx: &mut Cx) {
+        let ids: Vec<u32> = self.installed.keys().copied().collect();
+        for id in ids {
+            self.check(cx, id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! FastPath and describe() against the real pipeline.
