@@ -62,9 +62,20 @@ struct Args {
     /// steady when other work shares the host).
     #[arg(long)]
     cpu: Option<usize>,
+    /// The fast path for established flows: xdp (an XDP program on every interface
+    /// forwards flows the pipeline has described, without waking ovrd; needs XDP on
+    /// every interface and NAPI on the peers it redirects to, docs/io.md) or off.
+    #[arg(long, value_enum, default_value_t = OffloadArg::Off)]
+    offload: OffloadArg,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OffloadArg {
+    Off,
+    Xdp,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -127,7 +138,12 @@ fn run(a: &Args) -> Result<(), String> {
             .filter_map(|(name, id)| Some((name.clone(), *id, st.interface(*id)?.kind)))
             .collect()
     };
-    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
+    let xdp = match a.offload {
+        OffloadArg::Xdp => Some(ovr_offload::xdp::Xdp::load().map_err(|e| e.to_string())?),
+        OffloadArg::Off => None,
+    };
+    let mut fast = xdp.clone().map(ovr_offload::FastPath::new);
+    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch, xdp)?;
     if let Some(cpu) = a.cpu {
         let known = core_affinity::get_core_ids().unwrap_or_default();
         let core = known
@@ -156,6 +172,9 @@ fn run(a: &Args) -> Result<(), String> {
         let Some(guard) = reader.enter() else { break };
         let state = &*guard;
         pipe.cx.now = start.elapsed().as_nanos() as u64;
+        if let Some(f) = fast.as_mut() {
+            f.begin(state);
+        }
         let received = ports.recv(|id, vnet, frames| {
             if vnet {
                 pipe.receive_offloaded(state, id, frames)
@@ -171,15 +190,26 @@ fn run(a: &Args) -> Result<(), String> {
             std::thread::yield_now();
         }
         pipe.run(state);
-        ovr_agent::worker::drain(&agent.requests, &mut pipe);
+        if let Some(f) = fast.as_mut() {
+            pipe.for_each_flow_tx(|cx, meta, head| f.observe(state, cx, meta, head));
+            f.maintain(&mut pipe.cx);
+        }
+        serve_requests(&agent.requests, &mut pipe, fast.as_mut());
         pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
         ports.maintain();
         if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
             last_stats = Instant::now();
+            if let Some(f) = fast.as_mut() {
+                info!("fast path: {}", fast_path_line(f));
+            }
             info!("counters\n{}", snapshot(&pipe, names));
         }
     }
     info!("stopping: closing the interfaces");
+    if let Some(f) = fast.as_mut() {
+        f.sync_all(&mut pipe.cx);
+        info!("fast path: {}", fast_path_line(f));
+    }
     ports.close();
     eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
     Ok(())
@@ -187,4 +217,43 @@ fn run(a: &Args) -> Result<(), String> {
 
 fn snapshot(pipe: &Pipeline, names: &ovr_config::Names) -> ovr_dataplane::counters::Snapshot {
     pipe.snapshot(|i| names.interface_name(i).map(str::to_string))
+}
+
+/// Answers the API's waiting requests; with the fast path on, its counters are merged
+/// into the flows first, and flows deleted are taken out of it at once.
+fn serve_requests(
+    requests: &ovr_agent::worker::Requests,
+    pipe: &mut Pipeline,
+    mut fast: Option<&mut ovr_offload::FastPath<ovr_offload::xdp::Xdp>>,
+) {
+    let Some(f) = fast.as_deref_mut() else {
+        return ovr_agent::worker::drain(requests, pipe);
+    };
+    for _ in 0..4 {
+        let Ok(r) = requests.try_recv() else { return };
+        f.sync_all(&mut pipe.cx);
+        ovr_agent::worker::serve(pipe, r);
+        f.sync_all(&mut pipe.cx);
+    }
+}
+
+/// The fast path's counters and its program's, on one line.
+fn fast_path_line(f: &ovr_offload::FastPath<ovr_offload::xdp::Xdp>) -> String {
+    let c = f.counters;
+    let mut s = format!(
+        "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}), \
+         carried {} packets {} bytes; program:",
+        f.len(),
+        c.installed,
+        c.refused,
+        c.removed,
+        c.invalidations,
+        c.errors,
+        c.packets,
+        c.bytes
+    );
+    for (name, v) in f.backend().counters() {
+        s.push_str(&format!(" {name} {v}"));
+    }
+    s
 }

@@ -29,6 +29,9 @@ struct Port {
     past: DriverStats,
     /// An I/O error was logged and the driver has not worked since (logged once).
     failing: bool,
+    /// With `--offload xdp`: the shared XDP program on this interface (dropped after
+    /// the driver).
+    xdp: Option<ovr_offload::xdp::Attachment>,
 }
 
 impl Port {
@@ -43,9 +46,34 @@ impl Port {
         }
     }
 
-    fn attach(&mut self, pref: Preference, batch: usize) -> Result<(), ovr_io::IoError> {
+    fn attach(
+        &mut self,
+        pref: Preference,
+        batch: usize,
+        offload: Option<&ovr_offload::xdp::Xdp>,
+    ) -> Result<(), ovr_io::IoError> {
         let offloading = self.kind != InterfaceKind::Underlay;
-        let (d, fallback) = ovr_io::open(&self.name, pref, offloading, batch)?;
+        self.xdp = None;
+        if let Some(x) = offload {
+            let af_xdp = match pref {
+                Preference::Only(k) => k == ovr_io::DriverKind::AfXdp,
+                Preference::Auto => !offloading,
+            };
+            match x.attach(&self.name, self.id.0, af_xdp) {
+                Ok(a) => self.xdp = Some(a),
+                Err(_) if ovr_io::if_index(&self.name).is_none() => {
+                    return Err(ovr_io::IoError::NoSuchInterface {
+                        name: self.name.clone(),
+                    });
+                }
+                Err(e) => warn!(interface = %self.name, "no fast path here: {e}"),
+            }
+        }
+        let shared = self
+            .xdp
+            .as_mut()
+            .map(|a| a as &mut dyn ovr_io::XskSlots);
+        let (d, fallback) = ovr_io::open_with(&self.name, pref, offloading, batch, shared)?;
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
@@ -61,6 +89,7 @@ impl Port {
             self.past = self.stats();
             // Closes the sockets and detaches the XDP program.
             self.driver = None;
+            self.xdp = None;
             warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
         }
     }
@@ -83,6 +112,7 @@ pub struct Ports {
     batch: usize,
     poller: Poller,
     last_check: Instant,
+    offload: Option<ovr_offload::xdp::Xdp>,
 }
 
 impl Ports {
@@ -92,6 +122,7 @@ impl Ports {
         interfaces: impl IntoIterator<Item = (String, InterfaceId, InterfaceKind)>,
         pref: Preference,
         batch: usize,
+        offload: Option<ovr_offload::xdp::Xdp>,
     ) -> Result<Self, String> {
         let mut ports = Vec::new();
         for (name, id, kind) in interfaces {
@@ -104,8 +135,9 @@ impl Ports {
                 ifindex: 0,
                 past: DriverStats::default(),
                 failing: false,
+                xdp: None,
             };
-            match p.attach(pref, batch) {
+            match p.attach(pref, batch, offload.as_ref()) {
                 Ok(()) => {}
                 Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
                     info!(interface = %p.name, "does not exist yet: waiting for it");
@@ -129,6 +161,7 @@ impl Ports {
             batch,
             poller: Poller::new([]),
             last_check: Instant::now(),
+            offload,
         };
         s.rebuild_poller();
         Ok(s)
@@ -209,7 +242,7 @@ impl Ports {
                 changed = true;
             }
             if p.driver.is_none() && now.is_some() {
-                match p.attach(self.pref, self.batch) {
+                match p.attach(self.pref, self.batch, self.offload.as_ref()) {
                     Ok(()) => changed = true,
                     Err(e) => p.failed(&e),
                 }
@@ -235,6 +268,7 @@ impl Ports {
                 "closed"
             );
             p.driver = None;
+            p.xdp = None;
         }
     }
 }
