@@ -206,12 +206,16 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     info!("stopping: closing the interfaces");
-    if let Some(f) = fast.as_mut() {
+    let fast_line = fast.as_mut().map(|f| {
         f.sync_all(&mut pipe.cx);
-        info!("fast path: {}", fast_path_line(f));
-    }
+        format!("\nfast path: {}", fast_path_line(f))
+    });
     ports.close();
-    eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
+    eprintln!(
+        "{COUNTERS_AT_EXIT}\n{}{}",
+        snapshot(&pipe, names),
+        fast_line.unwrap_or_default()
+    );
     Ok(())
 }
 
