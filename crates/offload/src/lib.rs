@@ -54,6 +54,10 @@ pub trait Offload {
     fn remove(&mut self, key: &Key) -> Result<(), OffloadError>;
     /// The entry's counters, or None if it is not installed.
     fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError>;
+    /// Per interface the fast path is on: frames the host dropped on receipt so far.
+    /// A redirect the egress cannot take (a veth whose peer runs no NAPI) is dropped
+    /// and counted there, on the receiving interface.
+    fn rx_dropped(&self) -> Vec<(InterfaceId, u64)>;
 }
 
 /// What the fast path's owner did (ovrd prints them with its counters).
@@ -69,6 +73,9 @@ pub struct FastPathCounters {
     pub errors: u64,
     /// Generations started (table changes, interfaces coming and going).
     pub invalidations: u64,
+    /// Frames the fast path redirected to an egress that dropped them (counted by the
+    /// receiving interface; the egress is then left to user space for a while).
+    pub redirect_failed: u64,
     /// Packets and bytes (as received) the fast path carried, merged into the flows.
     pub packets: u64,
     pub bytes: u64,
@@ -92,6 +99,8 @@ const SWEEP_MAX: usize = 8192;
 /// ...once per this long: 80K entries a second, so a 256K-flow table is swept in about
 /// 3 s, well within the flows' idle timeout.
 const SWEEP_EVERY_NS: u64 = 100_000_000;
+/// How long an egress that dropped redirected frames is left to user space.
+const EGRESS_BACKOFF_NS: u64 = 30_000_000_000;
 
 /// The owner of everything offloaded: what to install, when to invalidate, sweeping.
 pub struct FastPath<O: Offload> {
@@ -106,6 +115,10 @@ pub struct FastPath<O: Offload> {
     sweep: Vec<u32>,
     swept_at: Option<u64>,
     failing: bool,
+    /// Receive drops per interface at the last check.
+    rx_dropped: HashMap<u32, u64>,
+    /// Egress interfaces that dropped redirected frames, until when they are avoided.
+    bad_egress: HashMap<u32, u64>,
     pub counters: FastPathCounters,
 }
 
@@ -121,6 +134,8 @@ impl<O: Offload> FastPath<O> {
             sweep: Vec::new(),
             swept_at: None,
             failing: false,
+            rx_dropped: HashMap::new(),
+            bad_egress: HashMap::new(),
             counters: FastPathCounters::default(),
         }
     }
@@ -189,7 +204,11 @@ impl<O: Offload> FastPath<O> {
                         next_hop: ovr_tables::ids::NextHopId(meta.next_hop),
                     })
         });
-        if !current {
+        let avoided = self
+            .bad_egress
+            .get(&meta.tx_if)
+            .is_some_and(|&until| cx.now < until);
+        if !current || avoided {
             self.counters.refused += 1;
             return;
         }
@@ -244,12 +263,16 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Adds what the backend counted since the last merge to the flow and interfaces.
-    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) {
+    /// Adds what the backend counted since the last merge to the flow and interfaces;
+    /// returns the packets added.
+    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) -> u64 {
         let now = match self.backend.usage(&rec.key) {
             Ok(Some(u)) => u,
-            Ok(None) => return,
-            Err(e) => return self.failed(e),
+            Ok(None) => return 0,
+            Err(e) => {
+                self.failed(e);
+                return 0;
+            }
         };
         // Counters restart at zero when an entry is installed again.
         let base = if now.packets < rec.seen.packets {
@@ -257,12 +280,15 @@ impl<O: Offload> FastPath<O> {
         } else {
             rec.seen
         };
-        let (dp, db) = (now.packets - base.packets, now.bytes.saturating_sub(base.bytes));
+        let (dp, db) = (
+            now.packets - base.packets,
+            now.bytes.saturating_sub(base.bytes),
+        );
         if let Some(r) = self.installed.get_mut(&id) {
             r.seen = now;
         }
         if dp == 0 {
-            return;
+            return 0;
         }
         self.counters.packets += dp;
         self.counters.bytes += db;
@@ -280,6 +306,60 @@ impl<O: Offload> FastPath<O> {
         tx.tx_bytes = tx
             .tx_bytes
             .saturating_add_signed(db as i64 + dp as i64 * rec.growth);
+        dp
+    }
+
+    /// Whether an interface dropped frames on receipt while the fast path redirected
+    /// its frames: then the egresses it redirected to are avoided for a while, their
+    /// entries removed, and the loss counted and logged (never a silent black hole).
+    fn check_redirects(&mut self, cx: &mut Cx) {
+        for (id, dropped) in self.backend.rx_dropped() {
+            let before = self.rx_dropped.insert(id.0, dropped);
+            let delta = before.map_or(0, |b| dropped.saturating_sub(b));
+            if delta == 0 {
+                continue;
+            }
+            let from_here: Vec<(u32, Installed)> = self
+                .installed
+                .iter()
+                .filter(|(_, r)| r.rx_if == id.0)
+                .map(|(i, r)| (*i, *r))
+                .collect();
+            let mut suspects = Vec::new();
+            for (i, r) in from_here {
+                if self.merge(cx, i, r) > 0 && !suspects.contains(&r.tx_if) {
+                    suspects.push(r.tx_if);
+                }
+            }
+            if suspects.is_empty() {
+                continue;
+            }
+            self.counters.redirect_failed += delta;
+            tracing::warn!(
+                "fast path: interface {} dropped {delta} redirected frames; egress {:?} left \
+                 to user space for {} s (a veth egress needs NAPI on its peer: GRO on, or \
+                 an XDP program there)",
+                id.0,
+                suspects,
+                EGRESS_BACKOFF_NS / 1_000_000_000
+            );
+            let gone: Vec<(u32, Key)> = self
+                .installed
+                .iter()
+                .filter(|(_, r)| suspects.contains(&r.tx_if))
+                .map(|(i, r)| (*i, r.key))
+                .collect();
+            for (i, key) in gone {
+                self.installed.remove(&i);
+                self.drop_entry(i, key);
+                if let Some(t) = self.tried.get_mut(i as usize) {
+                    *t = 0;
+                }
+            }
+            for s in suspects {
+                self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
+            }
+        }
     }
 
     /// Checks one installed flow: gone or changed in user space → entry removed;
@@ -307,6 +387,7 @@ impl<O: Offload> FastPath<O> {
             return;
         }
         self.swept_at = Some(cx.now);
+        self.check_redirects(cx);
         if self.sweep.is_empty() {
             self.sweep.extend(self.installed.keys().copied());
         }

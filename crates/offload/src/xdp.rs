@@ -10,7 +10,10 @@ use crate::layout::{
 };
 use crate::{Offload, OffloadError};
 use aya::Ebpf;
-use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, XskMap};
+use aya::maps::{
+    Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues,
+    XskMap,
+};
 use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -52,6 +55,8 @@ struct Inner {
     cpus: usize,
     /// Attached interfaces: ovr's interface id → (ifindex, its entry).
     attached: HashMap<u32, (u32, Iface)>,
+    /// Their names (for their statistics in sysfs).
+    names: HashMap<u32, String>,
     /// Free blocks of AF_XDP slots.
     free_slots: Vec<u32>,
     /// Interfaces were attached or detached since the last `take_changed`.
@@ -73,7 +78,8 @@ impl Xdp {
             .ok_or_else(|| err("find XDP program", PROGRAM))?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
-        prog.load().map_err(|e| err("load XDP program", chain(&e)))?;
+        prog.load()
+            .map_err(|e| err("load XDP program", chain(&e)))?;
         fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,
             name: &'static str,
@@ -89,9 +95,14 @@ impl Xdp {
             generation: take(&mut ebpf, "ovr_gen")?,
             counters: take(&mut ebpf, "ovr_counters")?,
             ebpf,
-            cpus: aya::util::nr_cpus().map_err(|(op, e)| err("count CPUs", format!("{op}: {e}")))?,
+            cpus: aya::util::nr_cpus()
+                .map_err(|(op, e)| err("count CPUs", format!("{op}: {e}")))?,
             attached: HashMap::new(),
-            free_slots: (0..XSK_MAP_LEN / XSK_SLOTS).rev().map(|b| b * XSK_SLOTS).collect(),
+            names: HashMap::new(),
+            free_slots: (0..XSK_MAP_LEN / XSK_SLOTS)
+                .rev()
+                .map(|b| b * XSK_SLOTS)
+                .collect(),
             changed: false,
         };
         Ok(Self {
@@ -112,7 +123,9 @@ impl Xdp {
         let ifindex = ovr_io::if_index(name).ok_or_else(|| err("find interface", name))?;
         let mut g = self.lock();
         let xsk_base = if af_xdp {
-            g.free_slots.pop().ok_or_else(|| err("AF_XDP slots", "all taken"))?
+            g.free_slots
+                .pop()
+                .ok_or_else(|| err("AF_XDP slots", "all taken"))?
         } else {
             NO_XSK
         };
@@ -126,8 +139,7 @@ impl Xdp {
             g.ifaces
                 .insert(ifindex, entry.encode(), 0)
                 .map_err(|e| err("insert interface", chain(&e)))?;
-            g.tx
-                .insert(ifindex, ifindex, None, 0)
+            g.tx.insert(ifindex, ifindex, None, 0)
                 .map_err(|e| err("insert egress", chain(&e)))?;
             let prog: &mut XdpProgram = g
                 .ebpf
@@ -144,6 +156,7 @@ impl Xdp {
         match attached {
             Ok(link) => {
                 g.attached.insert(id, (ifindex, entry));
+                g.names.insert(id, name.to_string());
                 g.changed = true;
                 Ok(Attachment {
                     xdp: self.clone(),
@@ -219,6 +232,7 @@ impl Drop for Attachment {
             g.free_slots.push(self.xsk_base);
         }
         g.attached.remove(&self.id);
+        g.names.remove(&self.id);
         g.changed = true;
     }
 }
@@ -275,10 +289,28 @@ impl Offload for Xdp {
             .map_err(|e| err("set generation", chain(&e)))
     }
 
+    fn rx_dropped(&self) -> Vec<(ovr_tables::ids::InterfaceId, u64)> {
+        let names: Vec<(u32, String)> = self
+            .lock()
+            .names
+            .iter()
+            .map(|(i, n)| (*i, n.clone()))
+            .collect();
+        names
+            .into_iter()
+            .filter_map(|(id, name)| {
+                let path = format!("/sys/class/net/{name}/statistics/rx_dropped");
+                let v = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+                Some((ovr_tables::ids::InterfaceId(id), v))
+            })
+            .collect()
+    }
+
     fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError> {
         let mut g = self.lock();
         let v = action.encode(generation);
-        let values = PerCpuValues::try_from(vec![v; g.cpus]).map_err(|e| err("per-CPU value", e))?;
+        let values =
+            PerCpuValues::try_from(vec![v; g.cpus]).map_err(|e| err("per-CPU value", e))?;
         g.flows
             .insert(key.encode(), values, 0)
             .map_err(|e| err("install flow", chain(&e)))
@@ -294,7 +326,11 @@ impl Offload for Xdp {
 
     fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError> {
         match self.lock().flows.get(&key.encode(), 0) {
-            Ok(v) => Ok(Some(v.iter().map(Usage::decode).fold(Usage::default(), Usage::merge))),
+            Ok(v) => Ok(Some(
+                v.iter()
+                    .map(Usage::decode)
+                    .fold(Usage::default(), Usage::merge),
+            )),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
             Err(e) => Err(err("read flow", chain(&e))),
         }
@@ -327,7 +363,8 @@ mod tests {
             mac: [0; 12],
             template: [0; crate::layout::TPL_LEN],
         };
-        x2.install(&key, &action, 7).unwrap_or_else(|e| panic!("{e}"));
+        x2.install(&key, &action, 7)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(x2.usage(&key).ok().flatten(), Some(Usage::default()));
         x2.remove(&key).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(x2.usage(&key).ok().flatten(), None);

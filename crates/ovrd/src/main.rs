@@ -245,14 +245,15 @@ fn serve_requests(
 fn fast_path_line(f: &ovr_offload::FastPath<ovr_offload::xdp::Xdp>) -> String {
     let c = f.counters;
     let mut s = format!(
-        "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}), \
-         carried {} packets {} bytes; program:",
+        "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
+         redirect_failed {}), carried {} packets {} bytes; program:",
         f.len(),
         c.installed,
         c.refused,
         c.removed,
         c.invalidations,
         c.errors,
+        c.redirect_failed,
         c.packets,
         c.bytes
     );

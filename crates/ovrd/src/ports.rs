@@ -69,10 +69,7 @@ impl Port {
                 Err(e) => warn!(interface = %self.name, "no fast path here: {e}"),
             }
         }
-        let shared = self
-            .xdp
-            .as_mut()
-            .map(|a| a as &mut dyn ovr_io::XskSlots);
+        let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
         let (d, fallback) = ovr_io::open_with(&self.name, pref, offloading, batch, shared)?;
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");

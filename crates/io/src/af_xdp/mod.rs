@@ -91,9 +91,7 @@ impl AfXdp {
         let mut shared = shared;
         let mut program = match shared {
             Some(_) => None,
-            None => {
-                Some(program::Attached::attach(name).map_err(|(op, m)| xdp_err(name, op, m))?)
-            }
+            None => Some(program::Attached::attach(name).map_err(|(op, m)| xdp_err(name, op, m))?),
         };
         let mut queues = Vec::new();
         for q in 0..sys::rx_queues(name) {
