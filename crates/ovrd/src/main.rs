@@ -228,9 +228,9 @@ fn snapshot(pipe: &Pipeline, names: &ovr_config::Names) -> ovr_dataplane::counte
 fn serve_requests(
     requests: &ovr_agent::worker::Requests,
     pipe: &mut Pipeline,
-    mut fast: Option<&mut ovr_offload::FastPath<ovr_offload::xdp::Xdp>>,
+    fast: Option<&mut ovr_offload::FastPath<ovr_offload::xdp::Xdp>>,
 ) {
-    let Some(f) = fast.as_deref_mut() else {
+    let Some(f) = fast else {
         return ovr_agent::worker::drain(requests, pipe);
     };
     for _ in 0..4 {
