@@ -104,6 +104,12 @@ pub fn if_index(name: &str) -> Option<u32> {
     sys::if_index(name)
 }
 
+/// Frames the AF_XDP socket `fd` could not take on receipt so far (see [`XskSlots`]:
+/// the offload tells these apart from the redirects an egress dropped).
+pub fn xsk_rx_drops(fd: RawFd) -> Option<u64> {
+    sys::xsk_rx_drops(fd).ok()
+}
+
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {

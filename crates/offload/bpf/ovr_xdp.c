@@ -60,7 +60,9 @@ struct ovr_key {
 #define OVR_F_DEC_TTL 2     // routed into the overlay: TTL - 1, checksum patched
 #define OVR_F_CHECK_L4 4    // from a workload: the transport checksum must verify
 
-// What user space decided for the flow, plus this CPU's counters (per-CPU value).
+// What user space decided for the flow, plus its counters. A plain hash with atomic
+// counters, not a per-CPU one: per-CPU values come from the kernel's percpu allocator,
+// which here refused (ENOMEM) beyond about 110K entries and was slow before that.
 struct ovr_action {
     __u32 generation;     // valid while equal to ovr_gen[0]
     __u32 egress;    // ifindex, a key of ovr_tx
@@ -106,7 +108,7 @@ struct {
 } ovr_xsks SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+    __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 1 << 20);
     __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, struct ovr_key);
@@ -302,8 +304,8 @@ static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
         s += new;
         ip->check = ~fold(s);
     }
-    a->packets += 1;
-    a->bytes += frame_len;
+    __sync_fetch_and_add(&a->packets, 1);
+    __sync_fetch_and_add(&a->bytes, frame_len);
     a->last_seen = bpf_ktime_get_ns();
     if (bpf_xdp_adjust_head(ctx, (int)strip - (int)push))
         return count(OVR_C_REDIRECT_ERROR), XDP_DROP;

@@ -169,6 +169,10 @@ impl<O: Offload> FastPath<O> {
             return;
         }
         self.epoch = Some(st.epoch());
+        if changed {
+            // New sockets start their drop counts again.
+            self.rx_dropped.clear();
+        }
         self.generation = self.generation.wrapping_add(1).max(1);
         self.counters.invalidations += 1;
         let r = self

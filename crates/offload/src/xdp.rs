@@ -10,10 +10,7 @@ use crate::layout::{
 };
 use crate::{Offload, OffloadError};
 use aya::Ebpf;
-use aya::maps::{
-    Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues,
-    XskMap,
-};
+use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -46,17 +43,18 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 struct Inner {
     ebpf: Ebpf,
-    flows: PerCpuHashMap<MapData, KeyBytes, ActionBytes>,
+    flows: BpfHashMap<MapData, KeyBytes, ActionBytes>,
     ifaces: BpfHashMap<MapData, u32, IfaceBytes>,
     xsks: XskMap<MapData>,
     tx: DevMapHash<MapData>,
     generation: Array<MapData, u32>,
     counters: PerCpuArray<MapData, u64>,
-    cpus: usize,
     /// Attached interfaces: ovr's interface id → (ifindex, its entry).
     attached: HashMap<u32, (u32, Iface)>,
     /// Their names (for their statistics in sysfs).
     names: HashMap<u32, String>,
+    /// Their AF_XDP sockets (whose receive drops the device counts too).
+    xsk_fds: HashMap<u32, Vec<RawFd>>,
     /// Free blocks of AF_XDP slots.
     free_slots: Vec<u32>,
     /// Interfaces were attached or detached since the last `take_changed`.
@@ -95,10 +93,9 @@ impl Xdp {
             generation: take(&mut ebpf, "ovr_gen")?,
             counters: take(&mut ebpf, "ovr_counters")?,
             ebpf,
-            cpus: aya::util::nr_cpus()
-                .map_err(|(op, e)| err("count CPUs", format!("{op}: {e}")))?,
             attached: HashMap::new(),
             names: HashMap::new(),
+            xsk_fds: HashMap::new(),
             free_slots: (0..XSK_MAP_LEN / XSK_SLOTS)
                 .rev()
                 .map(|b| b * XSK_SLOTS)
@@ -210,11 +207,12 @@ impl ovr_io::XskSlots for Attachment {
         if self.xsk_base == NO_XSK || queue >= XSK_SLOTS {
             return Err(format!("no AF_XDP slot for queue {queue}"));
         }
-        self.xdp
-            .lock()
-            .xsks
+        let mut g = self.xdp.lock();
+        g.xsks
             .set(self.xsk_base + queue, fd, 0)
-            .map_err(|e| chain(&e))
+            .map_err(|e| chain(&e))?;
+        g.xsk_fds.entry(self.id).or_default().push(fd);
+        Ok(())
     }
 }
 
@@ -233,6 +231,7 @@ impl Drop for Attachment {
         }
         g.attached.remove(&self.id);
         g.names.remove(&self.id);
+        g.xsk_fds.remove(&self.id);
         g.changed = true;
     }
 }
@@ -289,30 +288,29 @@ impl Offload for Xdp {
             .map_err(|e| err("set generation", chain(&e)))
     }
 
+    /// The device's receive drops less its AF_XDP sockets' (a full socket fails the
+    /// redirect too): what is left are frames the fast path's redirects lost.
     fn rx_dropped(&self) -> Vec<(ovr_tables::ids::InterfaceId, u64)> {
-        let names: Vec<(u32, String)> = self
-            .lock()
-            .names
+        let g = self.lock();
+        g.names
             .iter()
-            .map(|(i, n)| (*i, n.clone()))
-            .collect();
-        names
-            .into_iter()
             .filter_map(|(id, name)| {
                 let path = format!("/sys/class/net/{name}/statistics/rx_dropped");
-                let v = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
-                Some((ovr_tables::ids::InterfaceId(id), v))
+                let dev: u64 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+                let xsk: u64 = g
+                    .xsk_fds
+                    .get(id)
+                    .map(|fds| fds.iter().filter_map(|&fd| ovr_io::xsk_rx_drops(fd)).sum())
+                    .unwrap_or(0);
+                Some((ovr_tables::ids::InterfaceId(*id), dev.saturating_sub(xsk)))
             })
             .collect()
     }
 
     fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError> {
-        let mut g = self.lock();
-        let v = action.encode(generation);
-        let values =
-            PerCpuValues::try_from(vec![v; g.cpus]).map_err(|e| err("per-CPU value", e))?;
-        g.flows
-            .insert(key.encode(), values, 0)
+        self.lock()
+            .flows
+            .insert(key.encode(), action.encode(generation), 0)
             .map_err(|e| err("install flow", chain(&e)))
     }
 
@@ -326,11 +324,7 @@ impl Offload for Xdp {
 
     fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError> {
         match self.lock().flows.get(&key.encode(), 0) {
-            Ok(v) => Ok(Some(
-                v.iter()
-                    .map(Usage::decode)
-                    .fold(Usage::default(), Usage::merge),
-            )),
+            Ok(v) => Ok(Some(Usage::decode(&v))),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
             Err(e) => Err(err("read flow", chain(&e))),
         }
