@@ -6,7 +6,7 @@ use crate::Agent;
 use crate::api::{AppState, DEFAULT_BODY_LIMIT, router};
 use crate::store::{Source, Store, StoreError, initial};
 use crate::worker::{Requests, channel};
-use ovr_config::{FlowSettings, Names};
+use ovr_config::FlowSettings;
 use ovr_tables::state::{TablesReader, new_tables};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -45,8 +45,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
 /// What the daemon's worker needs.
 pub struct Started {
     pub reader: TablesReader,
-    /// Names and ids at start (the interfaces to attach).
-    pub names: Names,
     pub flows: FlowSettings,
     /// The worker drains these once per loop iteration (`worker::drain`).
     pub requests: Requests,
@@ -67,7 +65,6 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
     }
     let (writer, reader) = new_tables();
     let agent = Agent::start(start, writer, store)?;
-    let names = agent.names().clone();
     let flows = agent.config().flows;
     let (client, requests) = channel();
     let state = AppState::new(agent, Some(client));
@@ -102,7 +99,6 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
         .map_err(io("API thread"))?;
     Ok(Started {
         reader,
-        names,
         flows,
         requests,
         state,

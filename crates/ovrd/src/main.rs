@@ -7,8 +7,7 @@ mod ports;
 use clap::Parser;
 use ovr_dataplane::Pipeline;
 use ovr_io::{DriverKind, Preference};
-use ovr_tables::ids::InterfaceId;
-use ovr_tables::interface::InterfaceKind;
+use ovr_tables::state::ForwardingState;
 use ports::Ports;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -118,16 +117,11 @@ fn run(a: &Args) -> Result<(), String> {
         token_file: a.api_token_file.clone(),
     })
     .map_err(|e| e.to_string())?;
-    let (reader, names) = (agent.reader, &agent.names);
-    let interfaces: Vec<(String, InterfaceId, InterfaceKind)> = {
+    let reader = agent.reader;
+    let mut ports = {
         let st = reader.enter().ok_or("the tables are gone")?;
-        names
-            .interfaces
-            .iter()
-            .filter_map(|(name, id)| Some((name.clone(), *id, st.interface(*id)?.kind)))
-            .collect()
+        Ports::open(&st, a.driver.into(), a.batch)?
     };
-    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch)?;
     if let Some(cpu) = a.cpu {
         let known = core_affinity::get_core_ids().unwrap_or_default();
         let core = known
@@ -173,18 +167,19 @@ fn run(a: &Args) -> Result<(), String> {
         pipe.run(state);
         ovr_agent::worker::drain(&agent.requests, &mut pipe);
         pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
-        ports.maintain();
+        ports.maintain(state);
         if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
             last_stats = Instant::now();
-            info!("counters\n{}", snapshot(&pipe, names));
+            info!("counters\n{}", snapshot(&pipe, state));
         }
     }
     info!("stopping: closing the interfaces");
     ports.close();
-    eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, names));
+    let st = reader.enter().ok_or("the tables are gone")?;
+    eprintln!("{COUNTERS_AT_EXIT}\n{}", snapshot(&pipe, &st));
     Ok(())
 }
 
-fn snapshot(pipe: &Pipeline, names: &ovr_config::Names) -> ovr_dataplane::counters::Snapshot {
-    pipe.snapshot(|i| names.interface_name(i).map(str::to_string))
+fn snapshot(pipe: &Pipeline, st: &ForwardingState) -> ovr_dataplane::counters::Snapshot {
+    pipe.snapshot(|i| st.interface(i).map(|x| x.name.clone()))
 }

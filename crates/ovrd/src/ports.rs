@@ -1,8 +1,11 @@
-//! The interfaces ovrd forwards between, each with its packet driver, and their life:
-//! an interface that disappears (a container's veth deleted, a VM's TAP closed when the
-//! VM stops) is let go, and attached again as soon as an interface of that name is back,
-//! with a new driver; counters carry over. A TAP may be absent when ovrd starts (the VM
-//! has not started yet); every other interface must exist.
+//! The interfaces ovrd forwards between, each with its packet driver, and their life.
+//! The set follows the interface table: an interface added through the API is attached,
+//! one deleted is let go (both seen at the next loop after the change is published).
+//! An interface that disappears from the host (a container's veth deleted, a VM's TAP
+//! closed when the VM stops) is let go, and attached again as soon as an interface of
+//! that name is back, with a new driver; counters carry over. At start every interface
+//! of the configuration must exist except TAPs (the VM may not run yet); one added later
+//! may appear after it was configured (a CNI plugin may configure first).
 //!
 //! Workloads and TAPs are opened as interfaces whose senders may leave checksums and
 //! segmentation to the NIC (see `ovr_io::open`); the underlay is not.
@@ -10,13 +13,14 @@
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
+use ovr_tables::state::ForwardingState;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// How often ovrd looks for interfaces that went away or came back.
 const CHECK_EVERY: Duration = Duration::from_millis(250);
 
-/// One interface named by the configuration.
+/// One interface of the interface table.
 struct Port {
     id: InterfaceId,
     name: String,
@@ -32,6 +36,18 @@ struct Port {
 }
 
 impl Port {
+    fn new(id: InterfaceId, name: &str, kind: InterfaceKind) -> Self {
+        Self {
+            id,
+            name: name.to_string(),
+            kind,
+            driver: None,
+            ifindex: 0,
+            past: DriverStats::default(),
+            failing: false,
+        }
+    }
+
     fn stats(&mut self) -> DriverStats {
         let now = self.driver.as_mut().map(|d| d.stats()).unwrap_or_default();
         DriverStats {
@@ -65,6 +81,23 @@ impl Port {
         }
     }
 
+    /// Attaches, or waits for the interface if it may appear later (logged once).
+    fn attach_or_wait(
+        &mut self,
+        pref: Preference,
+        batch: usize,
+        may_be_absent: bool,
+    ) -> Result<(), ovr_io::IoError> {
+        match self.attach(pref, batch) {
+            Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
+                info!(interface = %self.name, "does not exist yet: waiting for it");
+                self.failing = true;
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
     /// Logs an I/O error once, until the driver works again.
     fn failed(&mut self, e: &ovr_io::IoError) {
         if !self.failing {
@@ -74,7 +107,7 @@ impl Port {
     }
 }
 
-/// Every interface of the configuration and its driver.
+/// Every interface of the interface table and its driver.
 pub struct Ports {
     ports: Vec<Port>,
     /// Interface id → index in `ports`, for transmission.
@@ -83,55 +116,44 @@ pub struct Ports {
     batch: usize,
     poller: Poller,
     last_check: Instant,
+    /// The tables' epoch the set of ports was last compared with.
+    epoch: u32,
 }
 
 impl Ports {
-    /// Attaches to every interface; one that does not exist is an error unless it is a
-    /// TAP (a VM's TAP exists only while the VM runs).
-    pub fn open(
-        interfaces: impl IntoIterator<Item = (String, InterfaceId, InterfaceKind)>,
-        pref: Preference,
-        batch: usize,
-    ) -> Result<Self, String> {
-        let mut ports = Vec::new();
-        for (name, id, kind) in interfaces {
-            let may_be_absent = kind == InterfaceKind::Tap;
-            let mut p = Port {
-                id,
-                name,
-                kind,
-                driver: None,
-                ifindex: 0,
-                past: DriverStats::default(),
-                failing: false,
-            };
-            match p.attach(pref, batch) {
-                Ok(()) => {}
-                Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
-                    info!(interface = %p.name, "does not exist yet: waiting for it");
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-            ports.push(p);
-        }
-        let mut by_id = Vec::new();
-        for (i, p) in ports.iter().enumerate() {
-            let slot = p.id.0 as usize;
-            if by_id.len() <= slot {
-                by_id.resize(slot + 1, None);
-            }
-            by_id[slot] = Some(i);
-        }
+    /// Attaches to every interface of the tables; one that does not exist is an error
+    /// unless it is a TAP.
+    pub fn open(st: &ForwardingState, pref: Preference, batch: usize) -> Result<Self, String> {
         let mut s = Self {
-            ports,
-            by_id,
+            ports: Vec::new(),
+            by_id: Vec::new(),
             pref,
             batch,
             poller: Poller::new([]),
             last_check: Instant::now(),
+            epoch: st.epoch(),
         };
-        s.rebuild_poller();
+        for i in st.interfaces().iter() {
+            let may_be_absent = i.kind == InterfaceKind::Tap;
+            let mut p = Port::new(i.id, &i.name, i.kind);
+            p.attach_or_wait(pref, batch, may_be_absent)
+                .map_err(|e| e.to_string())?;
+            s.ports.push(p);
+        }
+        s.reindex();
         Ok(s)
+    }
+
+    fn reindex(&mut self) {
+        self.by_id.clear();
+        for (i, p) in self.ports.iter().enumerate() {
+            let slot = p.id.0 as usize;
+            if self.by_id.len() <= slot {
+                self.by_id.resize(slot + 1, None);
+            }
+            self.by_id[slot] = Some(i);
+        }
+        self.rebuild_poller();
     }
 
     pub fn attached(&self) -> usize {
@@ -190,9 +212,14 @@ impl Ports {
         }
     }
 
-    /// Every `CHECK_EVERY`: lets go of interfaces that disappeared or were replaced, and
-    /// attaches to those that are back.
-    pub fn maintain(&mut self) {
+    /// Follows the interface table when it changed (cheap otherwise: one comparison),
+    /// and every `CHECK_EVERY` lets go of interfaces that disappeared from the host or
+    /// were replaced, and attaches to those that are back.
+    pub fn maintain(&mut self, st: &ForwardingState) {
+        if st.epoch() != self.epoch {
+            self.epoch = st.epoch();
+            self.follow(st);
+        }
         if self.last_check.elapsed() < CHECK_EVERY {
             return;
         }
@@ -217,6 +244,35 @@ impl Ports {
         }
         if changed {
             self.rebuild_poller();
+        }
+    }
+
+    /// Attaches interfaces the table gained, lets go of those it lost, and re-attaches
+    /// one whose kind changed (workloads and the underlay are opened differently).
+    fn follow(&mut self, st: &ForwardingState) {
+        let table = st.interfaces();
+        let before = self.ports.len();
+        self.ports.retain_mut(|p| match table.get(p.id) {
+            Some(i) if i.name == p.name && i.kind == p.kind => true,
+            _ => {
+                info!(interface = %p.name, "removed from the configuration: let go");
+                false
+            }
+        });
+        let mut changed = self.ports.len() != before;
+        for i in table.iter() {
+            if self.ports.iter().any(|p| p.id == i.id) {
+                continue;
+            }
+            let mut p = Port::new(i.id, &i.name, i.kind);
+            if let Err(e) = p.attach_or_wait(self.pref, self.batch, true) {
+                p.failed(&e);
+            }
+            self.ports.push(p);
+            changed = true;
+        }
+        if changed {
+            self.reindex();
         }
     }
 
