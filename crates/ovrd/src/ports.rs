@@ -251,15 +251,19 @@ impl Ports {
     /// one whose kind changed (workloads and the underlay are opened differently).
     fn follow(&mut self, st: &ForwardingState) {
         let table = st.interfaces();
-        let before = self.ports.len();
-        self.ports.retain_mut(|p| match table.get(p.id) {
-            Some(i) if i.name == p.name && i.kind == p.kind => true,
-            _ => {
-                info!(interface = %p.name, "removed from the configuration: let go");
-                false
-            }
+        let (kept, gone): (Vec<Port>, Vec<Port>) = self.ports.drain(..).partition(|p| {
+            table
+                .get(p.id)
+                .is_some_and(|i| i.name == p.name && i.kind == p.kind)
         });
-        let mut changed = self.ports.len() != before;
+        self.ports = kept;
+        let mut changed = !gone.is_empty();
+        for p in gone {
+            let name = p.name.clone();
+            // Closes its sockets and detaches its XDP program before saying so.
+            drop(p);
+            info!(interface = %name, "removed from the configuration: let go");
+        }
         for i in table.iter() {
             if self.ports.iter().any(|p| p.id == i.id) {
                 continue;
