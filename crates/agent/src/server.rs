@@ -22,6 +22,8 @@ pub struct Options {
     /// ADDR:PORT; needs `token_file`.
     pub listen: Option<String>,
     pub token_file: Option<PathBuf>,
+    /// Forwarding workers, each with its own request channel.
+    pub workers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +48,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
 pub struct Started {
     pub reader: TablesReader,
     pub flows: FlowSettings,
-    /// The worker drains these once per loop iteration (`worker::drain`).
-    pub requests: Requests,
+    /// One per worker, drained once per loop iteration (`worker::drain`).
+    pub requests: Vec<Requests>,
     pub state: AppState,
 }
 
@@ -66,7 +68,7 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
     let (writer, reader) = new_tables();
     let agent = Agent::start(start, writer, store)?;
     let flows = agent.config().flows;
-    let (client, requests) = channel();
+    let (client, requests) = channel(o.workers);
     let state = AppState::new(agent, Some(client));
 
     let unix = o.socket.as_ref().map(|p| bind_unix(p)).transpose()?;

@@ -1,7 +1,11 @@
-//! Questions for the forwarding worker, whose `Pipeline` owns the counters and the flow
-//! table. The worker drains the channel once per loop iteration (`drain`: one
-//! `try_recv` when there is nothing, no lock) and answers on a one-shot channel; the API
-//! waits for the answer with a timeout.
+//! Questions for the forwarding workers, whose `Pipeline`s own the counters and the flow
+//! tables (each worker its share of the flows). Each worker drains its channel once per
+//! loop iteration (`drain`: one `try_recv` when there is nothing, no lock) and answers
+//! on a one-shot channel; the API asks every worker, waits for the answers with a
+//! timeout and merges them.
+//!
+//! Flow ids are per worker; the API shows `local id × workers + worker`, which is the
+//! worker's own id when there is one worker.
 
 use crate::error::ApiError;
 use core::net::IpAddr;
@@ -166,47 +170,130 @@ fn dump(pipe: &Pipeline, f: &FlowFilter) -> FlowDump {
     }
 }
 
-/// The API's end: asks the worker and waits for its answer.
+/// The API's end: asks the workers and waits for their answers.
 #[derive(Clone)]
 pub struct WorkerClient {
-    tx: mpsc::Sender<Request>,
+    txs: Vec<mpsc::Sender<Request>>,
 }
 
-/// A channel to the worker: the client for the API, the receiver for the worker loop.
-pub fn channel() -> (WorkerClient, Requests) {
-    let (tx, rx) = mpsc::channel();
-    (WorkerClient { tx }, rx)
+/// Channels to `workers` workers: the client for the API, a receiver for each worker loop.
+pub fn channel(workers: usize) -> (WorkerClient, Vec<Requests>) {
+    let (txs, rxs) = (0..workers.max(1)).map(|_| mpsc::channel()).unzip();
+    (WorkerClient { txs }, rxs)
+}
+
+async fn answer<T>(answer: oneshot::Receiver<T>) -> Result<T, ApiError> {
+    match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(ApiError::Unavailable("a forwarding worker stopped".into())),
+        Err(_) => Err(ApiError::Unavailable(
+            "a forwarding worker did not answer in time".into(),
+        )),
+    }
 }
 
 impl WorkerClient {
-    async fn ask<T>(
+    fn workers(&self) -> u32 {
+        self.txs.len() as u32
+    }
+
+    /// Asks worker `w`.
+    async fn ask_one<T>(
         &self,
+        w: usize,
         make: impl FnOnce(oneshot::Sender<T>) -> Request,
     ) -> Result<T, ApiError> {
-        let (reply, answer) = oneshot::channel();
-        self.tx
+        let (reply, rx) = oneshot::channel();
+        self.txs[w]
             .send(make(reply))
-            .map_err(|_| ApiError::Unavailable("the forwarding worker is not running".into()))?;
-        match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(ApiError::Unavailable(
-                "the forwarding worker stopped".into(),
-            )),
-            Err(_) => Err(ApiError::Unavailable(
-                "the forwarding worker did not answer in time".into(),
-            )),
+            .map_err(|_| ApiError::Unavailable("the forwarding workers are not running".into()))?;
+        answer(rx).await
+    }
+
+    /// Asks every worker (all at once), answers in worker order.
+    async fn ask_all<T>(
+        &self,
+        make: impl Fn(oneshot::Sender<T>) -> Request,
+    ) -> Result<Vec<T>, ApiError> {
+        let mut pending = Vec::with_capacity(self.txs.len());
+        for tx in &self.txs {
+            let (reply, rx) = oneshot::channel();
+            tx.send(make(reply)).map_err(|_| {
+                ApiError::Unavailable("the forwarding workers are not running".into())
+            })?;
+            pending.push(rx);
         }
+        let mut out = Vec::with_capacity(pending.len());
+        for rx in pending {
+            out.push(answer(rx).await?);
+        }
+        Ok(out)
     }
 
     pub async fn counters(&self) -> Result<Snapshot, ApiError> {
-        self.ask(Request::Counters).await
+        let mut all = self.ask_all(Request::Counters).await?.into_iter();
+        let mut sum = all
+            .next()
+            .ok_or_else(|| ApiError::Internal("no worker".into()))?;
+        for s in all {
+            sum.merge(s);
+        }
+        Ok(sum)
+    }
+
+    /// The filter for one worker, and which workers to ask: a flow id names its worker.
+    fn split(&self, f: FlowFilter) -> (FlowFilter, core::ops::Range<usize>) {
+        let n = self.workers();
+        match f.id {
+            Some(id) => {
+                let w = (id % n) as usize;
+                (
+                    FlowFilter {
+                        id: Some(id / n),
+                        ..f
+                    },
+                    w..w + 1,
+                )
+            }
+            None => (f, 0..n as usize),
+        }
     }
 
     pub async fn flows(&self, f: FlowFilter) -> Result<FlowDump, ApiError> {
-        self.ask(|r| Request::Flows(f, r)).await
+        let (local, workers) = self.split(f);
+        let n = self.workers();
+        let mut out = FlowDump {
+            flows: Vec::new(),
+            matched: 0,
+            active: 0,
+        };
+        for w in 0..self.txs.len() {
+            let d = if workers.contains(&w) {
+                self.ask_one(w, |r| Request::Flows(local, r)).await?
+            } else {
+                self.ask_one(w, |r| Request::Flows(FlowFilter { limit: 0, ..local }, r))
+                    .await?
+            };
+            out.matched += if workers.contains(&w) { d.matched } else { 0 };
+            out.active += d.active;
+            let global = |id: u32| id * n + w as u32;
+            for mut r in d.flows {
+                if out.flows.len() < f.limit {
+                    r.id = global(r.id);
+                    r.reverse = r.reverse.map(global);
+                    out.flows.push(r);
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub async fn delete_flows(&self, f: FlowFilter) -> Result<usize, ApiError> {
-        self.ask(|r| Request::DeleteFlows(f, r)).await
+        let (local, workers) = self.split(f);
+        let mut removed = 0;
+        for w in workers {
+            removed += self.ask_one(w, |r| Request::DeleteFlows(local, r)).await?;
+        }
+        Ok(removed)
     }
 }

@@ -56,9 +56,78 @@ pub struct AfPacket {
     /// Per frame of the batch being delivered: its length in `large[k]` (too large for the
     /// slot), or 0 (in its slot, or dropped when also 0 there).
     large_len: Vec<usize>,
+    tx: Tx,
+    pub stats: DriverStats,
+}
+
+/// The sending half: runs of segments joined into large frames, a batch per call.
+#[derive(Default)]
+struct Tx {
     /// Large frames joined from runs of segments, reused from batch to batch.
     joined: Vec<Vec<u8>>,
-    pub stats: DriverStats,
+}
+
+/// A send-only AF_PACKET socket on an interface another worker receives from (it
+/// receives nothing itself).
+pub struct PacketSender {
+    name: String,
+    ifindex: u32,
+    fd: OwnedFd,
+    tx: Tx,
+    stats: DriverStats,
+}
+
+impl PacketSender {
+    pub fn open(name: &str) -> Result<Self, IoError> {
+        let index = sys::if_index(name).ok_or_else(|| IoError::NoSuchInterface {
+            name: name.to_string(),
+        })?;
+        let fd = sys::packet_send_socket(index).map_err(|source| IoError::Os {
+            name: name.to_string(),
+            op: "AF_PACKET socket for sending",
+            source,
+        })?;
+        Ok(Self {
+            name: name.to_string(),
+            ifindex: index,
+            fd,
+            tx: Tx::default(),
+            stats: DriverStats::default(),
+        })
+    }
+}
+
+impl Driver for PacketSender {
+    fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    fn kind(&self) -> DriverKind {
+        DriverKind::AfPacket
+    }
+
+    fn recv(
+        &mut self,
+        _deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
+    ) -> Result<usize, IoError> {
+        Ok(0)
+    }
+
+    fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
+        self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
+    }
+
+    fn vnet_hdr(&self) -> bool {
+        true
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        Vec::new()
+    }
+
+    fn stats(&mut self) -> DriverStats {
+        self.stats
+    }
 }
 
 /// One message of a batch to send: a frame as given, or a joined one.
@@ -92,7 +161,7 @@ impl AfPacket {
             batch,
             large: Vec::new(),
             large_len: vec![0; batch],
-            joined: Vec::new(),
+            tx: Tx::default(),
             stats: DriverStats::default(),
         })
     }
@@ -156,9 +225,17 @@ impl AfPacket {
         }
         Ok(n)
     }
+}
 
+impl Tx {
     /// Sends frames; those the kernel does not take are counted as dropped.
-    pub fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
+    fn send(
+        &mut self,
+        fd: &OwnedFd,
+        name: &str,
+        stats: &mut DriverStats,
+        frames: &[&[u8]],
+    ) -> Result<(), IoError> {
         if frames.is_empty() {
             return Ok(());
         }
@@ -193,8 +270,8 @@ impl AfPacket {
                 Message::Joined { buf, header, .. } => (&header[..], &self.joined[*buf][..]),
             })
             .collect();
-        let sent = sys::send_batch(&self.fd, &messages).map_err(|source| IoError::Os {
-            name: self.name.clone(),
+        let sent = sys::send_batch(fd, &messages).map_err(|source| IoError::Os {
+            name: name.to_string(),
             op: "sendmmsg",
             source,
         })?;
@@ -204,12 +281,12 @@ impl AfPacket {
             Message::Joined { segments, .. } => *segments as u64,
         };
         let taken: u64 = plan[..sent].iter().map(count).sum();
-        self.stats.tx_joined += plan[..sent]
+        stats.tx_joined += plan[..sent]
             .iter()
             .filter(|m| matches!(m, Message::Joined { .. }))
             .count() as u64;
-        self.stats.tx_frames += taken;
-        self.stats.tx_dropped += frames.len() as u64 - taken;
+        stats.tx_frames += taken;
+        stats.tx_dropped += frames.len() as u64 - taken;
         Ok(())
     }
 }
@@ -260,7 +337,7 @@ impl Driver for AfPacket {
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
-        AfPacket::send(self, frames)
+        self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
     }
 
     fn vnet_hdr(&self) -> bool {

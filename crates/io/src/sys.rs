@@ -73,10 +73,35 @@ pub fn packet_socket(
         let _ = set_int(&fd, libc::SOL_SOCKET, opt, 8 << 20);
     }
     let ring = RxRing::new(&fd, frame_size, frames)?;
+    bind_packet(&fd, index, libc::ETH_P_ALL as u16)?;
+    Ok((fd, ring))
+}
+
+/// A non-blocking AF_PACKET raw socket for sending on interface `index` only: bound with
+/// protocol 0, it receives nothing. Frames carry a virtio-net header as with
+/// `packet_socket`.
+pub fn packet_send_socket(index: u32) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+    let _ = set_int(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+    bind_packet(&fd, index, 0)?;
+    Ok(fd)
+}
+
+fn bind_packet(fd: &OwnedFd, index: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = index as i32;
     // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
     check(unsafe {
@@ -85,8 +110,8 @@ pub fn packet_socket(
             (&raw const sll).cast(),
             core::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
         )
-    })?;
-    Ok((fd, ring))
+    })
+    .map(|_| ())
 }
 
 /// A TPACKET_V2 receive ring mapped from the kernel: slots of a fixed size, each

@@ -9,13 +9,17 @@
 //!
 //! Workloads and TAPs are opened as interfaces whose senders may leave checksums and
 //! segmentation to the NIC (see `ovr_io::open`); the underlay is not.
+//!
+//! With several workers, each interface is received from by one worker (its driver, the
+//! one that may attach an XDP program); the others open it for sending only.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
 use ovr_tables::state::ForwardingState;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// How often ovrd looks for interfaces that went away or came back.
 const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -33,10 +37,12 @@ struct Port {
     past: DriverStats,
     /// An I/O error was logged and the driver has not worked since (logged once).
     failing: bool,
+    /// This worker receives from it (else it only sends on it).
+    rx: bool,
 }
 
 impl Port {
-    fn new(id: InterfaceId, name: &str, kind: InterfaceKind) -> Self {
+    fn new(id: InterfaceId, name: &str, kind: InterfaceKind, share: Share) -> Self {
         Self {
             id,
             name: name.to_string(),
@@ -45,6 +51,7 @@ impl Port {
             ifindex: 0,
             past: DriverStats::default(),
             failing: false,
+            rx: share.receives(id),
         }
     }
 
@@ -60,6 +67,14 @@ impl Port {
     }
 
     fn attach(&mut self, pref: Preference, batch: usize) -> Result<(), ovr_io::IoError> {
+        if !self.rx {
+            let d = ovr_io::open_sender(&self.name)?;
+            debug!(interface = %self.name, id = self.id.0, "opened for sending");
+            self.ifindex = d.ifindex();
+            self.driver = Some(d);
+            self.failing = false;
+            return Ok(());
+        }
         let offloading = self.kind != InterfaceKind::Underlay;
         let (d, fallback) = ovr_io::open(&self.name, pref, offloading, batch)?;
         if let Some(why) = fallback {
@@ -77,7 +92,10 @@ impl Port {
             self.past = self.stats();
             // Closes the sockets and detaches the XDP program.
             self.driver = None;
-            warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
+            // The receiving worker speaks for the interface.
+            if self.rx {
+                warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
+            }
         }
     }
 
@@ -90,7 +108,9 @@ impl Port {
     ) -> Result<(), ovr_io::IoError> {
         match self.attach(pref, batch) {
             Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
-                info!(interface = %self.name, "does not exist yet: waiting for it");
+                if self.rx {
+                    info!(interface = %self.name, "does not exist yet: waiting for it");
+                }
                 self.failing = true;
                 Ok(())
             }
@@ -107,8 +127,25 @@ impl Port {
     }
 }
 
+/// Which interfaces a worker receives from: one of `count` workers, interfaces dealt
+/// round-robin by id.
+#[derive(Debug, Clone, Copy)]
+pub struct Share {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Share {
+    fn receives(self, id: InterfaceId) -> bool {
+        id.0 as usize % self.count == self.index
+    }
+}
+
 /// Every interface of the interface table and its driver.
 pub struct Ports {
+    share: Share,
+    /// Descriptors polled beside the drivers' (another worker's wake-up).
+    extra_fds: Vec<RawFd>,
     ports: Vec<Port>,
     /// Interface id → index in `ports`, for transmission.
     by_id: Vec<Option<usize>>,
@@ -123,8 +160,16 @@ pub struct Ports {
 impl Ports {
     /// Attaches to every interface of the tables; one that does not exist is an error
     /// unless it is a TAP.
-    pub fn open(st: &ForwardingState, pref: Preference, batch: usize) -> Result<Self, String> {
+    pub fn open(
+        st: &ForwardingState,
+        pref: Preference,
+        batch: usize,
+        share: Share,
+        extra_fds: Vec<RawFd>,
+    ) -> Result<Self, String> {
         let mut s = Self {
+            share,
+            extra_fds,
             ports: Vec::new(),
             by_id: Vec::new(),
             pref,
@@ -135,7 +180,7 @@ impl Ports {
         };
         for i in st.interfaces().iter() {
             let may_be_absent = i.kind == InterfaceKind::Tap;
-            let mut p = Port::new(i.id, &i.name, i.kind);
+            let mut p = Port::new(i.id, &i.name, i.kind, share);
             p.attach_or_wait(pref, batch, may_be_absent)
                 .map_err(|e| e.to_string())?;
             s.ports.push(p);
@@ -156,8 +201,12 @@ impl Ports {
         self.rebuild_poller();
     }
 
+    /// Interfaces this worker receives from with a driver attached.
     pub fn attached(&self) -> usize {
-        self.ports.iter().filter(|p| p.driver.is_some()).count()
+        self.ports
+            .iter()
+            .filter(|p| p.rx && p.driver.is_some())
+            .count()
     }
 
     fn rebuild_poller(&mut self) {
@@ -165,7 +214,8 @@ impl Ports {
             self.ports
                 .iter()
                 .filter_map(|p| p.driver.as_ref())
-                .flat_map(|d| d.fds()),
+                .flat_map(|d| d.fds())
+                .chain(self.extra_fds.iter().copied()),
         );
     }
 
@@ -259,16 +309,18 @@ impl Ports {
         self.ports = kept;
         let mut changed = !gone.is_empty();
         for p in gone {
-            let name = p.name.clone();
+            let (name, rx) = (p.name.clone(), p.rx);
             // Closes its sockets and detaches its XDP program before saying so.
             drop(p);
-            info!(interface = %name, "removed from the configuration: let go");
+            if rx {
+                info!(interface = %name, "removed from the configuration: let go");
+            }
         }
         for i in table.iter() {
             if self.ports.iter().any(|p| p.id == i.id) {
                 continue;
             }
-            let mut p = Port::new(i.id, &i.name, i.kind);
+            let mut p = Port::new(i.id, &i.name, i.kind, self.share);
             if let Err(e) = p.attach_or_wait(self.pref, self.batch, true) {
                 p.failed(&e);
             }
@@ -284,6 +336,16 @@ impl Ports {
     pub fn close(mut self) {
         for p in &mut self.ports {
             let s = p.stats();
+            if !p.rx {
+                info!(
+                    interface = %p.name,
+                    tx = s.tx_frames,
+                    tx_dropped = s.tx_dropped,
+                    tx_joined = s.tx_joined,
+                    "sender let go"
+                );
+                continue;
+            }
             info!(
                 interface = %p.name,
                 driver = %p.driver.as_ref().map_or("none", |d| d.kind().name()),

@@ -132,6 +132,8 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
             if let Some(e) = cx.flows.get_mut(id) {
                 e.epoch = epoch;
             }
+            // The packet that set the flow up is the flow's first.
+            cx.flows.touch(id, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
         }
         return drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop);
@@ -171,6 +173,7 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
                     e.dst_mac = mac.0;
                 }
             }
+            cx.flows.touch(f, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
             cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
         }
