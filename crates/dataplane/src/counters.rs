@@ -24,6 +24,8 @@ pub struct NodeSnapshot {
     pub name: &'static str,
     pub vectors: u64,
     pub packets: u64,
+    /// Time spent in the node (the clock is read once per vector).
+    pub nanos: u64,
     pub average_vector: f64,
     pub ns_per_packet: f64,
 }
@@ -75,6 +77,7 @@ impl Pipeline {
                 name,
                 vectors: s.vectors,
                 packets: s.packets,
+                nanos: s.nanos,
                 average_vector: s.average_vector(),
                 ns_per_packet: s.nanos_per_packet(),
             })
