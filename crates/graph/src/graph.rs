@@ -305,6 +305,25 @@ mod tests {
     }
 
     #[test]
+    fn nodes_look_for_traced_packets_only_after_one_was_picked() {
+        let mut g = graph();
+        let mut cx = Cx::default();
+        // Packet 4 carries a trace id, but nothing was picked: the run does not look.
+        g.trace_mut().add(1);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert!(g.trace().steps().is_empty());
+        // Picked: this run records, the next one (nothing picked since) does not.
+        assert_eq!(g.trace_mut().pick(0), 1);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert_eq!(g.trace().steps().len(), 2);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert_eq!(g.trace().steps().len(), 2);
+    }
+
+    #[test]
     fn edges_must_exist_and_point_forward() {
         let e = Graph::<Cx, u32>::new(vec![
             Box::new(Sink("even")),

@@ -108,9 +108,9 @@ impl Node<Cx, ForwardingState> for Flow {
                 .lookup(&m.key)
                 .and_then(|i| cx.flows.get(i)?.action)
             {
-                Some(FlowAction::Drop { .. }) => format!("flow hit{id}{again}: cached drop"),
+                Some(FlowAction::Drop { .. }) => format!("flow{id} hit{again}: cached drop"),
                 _ => format!(
-                    "flow hit{id}{again}: {}",
+                    "flow{id} hit{again}: {}",
                     crate::describe::nexthop(st, m.next_hop)
                 ),
             },
