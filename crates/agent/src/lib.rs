@@ -6,6 +6,7 @@
 
 mod agent;
 pub mod api;
+pub mod capture;
 pub mod change;
 pub mod error;
 pub mod metrics;

@@ -9,12 +9,15 @@
 
 use crate::error::ApiError;
 use core::net::IpAddr;
+use ovr_dataplane::capture::{Ended, Tap};
 use ovr_dataplane::counters::Snapshot;
 use ovr_dataplane::{DropReason, Pipeline};
+use ovr_graph::Trace;
+use ovr_graph::trace::MAX_STEPS;
 use ovr_tables::flow::{FlowAction, FlowId, flags};
 use serde::Serialize;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use utoipa::ToSchema;
 
@@ -75,18 +78,73 @@ pub struct FlowDump {
     pub active: usize,
 }
 
+/// One step of a traced packet: a node, what it decided, where the packet went next.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct TraceStepRecord {
+    pub node: &'static str,
+    /// What the node decided (VRF, lookup result, next hop, flow hit or miss, encap,
+    /// drop reason).
+    pub detail: Option<String>,
+    /// The node the packet went to next; null where it left the graph.
+    pub next: Option<&'static str>,
+}
+
+/// One traced packet.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct TracedPacketRecord {
+    /// 1, 2, ... in the order the packets arrived.
+    pub id: u32,
+    pub rx_interface_id: u32,
+    /// The receiving interface's name (filled in by the API).
+    pub rx_interface: Option<String>,
+    /// The nodes in order (a flooded packet's copies follow the original).
+    pub steps: Vec<TraceStepRecord>,
+    /// Where it ended: "sent on IF, N bytes" or "dropped: REASON (...)"; one per copy,
+    /// joined by "; ". "in flight" if it has not left the graph yet.
+    pub fate: String,
+}
+
+/// The packet trace: what is still to be traced, and the packets recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct TraceDump {
+    /// Arriving packets still to be traced.
+    pub pending: u32,
+    pub packets: Vec<TracedPacketRecord>,
+    /// Whether the record is full (at most 100000 steps are kept).
+    pub full: bool,
+}
+
+/// A capture's tap, to be added to the pipeline.
+pub struct CaptureStart {
+    pub tap: Tap,
+}
+
 pub enum Request {
     Counters(oneshot::Sender<Snapshot>),
     Flows(FlowFilter, oneshot::Sender<FlowDump>),
     /// Removes matching flows (with their reverse); answers how many entries went.
     DeleteFlows(FlowFilter, oneshot::Sender<usize>),
+    /// Traces the next N arriving packets; answers how many are pending.
+    TraceAdd(u32, oneshot::Sender<u32>),
+    Trace(oneshot::Sender<TraceDump>),
+    /// Forgets the record and what is pending.
+    TraceClear(oneshot::Sender<()>),
+    /// Adds a capture tap.
+    CaptureStart(Box<CaptureStart>, oneshot::Sender<()>),
+    /// Removes a capture's tap (its writer flushes and finishes); answers whether it
+    /// was still there.
+    CaptureStop(u32, oneshot::Sender<bool>),
 }
 
 /// The worker's end.
 pub type Requests = mpsc::Receiver<Request>;
 
-/// Answers what is waiting, a few at most: call once per loop iteration.
+/// Answers what is waiting, a few at most, and ends captures whose time is up: call
+/// once per loop iteration.
 pub fn drain(requests: &Requests, pipe: &mut Pipeline) {
+    if !pipe.taps.is_empty() {
+        pipe.taps.expire(Instant::now());
+    }
     for _ in 0..PER_ITERATION {
         match requests.try_recv() {
             Ok(r) => serve(pipe, r),
@@ -109,6 +167,63 @@ pub fn serve(pipe: &mut Pipeline, request: Request) {
             let removed = ids.into_iter().map(|id| pipe.cx.flows.remove(id)).sum();
             let _ = reply.send(removed);
         }
+        Request::TraceAdd(n, reply) => {
+            let _ = reply.send(pipe.graph_mut().trace_mut().add(n));
+        }
+        Request::Trace(reply) => {
+            let _ = reply.send(trace(pipe.graph().trace()));
+        }
+        Request::TraceClear(reply) => {
+            pipe.graph_mut().trace_mut().clear();
+            let _ = reply.send(());
+        }
+        Request::CaptureStart(c, reply) => {
+            pipe.taps.expire(Instant::now());
+            pipe.taps.add(c.tap);
+            let _ = reply.send(());
+        }
+        Request::CaptureStop(id, reply) => {
+            let _ = reply.send(pipe.taps.remove(id, Ended::Stopped));
+        }
+    }
+}
+
+fn trace(t: &Trace) -> TraceDump {
+    let packets = t
+        .packets()
+        .iter()
+        .map(|p| {
+            let steps: Vec<TraceStepRecord> = t
+                .steps_of(p.packet)
+                .map(|s| TraceStepRecord {
+                    node: s.node,
+                    detail: s.detail.clone(),
+                    next: s.next,
+                })
+                .collect();
+            // A step with no next is where a copy left the graph: sent or dropped.
+            let ends: Vec<&str> = steps
+                .iter()
+                .filter(|s| s.next.is_none())
+                .map(|s| s.detail.as_deref().unwrap_or(s.node))
+                .collect();
+            TracedPacketRecord {
+                id: p.packet,
+                rx_interface_id: p.origin,
+                rx_interface: None,
+                fate: if ends.is_empty() {
+                    "in flight".into()
+                } else {
+                    ends.join("; ")
+                },
+                steps,
+            }
+        })
+        .collect();
+    TraceDump {
+        pending: t.pending(),
+        packets,
+        full: t.steps().len() >= MAX_STEPS,
     }
 }
 
@@ -295,5 +410,46 @@ impl WorkerClient {
             removed += self.ask_one(w, |r| Request::DeleteFlows(local, r)).await?;
         }
         Ok(removed)
+    }
+
+    /// Each worker traces the next `n` packets it forwards; answers how many are pending
+    /// in all.
+    pub async fn trace_add(&self, n: u32) -> Result<u32, ApiError> {
+        let pending = self.ask_all(|r| Request::TraceAdd(n, r)).await?;
+        Ok(pending.into_iter().fold(0u32, u32::saturating_add))
+    }
+
+    /// Every worker's traced packets, worker by worker, numbered again from 1.
+    pub async fn trace(&self) -> Result<TraceDump, ApiError> {
+        let mut all = TraceDump {
+            pending: 0,
+            packets: Vec::new(),
+            full: false,
+        };
+        for d in self.ask_all(Request::Trace).await? {
+            all.pending = all.pending.saturating_add(d.pending);
+            all.full |= d.full;
+            all.packets.extend(d.packets);
+        }
+        for (i, p) in all.packets.iter_mut().enumerate() {
+            p.id = i as u32 + 1;
+        }
+        Ok(all)
+    }
+
+    pub async fn trace_clear(&self) -> Result<(), ApiError> {
+        self.ask_all(Request::TraceClear).await.map(|_| ())
+    }
+
+    /// Puts a copy of the tap in every worker (they share its queue and frame budget).
+    pub async fn capture_start(&self, tap: Tap) -> Result<(), ApiError> {
+        self.ask_all(|r| Request::CaptureStart(Box::new(CaptureStart { tap: tap.clone() }), r))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn capture_stop(&self, id: u32) -> Result<bool, ApiError> {
+        let stopped = self.ask_all(|r| Request::CaptureStop(id, r)).await?;
+        Ok(stopped.into_iter().any(|s| s))
     }
 }

@@ -24,6 +24,8 @@ pub struct NodeSnapshot {
     pub name: &'static str,
     pub vectors: u64,
     pub packets: u64,
+    /// Time spent in the node (the clock is read once per vector).
+    pub nanos: u64,
     pub average_vector: f64,
     pub ns_per_packet: f64,
 }
@@ -75,6 +77,7 @@ impl Pipeline {
                 name,
                 vectors: s.vectors,
                 packets: s.packets,
+                nanos: s.nanos,
                 average_vector: s.average_vector(),
                 ns_per_packet: s.nanos_per_packet(),
             })
@@ -129,17 +132,11 @@ impl Snapshot {
         for n in nodes {
             match self.nodes.iter_mut().find(|m| m.name == n.name) {
                 Some(m) => {
-                    let packets = m.packets + n.packets;
-                    let time =
-                        m.ns_per_packet * m.packets as f64 + n.ns_per_packet * n.packets as f64;
                     m.vectors += n.vectors;
-                    m.packets = packets;
-                    m.average_vector = packets as f64 / m.vectors.max(1) as f64;
-                    m.ns_per_packet = if packets > 0 {
-                        time / packets as f64
-                    } else {
-                        0.0
-                    };
+                    m.packets += n.packets;
+                    m.nanos += n.nanos;
+                    m.average_vector = m.packets as f64 / m.vectors.max(1) as f64;
+                    m.ns_per_packet = m.nanos as f64 / m.packets.max(1) as f64;
                 }
                 None => self.nodes.push(n),
             }
@@ -222,7 +219,7 @@ impl fmt::Display for Snapshot {
 mod tests {
     use super::*;
 
-    fn snap(rx: u64, node_packets: u64, ns: f64, drops: u64) -> Snapshot {
+    fn snap(rx: u64, node_packets: u64, ns: u64, drops: u64) -> Snapshot {
         Snapshot {
             interfaces: vec![InterfaceSnapshot {
                 id: 1,
@@ -237,7 +234,8 @@ mod tests {
                 vectors: 1,
                 packets: node_packets,
                 average_vector: node_packets as f64,
-                ns_per_packet: ns,
+                nanos: ns * node_packets,
+                ns_per_packet: ns as f64,
             }],
             drops: [("no_route", drops)].into_iter().collect(),
             flows: FlowSnapshot {
@@ -255,8 +253,8 @@ mod tests {
 
     #[test]
     fn workers_counters_add_up_and_node_times_are_weighted_by_packets() {
-        let mut a = snap(10, 30, 10.0, 1);
-        let mut b = snap(5, 10, 50.0, 2);
+        let mut a = snap(10, 30, 10, 1);
+        let mut b = snap(5, 10, 50, 2);
         b.interfaces[0].id = 2;
         b.interfaces.push(InterfaceSnapshot {
             id: 1,
@@ -267,7 +265,7 @@ mod tests {
         assert_eq!((a.interfaces[0].id, a.interfaces[0].rx_packets), (1, 15));
         assert_eq!((a.interfaces[1].id, a.interfaces[1].rx_packets), (2, 5));
         let n = &a.nodes[0];
-        assert_eq!((n.vectors, n.packets), (2, 40));
+        assert_eq!((n.vectors, n.packets, n.nanos), (2, 40, 800));
         assert_eq!(n.average_vector, 20.0);
         assert_eq!(n.ns_per_packet, (30.0 * 10.0 + 10.0 * 50.0) / 40.0);
         assert_eq!(a.drops["no_route"], 3);
