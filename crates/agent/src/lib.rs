@@ -9,6 +9,7 @@ pub mod api;
 pub mod change;
 pub mod error;
 pub mod metrics;
+pub mod model;
 pub mod reconcile;
 mod refs;
 pub mod server;
