@@ -77,6 +77,10 @@ fn lap(t: &mut Instant) -> u64 {
     us
 }
 
+/// The next hop an entry should have, and the document path that says so (`None`: no
+/// entry).
+type Wanted = Option<(NextHopId, String)>;
+
 /// A change to a route, bridge entry or label and nothing else.
 fn entry_change(c: &Change) -> bool {
     match c {
@@ -239,7 +243,7 @@ impl Agent {
         &self,
         key: &Key,
         prefix: &str,
-    ) -> Result<Option<(Entry, Option<(NextHopId, String)>)>, ApiError> {
+    ) -> Result<Option<(Entry, Wanted)>, ApiError> {
         let network = |name: &str| self.names.networks.get(name).copied();
         let nexthop = |name: &str| {
             self.names.nexthops.get(name).copied().ok_or_else(|| {
