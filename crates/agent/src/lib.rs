@@ -10,6 +10,7 @@ pub mod capture;
 pub mod change;
 pub mod error;
 pub mod metrics;
+pub mod model;
 pub mod reconcile;
 mod refs;
 pub mod server;
