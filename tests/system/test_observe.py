@@ -38,7 +38,9 @@ FAILED, NOT_RUNNING, PERMISSION_DENIED, NOT_FOUND = 1, 3, 4, 5
 
 
 @pytest.fixture
-def host(tmp_path):
+def host(tmp_path, request):
+    """ovrd with one worker, or as many as the test asks for (indirect parameter)."""
+    workers = getattr(request, "param", 1)
     subprocess.run(["cargo", "build", "-q", "-p", "ovrd", "-p", "ovr-cli"],
                    cwd=ROOT, check=True)
     lab = Lab("ob")
@@ -56,7 +58,7 @@ def host(tmp_path):
         for ns in (vm1, vm2):
             sh("ethtool", "-K", "eth0", "tx", "off", ns=ns)
         debug = ROOT / "target" / "debug"
-        h = Host(debug / "ovrd", debug / "ovrctl", a, tmp_path)
+        h = Host(debug / "ovrd", debug / "ovrctl", a, tmp_path, "--workers", workers)
         h.config.write_text(CONFIG)
         h.vm1, h.vm2 = vm1, vm2
         h.start()
@@ -200,6 +202,8 @@ def tshark(path, *fields):
     return [line.split("|") for line in r.stdout.splitlines()]
 
 
+# With two workers each has a copy of the tap: one file, one frame budget.
+@pytest.mark.parametrize("host", [1, 2], indirect=True, ids=["1-worker", "2-workers"])
 def test_capture_of_a_tcp_session_reads_back_field_by_field(host):
     h = host
     pcap = h.tmp / "vm1.pcap"
@@ -251,6 +255,7 @@ def test_capture_of_a_tcp_session_reads_back_field_by_field(host):
     assert frames[0][Ether].src == VM1_MAC and frames[0][IP].dst == "10.2.0.5"
 
 
+@pytest.mark.parametrize("host", [1, 2], indirect=True, ids=["1-worker", "2-workers"])
 def test_a_capture_ends_by_itself_after_its_count(host):
     h = host
     pcap = h.tmp / "rx3.pcap"

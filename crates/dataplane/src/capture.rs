@@ -153,14 +153,16 @@ impl Taps {
         self.taps.len() != before
     }
 
-    /// Removes the taps whose time is up.
+    /// Removes the taps whose time is up, and those whose frame budget another
+    /// worker's copy used up (each copy must let go of the queue for the writer to
+    /// finish).
     pub fn expire(&mut self, now: Instant) {
         self.taps.retain(|t| {
             let over = t.until.is_some_and(|u| now >= u);
             if over {
                 t.counters.end(Ended::Time);
             }
-            !over
+            !over && !t.spent()
         });
     }
 
@@ -292,6 +294,29 @@ mod tests {
         assert!(taps.remove(1, Ended::Stopped));
         assert!(!taps.remove(1, Ended::Stopped));
         assert_eq!(c.ended(), Ended::Stopped);
+    }
+
+    #[test]
+    fn a_copy_lets_go_once_another_copy_spent_the_budget() {
+        let (t, rx) = tap(1, Direction::Rx, Some(1), 8);
+        let (mut mine, mut other) = (Taps::default(), Taps::default());
+        mine.add(t.clone());
+        other.add(t);
+        other.offer(2, false, [&[1u8, 2][..]]);
+        assert!(other.is_empty());
+        mine.offer(2, false, [&[3u8][..]]);
+        assert!(mine.is_empty(), "the budget is shared");
+        assert_eq!(rx.try_iter().count(), 1);
+        let (t, _rx) = tap(2, Direction::Rx, Some(1), 8);
+        let (mut mine, mut other) = (Taps::default(), Taps::default());
+        mine.add(t.clone());
+        other.add(t);
+        other.offer(2, false, [&[1u8][..]]);
+        mine.expire(Instant::now());
+        assert!(
+            mine.is_empty(),
+            "a copy seeing no frame lets go at its next expiry"
+        );
     }
 
     #[test]
