@@ -140,11 +140,20 @@ fn bind_unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener,
     Ok(l)
 }
 
+/// The API thread's nice value: under a burst of changes the forwarding workers, at the
+/// default priority, get the CPU first; the changes wait. Threads this one starts (the
+/// runtime's blocking pool, where changes are translated and committed) inherit it.
+const API_NICE: i32 = 10;
+
 fn serve(
     state: AppState,
     unix: Option<std::os::unix::net::UnixListener>,
     tcp: Option<(std::net::TcpListener, Arc<str>)>,
 ) {
+    // Linux keeps a nice value per thread.
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), API_NICE) {
+        warn!("API thread priority: {e}");
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
