@@ -9,9 +9,10 @@ import time
 from conftest import ROOT
 
 
-def binary(name):
-    subprocess.run(["cargo", "build", "-q", "-p", name], cwd=ROOT, check=True)
-    return ROOT / "target" / "debug" / name
+def binary(package, name=None):
+    """Builds `package` and returns the path of its binary `name` (default: the same)."""
+    subprocess.run(["cargo", "build", "-q", "-p", package], cwd=ROOT, check=True)
+    return ROOT / "target" / "debug" / (name or package)
 
 
 class Ovrd:

@@ -39,8 +39,9 @@ class Host:
     """One ovrd in a namespace, with its own socket and state file (started by PID,
     stopped by that PID only)."""
 
-    def __init__(self, ovrd, ovrctl, ns, tmp):
+    def __init__(self, ovrd, ovrctl, ns, tmp, *args):
         self.ovrd, self.ovrctl, self.ns, self.tmp = ovrd, ovrctl, ns, tmp
+        self.args = [str(a) for a in args]
         self.socket, self.state = tmp / "ovrd.sock", tmp / "state.json"
         self.config = tmp / "host.yaml"
         self.config.write_text(CONFIG)
@@ -51,7 +52,7 @@ class Host:
         out = open(self.log, "w")
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, str(self.ovrd), "--config", str(self.config),
-             "--api-socket", str(self.socket), "--state", str(self.state)],
+             "--api-socket", str(self.socket), "--state", str(self.state), *self.args],
             stdout=out, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while "forwarding" not in self.log.read_text():

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from system.netns import Lab, sh
-from system.ovrd import Ovrd
+from system.ovrd import Ovrd, binary
 from system.test_ovrd_kernel_vxlan import A_MAC, B_MAC, B_VM_MAC, VM1_MAC, config
 
 TAPVM = pathlib.Path(__file__).parent / "tapvm.py"
@@ -123,6 +123,52 @@ def test_a_workload_veth_deleted_and_made_again_is_attached_again(tmp_path, driv
         sh("ip", "link", "set", "vm1", "down", ns=a)
         sh("ip", "link", "set", "vm1", "up", ns=a)
         ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "3", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode == 0, ok.stdout + ovrd.text()
+    finally:
+        if ovrd:
+            ovrd.stop()
+        lab.close()
+
+
+def test_an_interface_added_through_the_api_is_attached_and_let_go_when_deleted(tmp_path,
+                                                                                driver):
+    """A CNI plugin may configure a workload's interface before or after making its veth:
+    ovrd attaches to it as soon as both are there, with no restart, and lets it go when
+    the configuration drops it."""
+    lab = Lab("n")
+    ovrd = None
+    try:
+        a, vm = lab.ns("a"), lab.ns("vm1")
+        kernel_vxlan_host(lab, a)
+        cfg = tmp_path / "a.yaml"
+        cfg.write_text("\n".join(l for l in config().splitlines() if "name: vm1" not in l))
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver)
+        ctl = [str(binary("ovr-cli", "ovrctl")), "--socket", str(ovrd.socket)]
+
+        def add():
+            sh(*ctl, "interfaces", "add", "name=vm1", "kind=workload", "network=red",
+               f"peer_mac={VM1_MAC}", "peer_addresses=10.1.0.5")
+
+        add()
+        ovrd.wait_for("does not exist yet: waiting for it interface=vm1")
+        lab.veth(a, "vm1", vm, "eth0", None, VM1_MAC)
+        sh("ip", "addr", "add", "10.1.0.5/24", "dev", "eth0", ns=vm)
+        sh("ethtool", "-K", "eth0", "tx", "off", ns=vm)
+        ovrd.wait_for("attached interface=vm1")
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode == 0, ok.stdout + ovrd.text()
+
+        sh(*ctl, "interfaces", "del", "vm1")
+        ovrd.wait_for("removed from the configuration: let go interface=vm1")
+        # Let go means let go: no XDP program left on it, nothing forwarded.
+        assert "xdp" not in sh("ip", "-d", "link", "show", "vm1", ns=a).stdout
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "1", "10.1.0.9", ns=vm, check=False)
+        assert ok.returncode != 0, ok.stdout
+
+        # Configured again: the same interface, attached again.
+        add()
+        ovrd.wait_for("attached interface=vm1", count=2)
+        ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
         assert ok.returncode == 0, ok.stdout + ovrd.text()
     finally:
         if ovrd:

@@ -8,6 +8,7 @@ through it), ping, TCP; and the gateway must answer the workload.
 """
 
 import hashlib
+import os
 import pathlib
 import random
 import re
@@ -43,13 +44,15 @@ bridge:
 
 # ovrd's drivers, and whether the workload leaves checksums and segmentation to its NIC
 # (a container's default): auto takes AF_PACKET for the workload (offloads welcome) and
-# AF_XDP for the underlay; forced AF_XDP needs complete frames from the workload.
-DRIVERS = [("auto", True), ("af-packet", True), ("af-xdp", False)]
+# AF_XDP for the underlay; forced AF_XDP needs complete frames from the workload. The
+# last runs two workers, one per interface: every flow crosses from one to the other.
+DRIVERS = {"auto": ("auto", True, 1), "af-packet": ("af-packet", True, 1),
+           "af-xdp": ("af-xdp", False, 1), "auto-2-workers": ("auto", True, 2)}
 
 
-@pytest.fixture(params=DRIVERS, ids=[d for d, _ in DRIVERS])
+@pytest.fixture(params=list(DRIVERS))
 def topology(request, tmp_path):
-    driver, offloads = request.param
+    driver, offloads, workers = DRIVERS[request.param]
     lab = Lab("v")
     ovrd = None
     try:
@@ -70,9 +73,11 @@ def topology(request, tmp_path):
             sh("ethtool", "-K", dev, "tx", "off", ns=ns)
         cfg = tmp_path / "a.yaml"
         cfg.write_text(config())
-        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver, "--cpu", "0")
+        cpus = ",".join(str(i % os.cpu_count()) for i in range(workers))
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver,
+                    "--workers", workers, "--cpu", cpus)
         yield {"a": a, "vm": vm, "b": b, "proc": ovrd.proc, "log": ovrd.log,
-               "driver": driver.replace("-", "_"), "offloads": offloads}
+               "driver": driver.replace("-", "_"), "offloads": offloads, "workers": workers}
     finally:
         if ovrd is not None:
             ovrd.stop()
@@ -128,14 +133,28 @@ def test_tcp_crosses_in_both_directions(topology):
         cut = re.search(r"offload: (\d+) large frames cut into (\d+) segments", log)
         assert cut and 0 < int(cut[1]) < int(cut[2]), log
     if t["driver"] != "af_xdp":
-        # The other way, AF_PACKET handed the workload runs of segments as large frames.
-        closed = next(line for line in t["log"].read_text().splitlines()
-                      if "closed" in line and "interface=vm1 " in line)
-        assert int(re.search(r"tx_joined=(\d+)", closed)[1]) > 0, closed
+        # The other way, AF_PACKET handed the workload runs of segments as large frames
+        # (from whichever worker owns the flow: the one receiving from vm1 or another).
+        lines = [line for line in t["log"].read_text().splitlines()
+                 if ("closed" in line or "sender let go" in line) and "interface=vm1 " in line]
+        joined = sum(int(re.search(r"tx_joined=(\d+)", line)[1]) for line in lines)
+        assert joined > 0, lines
 
 
 def xdp_attached(ns, dev):
     return "prog/xdp" in sh("ip", "-d", "link", "show", dev, ns=ns).stdout
+
+
+def worker_cpus(pid):
+    """Each forwarding worker thread of process `pid` and the CPUs it may run on."""
+    out = {}
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        name = (task / "comm").read_text().strip()
+        if name.startswith("ovr-worker-"):
+            status = (task / "status").read_text()
+            out[name] = next(l.split("\t", 1)[1] for l in status.splitlines()
+                             if l.startswith("Cpus_allowed_list:"))
+    return out
 
 
 def test_sigterm_detaches_and_reports_counters(topology):
@@ -150,13 +169,14 @@ def test_sigterm_detaches_and_reports_counters(topology):
                    for line in log.splitlines() if "attached" in line), log
         # With AF_XDP, ovrd's XDP program sits on the interface while it runs.
         assert xdp_attached(t["a"], dev) == (driver == "af_xdp")
-    # The worker (ovrd's main thread: `ip netns exec` becomes ovrd) runs on CPU 0 only.
-    status = pathlib.Path(f"/proc/{t['proc'].pid}/status").read_text()
-    assert "Cpus_allowed_list:\t0\n" in status, status
+    # Each worker thread runs on its CPU only (`ip netns exec` becomes ovrd: same PID).
+    n = t["workers"]
+    assert worker_cpus(t["proc"].pid) == {f"ovr-worker-{i}": str(i % os.cpu_count())
+                                          for i in range(n)}
     t["proc"].send_signal(signal.SIGTERM)
     assert t["proc"].wait(timeout=10) == 0
     log = t["log"].read_text()
-    assert "stopping" in log and log.count("closed") == 2, log
+    assert "stopped" in log and log.count("closed") == 2, log
     assert "vm1" in log and "uplink" in log
     # Nothing of ovr's stays in the host namespace: sockets closed, programs detached.
     for dev in ("vm1", "uplink"):

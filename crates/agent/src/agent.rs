@@ -1,23 +1,39 @@
-//! The agent proper: the desired configuration, the translation installed in the tables,
-//! and the one way to change them. Every change builds the new model, translates it
-//! whole (keeping ids), commits the difference as one batch, then saves the state; a
-//! failure at any step leaves the model, the tables and the state file as they were.
+//! The agent proper: the desired configuration, what is installed in the tables, and the
+//! one way to change them.
+//!
+//! Two ways to apply a change, with the same outcome (the property tests compare them):
+//! - A batch of nothing but routes, bridge entries and labels (what churns: thousands a
+//!   second) is applied to the model in place and only the entries it touched are
+//!   translated and compared with what is installed; the state file gets one record
+//!   appended. Cost: the size of the batch, not of the model.
+//! - Anything else (interfaces, networks, tunnels, next hops, policies, or an entry that
+//!   collides with one a workload's `peer_mac` makes) builds the new model, translates it
+//!   whole (keeping ids), commits the difference and rewrites the state file.
+//!
+//! Either way a failure at any step leaves the model, the tables and the state file as
+//! they were.
 
-use crate::change::{self, Change, Placed};
+use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
-use crate::reconcile::diff;
+use crate::model::Model;
+use crate::reconcile::{Desired, Entry, diff};
 use crate::store::{SavedIds, Start, Store, StoreError};
 use ovr_config::model::Config;
-use ovr_config::{ConfigError, Names, Translation};
-use ovr_tables::ids::InterfaceId;
+use ovr_config::{ConfigError, Names};
+use ovr_tables::ids::{InterfaceId, NextHopId};
+use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::TablesWriter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
 
 pub struct Agent {
-    config: Config,
+    model: Model,
     /// The configuration file the state started from (saved with it).
     base: Option<Config>,
-    installed: Translation,
+    /// Names and their ids, as installed.
+    names: Names,
+    /// What the tables hold, by table key.
+    installed: Desired,
     /// Every interface name that was ever given an id, with it: a name that comes back
     /// gets its id back, and an id is never handed to another name. ovrd's drivers are
     /// bound to interface ids at start, so an id must not change meaning under them.
@@ -31,6 +47,61 @@ pub struct Agent {
 pub struct Applied {
     /// Table changes committed (0: the configuration already was so).
     pub table_changes: usize,
+    /// Only the entries the change touched were translated (routes, bridge entries and
+    /// labels); otherwise the whole configuration was.
+    pub incremental: bool,
+    /// Where the time went.
+    pub spent_us: Spent,
+}
+
+/// Microseconds spent in each step of applying a change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Spent {
+    /// Applying the changes to the model (and checking keys and references).
+    pub model: u64,
+    /// Translating names to table entries.
+    pub translate: u64,
+    /// Comparing with what is installed.
+    pub diff: u64,
+    /// Validating and publishing the table changes.
+    pub commit: u64,
+    /// Writing the state file.
+    pub save: u64,
+}
+
+/// Microseconds since `t`; restarts `t`.
+fn lap(t: &mut Instant) -> u64 {
+    let now = Instant::now();
+    let us = now.duration_since(*t).as_micros() as u64;
+    *t = now;
+    us
+}
+
+/// The next hop an entry should have, and the document path that says so (`None`: no
+/// entry).
+type Wanted = Option<(NextHopId, String)>;
+
+/// A change to a route, bridge entry or label and nothing else.
+fn entry_change(c: &Change) -> bool {
+    match c {
+        Change::Create(o) | Change::Replace(o) => {
+            matches!(o, Object::Route(_) | Object::Bridge(_) | Object::Label(_))
+        }
+        Change::Delete(k) => matches!(
+            k,
+            Key::Route { .. } | Key::Bridge { .. } | Key::Label { .. }
+        ),
+        Change::SetPolicy(_) => false,
+    }
+}
+
+/// `prefix.name`, or `name` alone for a single change.
+fn field(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
 }
 
 impl Agent {
@@ -40,13 +111,15 @@ impl Agent {
         mut writer: TablesWriter,
         store: Option<Store>,
     ) -> Result<Self, StoreError> {
-        let installed = start.config.translate_keeping(&start.ids)?;
-        installed.apply(&mut writer)?;
+        let t = start.config.translate_keeping(&start.ids)?;
+        t.apply(&mut writer)?;
         let mut interface_ids = start.ids.interfaces.clone();
-        interface_ids.extend(installed.names.interfaces.clone());
-        let agent = Self {
-            config: start.config,
+        interface_ids.extend(t.names.interfaces.clone());
+        let installed = Desired::of(&t);
+        let mut agent = Self {
+            model: Model::new(start.config),
             base: start.base,
+            names: t.names,
             installed,
             interface_ids,
             writer,
@@ -57,24 +130,30 @@ impl Agent {
     }
 
     pub fn config(&self) -> &Config {
-        &self.config
+        self.model.config()
+    }
+
+    /// Where the object with this key is in its section of `config()`.
+    pub fn find(&self, key: &Key) -> Option<usize> {
+        self.model.find(key)
     }
 
     /// Names and the ids they have in the tables.
     pub fn names(&self) -> &Names {
-        &self.installed.names
+        &self.names
     }
 
     pub fn writer(&self) -> &TablesWriter {
         &self.writer
     }
 
-    fn save(&self) -> Result<(), StoreError> {
-        match &self.store {
+    /// Rewrites the state file whole.
+    fn save(&mut self) -> Result<(), StoreError> {
+        match &mut self.store {
             Some(s) => s.save(
                 self.base.as_ref(),
-                &self.config,
-                SavedIds::of(&self.interface_ids, &self.installed.names),
+                self.model.config(),
+                &SavedIds::of(&self.interface_ids, &self.names),
             ),
             None => Ok(()),
         }
@@ -83,43 +162,270 @@ impl Agent {
     /// Applies changes all-or-nothing. `batch`: errors name the change
     /// ("changes[2].create.route.nexthop"); otherwise the field of the one object.
     pub fn apply(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
-        let mut new = self.config.clone();
+        if changes.iter().all(entry_change) && !self.collides_with_peers(&changes) {
+            return self.apply_entries(changes, batch);
+        }
+        let mut t = Instant::now();
+        let mut new = self.model.clone();
         let mut placed = Vec::with_capacity(changes.len());
+        let mut log = Vec::new();
         for (k, c) in changes.into_iter().enumerate() {
-            let prefix = match (batch, &c) {
-                (true, _) => format!("changes[{k}].{}", variant_path(&c)),
-                (false, Change::SetPolicy(_)) => "rules".to_string(),
-                (false, _) => String::new(),
-            };
-            let at =
-                change::apply(&mut new, c).map_err(|e| if batch { e.under(&prefix) } else { e })?;
+            let prefix = prefix(&c, k, batch);
+            let at = new
+                .apply(c, &mut log)
+                .map_err(|e| if batch { e.under(&prefix) } else { e })?;
+            log.clear();
             placed.push((at, prefix));
         }
-        self.install(new, &placed)
+        let spent = Spent {
+            model: lap(&mut t),
+            ..Spent::default()
+        };
+        self.install(new, &placed, spent)
     }
 
     /// Replaces the whole desired configuration (flow settings excepted: they are the
     /// dataplane's, set at start).
     pub fn replace(&mut self, new: Config) -> Result<Applied, ApiError> {
-        if new.flows != self.config.flows {
+        if new.flows != self.config().flows {
             return Err(ApiError::invalid(
                 "flows",
                 "flow settings apply when ovrd starts: change them in the configuration file",
             ));
         }
-        self.install(new, &[])
+        self.install(Model::new(new), &[], Spent::default())
     }
 
-    fn install(&mut self, new: Config, placed: &[(Placed, String)]) -> Result<Applied, ApiError> {
+    /// Whether a change touches a route or bridge entry that a workload's `peer_mac`
+    /// also makes: which of the two the tables hold depends on the whole translation's
+    /// order, so such a change takes the whole way.
+    fn collides_with_peers(&self, changes: &[Change]) -> bool {
+        let c = self.config();
+        let peers: Vec<_> = c
+            .interfaces
+            .iter()
+            .filter(|f| f.peer_mac.is_some() && f.network.is_some())
+            .collect();
+        if peers.is_empty() {
+            return false;
+        }
+        let mut routes = HashSet::new();
+        let mut macs = HashSet::new();
+        for f in peers {
+            let net = f.network.as_deref().unwrap_or_default();
+            for a in &f.peer_addresses {
+                let len = if a.is_ipv4() { 32 } else { 128 };
+                if let Ok(p) = IpPrefix::new(*a, len) {
+                    routes.insert((net, p));
+                }
+            }
+            if let Some(m) = f.peer_mac {
+                macs.insert((net, m.0));
+            }
+        }
+        changes.iter().any(|ch| {
+            let key = match ch {
+                Change::Create(o) | Change::Replace(o) => o.key(),
+                Change::Delete(k) => k.clone(),
+                Change::SetPolicy(_) => return false,
+            };
+            match &key {
+                Key::Route { network, prefix } => routes.contains(&(network.as_str(), prefix.0)),
+                Key::Bridge { network, mac } => macs.contains(&(network.as_str(), mac.0)),
+                _ => false,
+            }
+        })
+    }
+
+    /// The table entry a route, bridge or label key stands for, and the next hop the
+    /// model now wants there (`None`: none, or the entry's network does not exist).
+    fn translate_entry(
+        &self,
+        key: &Key,
+        prefix: &str,
+    ) -> Result<Option<(Entry, Wanted)>, ApiError> {
+        let network = |name: &str| self.names.networks.get(name).copied();
+        let nexthop = |name: &str| {
+            self.names.nexthops.get(name).copied().ok_or_else(|| {
+                ApiError::invalid(
+                    field(prefix, "nexthop"),
+                    format!("no next hop named '{name}'"),
+                )
+            })
+        };
+        let no_network = |name: &str| {
+            ApiError::invalid(
+                field(prefix, "network"),
+                format!("no network named '{name}'"),
+            )
+        };
+        let at = self.model.find(key);
+        let doc = |section: &str| at.map(|i| format!("{section}[{i}]"));
+        let obj = self.model.get(key);
+        Ok(match (key, obj) {
+            (
+                Key::Route {
+                    network: n,
+                    prefix: p,
+                },
+                o,
+            ) => {
+                let vrf = match (network(n), &o) {
+                    (Some(v), _) => v,
+                    (None, None) => return Ok(None),
+                    (None, Some(_)) => return Err(no_network(n)),
+                };
+                let want = match o {
+                    Some(Object::Route(r)) => {
+                        Some((nexthop(&r.nexthop)?, doc("routes").unwrap_or_default()))
+                    }
+                    _ => None,
+                };
+                Some((Entry::Route(vrf, p.0), want))
+            }
+            (Key::Bridge { network: n, mac }, o) => {
+                let vrf = match (network(n), &o) {
+                    (Some(v), _) => v,
+                    (None, None) => return Ok(None),
+                    (None, Some(_)) => return Err(no_network(n)),
+                };
+                let want = match o {
+                    Some(Object::Bridge(b)) => {
+                        Some((nexthop(&b.nexthop)?, doc("bridge").unwrap_or_default()))
+                    }
+                    _ => None,
+                };
+                Some((Entry::Bridge(vrf, mac.0), want))
+            }
+            (Key::Label { label }, o) => {
+                let want = match o {
+                    Some(Object::Label(l)) => {
+                        Some((nexthop(&l.nexthop)?, doc("labels").unwrap_or_default()))
+                    }
+                    _ => None,
+                };
+                Some((Entry::Label(*label), want))
+            }
+            _ => None,
+        })
+    }
+
+    /// The incremental way (see the module's documentation).
+    fn apply_entries(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
+        let mut t = Instant::now();
+        let mut spent = Spent::default();
+        let record = self.store.as_ref().map(|_| changes.clone());
+        let mut log = Vec::new();
+        let mut touched = Vec::with_capacity(changes.len());
+        for (k, c) in changes.into_iter().enumerate() {
+            let prefix = prefix(&c, k, batch);
+            let key = match &c {
+                Change::Create(o) | Change::Replace(o) => o.key(),
+                Change::Delete(k) => k.clone(),
+                Change::SetPolicy(_) => unreachable!("not an entry change"),
+            };
+            if let Err(e) = self.model.apply(c, &mut log) {
+                self.model.undo(log);
+                return Err(if batch { e.under(&prefix) } else { e });
+            }
+            touched.push((key, prefix));
+        }
+        spent.model = lap(&mut t);
+        // Each entry once, as the last change to it left it.
+        let mut seen = HashSet::with_capacity(touched.len());
+        let mut wanted = Vec::with_capacity(touched.len());
+        for (key, prefix) in touched.iter().rev() {
+            if !seen.insert(key) {
+                continue;
+            }
+            match self.translate_entry(key, prefix) {
+                Ok(Some((entry, want))) => wanted.push((entry, want, prefix)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.model.undo(log);
+                    return Err(e);
+                }
+            }
+        }
+        spent.translate = lap(&mut t);
+        let (mut ops, mut back, mut origins) = (Vec::new(), Vec::new(), Vec::new());
+        let mut installs = Vec::new();
+        for (entry, want, prefix) in wanted {
+            let old = self.installed.entry(entry);
+            let new = want.as_ref().map(|w| w.0);
+            if old != new {
+                ops.push(entry.op(new));
+                back.push(entry.op(old));
+                origins.push(if prefix.is_empty() {
+                    "(body)".to_string()
+                } else {
+                    prefix.clone()
+                });
+                installs.push((entry, want));
+            }
+        }
+        spent.diff = lap(&mut t);
+        let n = ops.len();
+        if n > 0
+            && let Err(e) = self.writer.commit(ops)
+        {
+            self.model.undo(log);
+            let path = origins.get(e.index).cloned().unwrap_or_default();
+            return Err(ApiError::invalid(path, e.error.to_string()));
+        }
+        spent.commit = lap(&mut t);
+        if let (Some(record), Some(store)) = (record, &mut self.store) {
+            let saved = match store.append(&record) {
+                Ok(true) => Ok(()),
+                // Not appended: the file is rewritten whole, with the change in it.
+                Ok(false) | Err(_) => store.save(
+                    self.base.as_ref(),
+                    self.model.config(),
+                    &SavedIds::of(&self.interface_ids, &self.names),
+                ),
+            };
+            if let Err(e) = saved {
+                let undone = if back.is_empty() {
+                    Ok(())
+                } else {
+                    self.writer.commit(back)
+                };
+                self.model.undo(log);
+                return Err(not_saved(e, undone.err()));
+            }
+        }
+        spent.save = lap(&mut t);
+        for (entry, want) in installs {
+            self.installed.set_entry(entry, want);
+        }
+        Ok(Applied {
+            table_changes: n,
+            incremental: true,
+            spent_us: spent,
+        })
+    }
+
+    /// The whole way (see the module's documentation).
+    fn install(
+        &mut self,
+        new: Model,
+        placed: &[(Placed, String)],
+        mut spent: Spent,
+    ) -> Result<Applied, ApiError> {
+        let mut t = Instant::now();
         let keep = Names {
             interfaces: self.interface_ids.clone(),
-            ..self.installed.names.clone()
+            ..self.names.clone()
         };
-        let t = new
+        let tr = new
+            .config()
             .translate_keeping(&keep)
             .map_err(|e| config_error(&e, placed))?;
-        let d = diff(&self.installed, &t);
+        spent.translate = lap(&mut t);
+        let desired = Desired::of(&tr);
+        let d = diff(&self.installed, &desired);
         let n = d.ops.len();
+        spent.diff = lap(&mut t);
         if n > 0 {
             self.writer.commit(d.ops).map_err(|e| {
                 let path = d.origins.get(e.index).cloned().unwrap_or_default();
@@ -132,38 +438,57 @@ impl Agent {
                 )
             })?;
         }
-        let old = core::mem::replace(&mut self.installed, t);
-        let old_config = core::mem::replace(&mut self.config, new);
+        spent.commit = lap(&mut t);
+        let old = core::mem::replace(&mut self.installed, desired);
+        let old_model = core::mem::replace(&mut self.model, new);
+        let old_names = core::mem::replace(&mut self.names, tr.names);
         let old_ids = self.interface_ids.clone();
-        self.interface_ids
-            .extend(self.installed.names.interfaces.clone());
+        self.interface_ids.extend(self.names.interfaces.clone());
         if let Err(e) = self.save() {
             // Not saved: not accepted. Put the tables back as they were.
             let back = diff(&self.installed, &old);
             let undone = self.writer.commit(back.ops);
             self.installed = old;
-            self.config = old_config;
+            self.model = old_model;
+            self.names = old_names;
             self.interface_ids = old_ids;
-            let mut msg = format!("could not save the state, nothing changed: {e}");
-            if let Err(u) = undone {
-                msg = format!("could not save the state ({e}) nor restore the tables ({u})");
-            }
-            return Err(ApiError::Internal(msg));
+            return Err(not_saved(e, undone.err()));
         }
-        Ok(Applied { table_changes: n })
+        spent.save = lap(&mut t);
+        Ok(Applied {
+            table_changes: n,
+            incremental: false,
+            spent_us: spent,
+        })
+    }
+}
+
+fn not_saved(e: StoreError, undo: Option<ovr_tables::state::BatchError>) -> ApiError {
+    ApiError::Internal(match undo {
+        None => format!("could not save the state, nothing changed: {e}"),
+        Some(u) => format!("could not save the state ({e}) nor restore the tables ({u})"),
+    })
+}
+
+/// Where errors of the `k`th change are named.
+fn prefix(c: &Change, k: usize, batch: bool) -> String {
+    match (batch, c) {
+        (true, _) => format!("changes[{k}].{}", variant_path(c)),
+        (false, Change::SetPolicy(_)) => "rules".to_string(),
+        (false, _) => String::new(),
     }
 }
 
 /// The JSON path of a change's object in a batch.
 fn variant_path(c: &Change) -> String {
-    let v = |o: &crate::change::Object| match o {
-        crate::change::Object::Interface(_) => "interface",
-        crate::change::Object::Network(_) => "network",
-        crate::change::Object::Tunnel(_) => "tunnel",
-        crate::change::Object::Nexthop(_) => "nexthop",
-        crate::change::Object::Route(_) => "route",
-        crate::change::Object::Bridge(_) => "bridge",
-        crate::change::Object::Label(_) => "label",
+    let v = |o: &Object| match o {
+        Object::Interface(_) => "interface",
+        Object::Network(_) => "network",
+        Object::Tunnel(_) => "tunnel",
+        Object::Nexthop(_) => "nexthop",
+        Object::Route(_) => "route",
+        Object::Bridge(_) => "bridge",
+        Object::Label(_) => "label",
     };
     match c {
         Change::Create(o) => format!("create.{}", v(o)),

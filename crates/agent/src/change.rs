@@ -1,9 +1,6 @@
-//! Changes to the desired configuration, as the API receives them, applied to the model
-//! (`ovr_config::Config`) alone: the tables are the agent's business once the whole new
-//! model translates.
+//! Changes to the desired configuration, as the API receives them (`crate::model`
+//! applies them to the model; the tables are the agent's business).
 
-use crate::error::ApiError;
-use crate::refs::referrer;
 use ovr_config::model::*;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -22,7 +19,7 @@ pub enum Object {
 }
 
 /// What names an object: its name, or for table entries what the table is keyed by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Key {
     Interface { name: String },
@@ -143,96 +140,6 @@ impl core::fmt::Display for Key {
     }
 }
 
-/// Puts `o` at index `at` of its section (or appends it).
-fn put(c: &mut Config, o: Object, at: Option<usize>) {
-    fn set<T>(v: &mut Vec<T>, x: T, at: Option<usize>) {
-        match at.and_then(|i| v.get_mut(i)) {
-            Some(slot) => *slot = x,
-            None => v.push(x),
-        }
-    }
-    match o {
-        Object::Interface(x) => set(&mut c.interfaces, x, at),
-        Object::Network(x) => set(&mut c.networks, x, at),
-        Object::Tunnel(x) => set(&mut c.tunnels, x, at),
-        Object::Nexthop(x) => set(&mut c.nexthops, x, at),
-        Object::Route(x) => set(&mut c.routes, x, at),
-        Object::Bridge(x) => set(&mut c.bridge, x, at),
-        Object::Label(x) => set(&mut c.labels, x, at),
-    }
-}
-
-fn remove(c: &mut Config, key: &Key, at: usize) {
-    match key {
-        Key::Interface { .. } => drop(c.interfaces.remove(at)),
-        Key::Network { .. } => drop(c.networks.remove(at)),
-        Key::Tunnel { .. } => drop(c.tunnels.remove(at)),
-        Key::Nexthop { .. } => drop(c.nexthops.remove(at)),
-        Key::Route { .. } => drop(c.routes.remove(at)),
-        Key::Bridge { .. } => drop(c.bridge.remove(at)),
-        Key::Label { .. } => drop(c.labels.remove(at)),
-    }
-}
-
 /// Where an applied change put its object: (section, index), so that an error the
 /// translation finds there can be reported against the request.
 pub type Placed = Option<(&'static str, usize)>;
-
-/// Applies one change to the model. Errors name fields relative to the change.
-pub fn apply(c: &mut Config, change: Change) -> Result<Placed, ApiError> {
-    match change {
-        Change::Create(o) => {
-            let key = o.key();
-            if key.find(c).is_some() {
-                return Err(ApiError::Conflict {
-                    message: format!("{key} exists already"),
-                    field: Some(o.key_field().to_string()),
-                });
-            }
-            let section = key.section();
-            put(c, o, None);
-            Ok(Some((section, count(c, section) - 1)))
-        }
-        Change::Replace(o) => {
-            let key = o.key();
-            let Some(at) = key.find(c) else {
-                return Err(ApiError::NotFound(format!("no {key}")));
-            };
-            put(c, o, Some(at));
-            Ok(Some((key.section(), at)))
-        }
-        Change::Delete(key) => {
-            let Some(at) = key.find(c) else {
-                return Err(ApiError::NotFound(format!("no {key}")));
-            };
-            if let Some(by) = referrer(c, &key) {
-                return Err(ApiError::Conflict {
-                    message: format!("{key} is in use by {by}"),
-                    field: None,
-                });
-            }
-            remove(c, &key, at);
-            Ok(None)
-        }
-        Change::SetPolicy(p) => {
-            let key = Key::Network { name: p.network };
-            let Some(at) = key.find(c) else {
-                return Err(ApiError::NotFound(format!("no {key}")));
-            };
-            c.networks[at].policy = p.rules;
-            Ok(Some(("networks", at)))
-        }
-    }
-}
-
-fn count(c: &Config, section: &str) -> usize {
-    match section {
-        "interfaces" => c.interfaces.len(),
-        "networks" => c.networks.len(),
-        "tunnels" => c.tunnels.len(),
-        "nexthops" => c.nexthops.len(),
-        "routes" => c.routes.len(),
-        "bridge" => c.bridge.len(),
-        _ => c.labels.len(),
-    }
-}

@@ -6,9 +6,11 @@
 
 mod agent;
 pub mod api;
+pub mod capture;
 pub mod change;
 pub mod error;
 pub mod metrics;
+pub mod model;
 pub mod reconcile;
 mod refs;
 pub mod server;

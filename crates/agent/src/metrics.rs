@@ -1,6 +1,6 @@
 //! The counters in Prometheus' text exposition format (version 0.0.4).
 
-use ovr_dataplane::counters::Snapshot;
+use ovr_dataplane::counters::{InterfaceSnapshot, NodeSnapshot, Snapshot};
 use std::fmt::Write;
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -10,30 +10,45 @@ fn esc(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The text being written.
 struct Out(String);
 
+/// One sample: its label pairs and its value.
+type Sample<'a> = (Vec<(&'a str, &'a str)>, String);
+
 impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
+    /// A metric family: its HELP and TYPE lines, then one line per sample.
+    fn family<'a>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = Sample<'a>>,
+    ) {
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(self.0, "{name} {v}");
+            } else {
+                let l: Vec<String> = labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+                    .collect();
+                let _ = writeln!(self.0, "{name}{{{}}} {v}", l.join(","));
+            }
+        }
     }
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: impl core::fmt::Display) {
-        let labels: Vec<String> = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
-            .collect();
-        if labels.is_empty() {
-            let _ = writeln!(self.0, "{name} {v}");
-        } else {
-            let _ = writeln!(self.0, "{name}{{{}}} {v}", labels.join(","));
-        }
+    /// A family of one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, v: impl ToString) {
+        self.family(name, kind, help, [(vec![], v.to_string())]);
     }
 }
 
 /// Renders a snapshot (its interface names already filled in).
 pub fn render(s: &Snapshot) -> String {
     let mut o = Out(String::new());
-    type Field = fn(&ovr_dataplane::counters::InterfaceSnapshot) -> u64;
+    type Field = fn(&InterfaceSnapshot) -> u64;
     let per_interface: [(&str, &str, Field); 4] = [
         ("ovr_interface_rx_packets_total", "Packets received", |i| {
             i.rx_packets
@@ -47,75 +62,94 @@ pub fn render(s: &Snapshot) -> String {
         ("ovr_interface_tx_bytes_total", "Bytes sent", |i| i.tx_bytes),
     ];
     for (name, help, f) in per_interface {
-        o.family(name, "counter", help);
-        for i in &s.interfaces {
-            o.sample(name, &[("interface", &i.name)], f(i));
-        }
+        let samples = s
+            .interfaces
+            .iter()
+            .map(|i| (vec![("interface", i.name.as_str())], f(i).to_string()));
+        o.family(name, "counter", help, samples);
     }
-    o.family("ovr_drops_total", "counter", "Packets dropped, by reason");
-    for (reason, n) in &s.drops {
-        o.sample("ovr_drops_total", &[("reason", reason)], n);
-    }
+    let drops = s
+        .drops
+        .iter()
+        .map(|(reason, n)| (vec![("reason", *reason)], n.to_string()));
+    o.family(
+        "ovr_drops_total",
+        "counter",
+        "Packets dropped, by reason",
+        drops,
+    );
     let f = &s.flows;
-    o.family(
-        "ovr_flows_active",
-        "gauge",
-        "Flows in the flow table (each direction counts one)",
-    );
-    o.sample("ovr_flows_active", &[], f.active);
-    o.family(
-        "ovr_flows_created_total",
-        "counter",
-        "Flow pairs (or single denied flows) installed",
-    );
-    o.sample("ovr_flows_created_total", &[], f.created);
-    o.family("ovr_flows_aged_total", "counter", "Flows removed by aging");
-    o.sample("ovr_flows_aged_total", &[], f.aged);
-    o.family(
-        "ovr_flows_revalidated_total",
-        "counter",
-        "Cached flow decisions taken again after a table change",
-    );
-    o.sample("ovr_flows_revalidated_total", &[], f.revalidated);
+    let flows: [(&str, &str, &str, u64); 4] = [
+        (
+            "ovr_flows_active",
+            "gauge",
+            "Flows in the flow table (each direction counts one)",
+            f.active as u64,
+        ),
+        (
+            "ovr_flows_created_total",
+            "counter",
+            "Flow pairs (or single denied flows) installed",
+            f.created,
+        ),
+        (
+            "ovr_flows_aged_total",
+            "counter",
+            "Flows removed by aging",
+            f.aged,
+        ),
+        (
+            "ovr_flows_revalidated_total",
+            "counter",
+            "Cached flow decisions taken again after a table change",
+            f.revalidated,
+        ),
+    ];
+    for (name, kind, help, v) in flows {
+        o.single(name, kind, help, v);
+    }
+    let refused = [
+        ("full", f.refused_full),
+        ("bucket", f.refused_bucket),
+        ("quota", f.refused_quota),
+    ]
+    .map(|(why, n)| (vec![("cause", why)], n.to_string()));
     o.family(
         "ovr_flows_refused_total",
         "counter",
         "Flows not installed, by cause",
+        refused,
     );
-    for (why, n) in [
-        ("full", f.refused_full),
-        ("bucket", f.refused_bucket),
-        ("quota", f.refused_quota),
-    ] {
-        o.sample("ovr_flows_refused_total", &[("cause", why)], n);
-    }
-    o.family(
-        "ovr_node_packets_total",
-        "counter",
-        "Packets processed by each graph node",
-    );
-    for n in &s.nodes {
-        o.sample("ovr_node_packets_total", &[("node", n.name)], n.packets);
-    }
-    o.family(
-        "ovr_node_vectors_total",
-        "counter",
-        "Vectors processed by each graph node",
-    );
-    for n in &s.nodes {
-        o.sample("ovr_node_vectors_total", &[("node", n.name)], n.vectors);
-    }
-    o.family(
-        "ovr_node_ns_per_packet",
-        "gauge",
-        "Average time per packet in each graph node (ns)",
-    );
-    for n in &s.nodes {
-        o.sample(
+    type NodeField = fn(&NodeSnapshot) -> String;
+    let per_node: [(&str, &str, &str, NodeField); 4] = [
+        (
+            "ovr_node_packets_total",
+            "counter",
+            "Packets processed by each graph node",
+            |n| n.packets.to_string(),
+        ),
+        (
+            "ovr_node_vectors_total",
+            "counter",
+            "Vectors processed by each graph node",
+            |n| n.vectors.to_string(),
+        ),
+        (
+            "ovr_node_seconds_total",
+            "counter",
+            "Time spent in each graph node (clock read once per vector)",
+            |n| format!("{:.9}", n.nanos as f64 / 1e9),
+        ),
+        (
             "ovr_node_ns_per_packet",
-            &[("node", n.name)],
-            format!("{:.1}", n.ns_per_packet),
-        );
+            "gauge",
+            "Average time per packet in each graph node since start (ns)",
+            |n| format!("{:.1}", n.ns_per_packet),
+        ),
+    ];
+    for (name, kind, help, f) in per_node {
+        let samples = s.nodes.iter().map(|n| (vec![("node", n.name)], f(n)));
+        o.family(name, kind, help, samples);
     }
     let off = &s.offload;
     for (name, help, v) in [
@@ -135,8 +169,7 @@ pub fn render(s: &Snapshot) -> String {
             off.checksums,
         ),
     ] {
-        o.family(name, "counter", help);
-        o.sample(name, &[], v);
+        o.single(name, "counter", help, v);
     }
     o.0
 }
@@ -145,7 +178,7 @@ pub fn render(s: &Snapshot) -> String {
 mod tests {
     use super::*;
     use ovr_dataplane::context::OffloadCounters;
-    use ovr_dataplane::counters::{FlowSnapshot, InterfaceSnapshot};
+    use ovr_dataplane::counters::FlowSnapshot;
 
     #[test]
     fn renders_families_and_escapes_labels() {
@@ -158,7 +191,14 @@ mod tests {
                 tx_packets: 1,
                 tx_bytes: 60,
             }],
-            nodes: vec![],
+            nodes: vec![NodeSnapshot {
+                name: "flow",
+                vectors: 2,
+                packets: 10,
+                nanos: 1_500,
+                average_vector: 5.0,
+                ns_per_packet: 150.0,
+            }],
             drops: [("ttl-expired", 2u64)].into_iter().collect(),
             flows: FlowSnapshot {
                 active: 4,
@@ -185,6 +225,15 @@ mod tests {
         assert!(t.contains("ovr_offload_segments_total 45\n"));
         assert!(t.contains("ovr_flows_refused_total{cause=\"quota\"} 5\n"));
         assert!(t.contains("# TYPE ovr_flows_aged_total counter\n"));
+        assert!(t.contains("ovr_node_packets_total{node=\"flow\"} 10\n"));
+        assert!(t.contains("ovr_node_seconds_total{node=\"flow\"} 0.000001500\n"));
+        assert!(t.contains("ovr_node_ns_per_packet{node=\"flow\"} 150.0\n"));
+        // Every family is announced once, before its samples.
+        let families: Vec<&str> = t.lines().filter(|l| l.starts_with("# TYPE")).collect();
+        let mut unique = families.clone();
+        unique.dedup();
+        assert_eq!(families.len(), unique.len());
+        assert_eq!(families.len(), 17, "{t}");
         // Every sample line is "name{labels} value" or "name value".
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.contains(' '), "{l}");

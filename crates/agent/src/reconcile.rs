@@ -35,8 +35,8 @@ impl Diff {
 type At<T> = (T, String);
 
 /// What a translation leaves in the tables, keyed the way the tables are.
-#[derive(Default)]
-struct Desired {
+#[derive(Debug, Clone, Default)]
+pub struct Desired {
     vrfs: BTreeMap<VrfId, At<(String, Option<u32>)>>,
     gateways: BTreeMap<VrfId, At<(MacAddr, Vec<InterfaceAddress>)>>,
     interfaces: BTreeMap<InterfaceId, At<Interface>>,
@@ -50,7 +50,7 @@ struct Desired {
 
 impl Desired {
     /// Replays the ops in order: a later op on the same key wins, as in the tables.
-    fn of(t: &Translation) -> Self {
+    pub fn of(t: &Translation) -> Self {
         let mut d = Desired::default();
         for (op, origin) in t.ops.iter().zip(&t.origins) {
             let o = origin.clone();
@@ -99,6 +99,52 @@ impl Desired {
     }
 }
 
+/// A table entry that nothing refers to: a route, a bridge entry or a label. Changing
+/// one changes nothing else, which is what lets the agent translate it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Entry {
+    Route(VrfId, IpPrefix),
+    Bridge(VrfId, MacAddr),
+    Label(u32),
+}
+
+impl Entry {
+    /// The op that makes the tables hold `nh` for this entry (`None`: no entry).
+    pub fn op(self, nh: Option<NextHopId>) -> TableOp {
+        match (self, nh) {
+            (Entry::Route(vrf, prefix), Some(nh)) => TableOp::AddRoute { vrf, prefix, nh },
+            (Entry::Route(vrf, prefix), None) => TableOp::RemoveRoute { vrf, prefix },
+            (Entry::Bridge(vrf, mac), Some(nh)) => TableOp::AddBridge { vrf, mac, nh },
+            (Entry::Bridge(vrf, mac), None) => TableOp::RemoveBridge { vrf, mac },
+            (Entry::Label(label), Some(nh)) => TableOp::AddLabel { label, nh },
+            (Entry::Label(label), None) => TableOp::RemoveLabel(label),
+        }
+    }
+}
+
+impl Desired {
+    /// The next hop the tables hold for an entry.
+    pub fn entry(&self, e: Entry) -> Option<NextHopId> {
+        match e {
+            Entry::Route(v, p) => self.routes.get(&(v, p)).map(|x| x.0),
+            Entry::Bridge(v, m) => self.bridge.get(&(v, m)).map(|x| x.0),
+            Entry::Label(l) => self.labels.get(&l).map(|x| x.0),
+        }
+    }
+
+    /// Records an entry as installed (`None`: removed), with the path that made it.
+    pub fn set_entry(&mut self, e: Entry, v: Option<(NextHopId, String)>) {
+        match (e, v) {
+            (Entry::Route(vr, p), Some(v)) => drop(self.routes.insert((vr, p), v)),
+            (Entry::Route(vr, p), None) => drop(self.routes.remove(&(vr, p))),
+            (Entry::Bridge(vr, m), Some(v)) => drop(self.bridge.insert((vr, m), v)),
+            (Entry::Bridge(vr, m), None) => drop(self.bridge.remove(&(vr, m))),
+            (Entry::Label(l), Some(v)) => drop(self.labels.insert(l, v)),
+            (Entry::Label(l), None) => drop(self.labels.remove(&l)),
+        }
+    }
+}
+
 /// Two next hops are the same if they would forward the same way; a composite's bucket
 /// layout is the table's own business (it keeps it across member changes).
 fn same_nexthop(a: &NextHop, b: &NextHop) -> bool {
@@ -130,9 +176,8 @@ fn eq<V: PartialEq>(a: &V, b: &V) -> bool {
     a == b
 }
 
-/// The batch that turns the tables of `old` into those of `new`.
-pub fn diff(old: &Translation, new: &Translation) -> Diff {
-    let (o, n) = (Desired::of(old), Desired::of(new));
+/// The batch that turns the tables of `o` into those of `n`.
+pub fn diff(o: &Desired, n: &Desired) -> Diff {
     let mut d = Diff::default();
     // A VNI moving between networks: first take it from every network giving it up
     // (the batch is published whole, so no packet sees the gap).

@@ -6,7 +6,7 @@ use crate::Agent;
 use crate::api::{AppState, DEFAULT_BODY_LIMIT, router};
 use crate::store::{Source, Store, StoreError, initial};
 use crate::worker::{Requests, channel};
-use ovr_config::{FlowSettings, Names};
+use ovr_config::FlowSettings;
 use ovr_tables::state::{TablesReader, new_tables};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -22,6 +22,8 @@ pub struct Options {
     /// ADDR:PORT; needs `token_file`.
     pub listen: Option<String>,
     pub token_file: Option<PathBuf>,
+    /// Forwarding workers, each with its own request channel.
+    pub workers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,11 +47,9 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
 /// What the daemon's worker needs.
 pub struct Started {
     pub reader: TablesReader,
-    /// Names and ids at start (the interfaces to attach).
-    pub names: Names,
     pub flows: FlowSettings,
-    /// The worker drains these once per loop iteration (`worker::drain`).
-    pub requests: Requests,
+    /// One per worker, drained once per loop iteration (`worker::drain`).
+    pub requests: Vec<Requests>,
     pub state: AppState,
 }
 
@@ -67,9 +67,8 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
     }
     let (writer, reader) = new_tables();
     let agent = Agent::start(start, writer, store)?;
-    let names = agent.names().clone();
     let flows = agent.config().flows;
-    let (client, requests) = channel();
+    let (client, requests) = channel(o.workers);
     let state = AppState::new(agent, Some(client));
 
     let unix = o.socket.as_ref().map(|p| bind_unix(p)).transpose()?;
@@ -102,7 +101,6 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
         .map_err(io("API thread"))?;
     Ok(Started {
         reader,
-        names,
         flows,
         requests,
         state,
@@ -142,11 +140,20 @@ fn bind_unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener,
     Ok(l)
 }
 
+/// The API thread's nice value: under a burst of changes the forwarding workers, at the
+/// default priority, get the CPU first; the changes wait. Threads this one starts (the
+/// runtime's blocking pool, where changes are translated and committed) inherit it.
+const API_NICE: i32 = 10;
+
 fn serve(
     state: AppState,
     unix: Option<std::os::unix::net::UnixListener>,
     tcp: Option<(std::net::TcpListener, Arc<str>)>,
 ) {
+    // Linux keeps a nice value per thread.
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), API_NICE) {
+        warn!("API thread priority: {e}");
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -4,7 +4,18 @@
 //! Atomic: written to a temporary file in the same directory, flushed to disk, renamed
 //! over the old one, and the directory flushed; a crash leaves the old file or the new
 //! one, never a mix.
+//!
+//! Cheap for table entries: rewriting a million routes for every change would make each
+//! change cost the whole model. So the file is a snapshot (one JSON value) followed by
+//! records (one JSON value per line), each a batch of route, bridge or label changes
+//! accepted since, appended and flushed to disk (`fdatasync`) before the change is
+//! answered. A record is whole or, if a crash cut it, the torn last one, which was never
+//! answered and is ignored when the file is read. When the records outgrow the snapshot
+//! (and at every start, and for any other kind of change) the file is rewritten whole as
+//! above, so appending costs at most twice the bytes of the changes themselves.
 
+use crate::change::Change;
+use crate::model::Model;
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
@@ -90,15 +101,46 @@ pub struct Saved {
     pub ids: SavedIds,
 }
 
+/// The snapshot as written: the same fields, borrowed (a million routes are not copied
+/// to be saved).
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    version: u32,
+    base: Option<&'a Config>,
+    config: &'a Config,
+    ids: &'a SavedIds,
+}
+
+/// Changes appended after the snapshot (route, bridge and label changes only: they give
+/// no name an id).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record<C> {
+    changes: C,
+}
+
+/// Records may grow to the snapshot's size, and at least to this, before a rewrite.
+const MIN_RECORDS: u64 = 1 << 20;
+
 /// The state file.
 #[derive(Debug, Clone)]
 pub struct Store {
     path: PathBuf,
+    /// Bytes of the last snapshot written, and of the records appended since.
+    snapshot: u64,
+    appended: u64,
+    /// An append failed and could not be taken back: the next save rewrites the file.
+    dirty: bool,
 }
 
 impl Store {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            snapshot: 0,
+            appended: 0,
+            dirty: true,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -112,7 +154,8 @@ impl Store {
         }
     }
 
-    /// The saved state, or `None` if there is no state file.
+    /// The saved state (the snapshot with the records after it applied), or `None` if
+    /// there is no state file.
     pub fn load(&self) -> Result<Option<Saved>, StoreError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
@@ -123,31 +166,67 @@ impl Store {
             path: self.path.display().to_string(),
             message,
         };
-        let saved: Saved = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        let mut values = serde_json::Deserializer::from_str(&text).into_iter::<Saved>();
+        let mut saved = match values.next() {
+            Some(s) => s.map_err(|e| parse(e.to_string()))?,
+            None => return Err(parse("empty".into())),
+        };
         if saved.version != VERSION {
             return Err(parse(format!(
                 "version {} (this ovrd reads {VERSION})",
                 saved.version
             )));
         }
+        let start = values.byte_offset();
+        let mut records =
+            serde_json::Deserializer::from_str(&text[start..]).into_iter::<Record<Vec<Change>>>();
+        let mut model: Option<Model> = None;
+        let mut log = Vec::new();
+        let mut n = 0;
+        loop {
+            let at = start + records.byte_offset();
+            match records.next() {
+                None => break,
+                // Cut by a crash while it was written: never answered, so never accepted.
+                Some(Err(e)) if e.is_eof() => {
+                    tracing::warn!(path = %self.path.display(), offset = at, "ignoring the torn last record of the state file");
+                    break;
+                }
+                Some(Err(e)) => return Err(parse(format!("record {n} (byte {at}): {e}"))),
+                Some(Ok(r)) => {
+                    let m =
+                        model.get_or_insert_with(|| Model::new(core::mem::take(&mut saved.config)));
+                    for (k, c) in r.changes.into_iter().enumerate() {
+                        m.apply(c, &mut log).map_err(|e| {
+                            parse(format!(
+                                "record {n} (byte {at}), change {k} does not apply: {e}"
+                            ))
+                        })?;
+                        log.clear();
+                    }
+                    n += 1;
+                }
+            }
+        }
+        if let Some(m) = model {
+            saved.config = m.into_config();
+        }
         Ok(Some(saved))
     }
 
     /// Writes the state atomically (temporary file, fsync, rename, fsync of the directory).
     pub fn save(
-        &self,
+        &mut self,
         base: Option<&Config>,
         config: &Config,
-        ids: SavedIds,
+        ids: &SavedIds,
     ) -> Result<(), StoreError> {
-        let saved = Saved {
+        let saved = SavedRef {
             version: VERSION,
-            base: base.cloned(),
-            config: config.clone(),
+            base,
+            config,
             ids,
         };
-        let text =
-            serde_json::to_vec_pretty(&saved).map_err(|e| self.io(std::io::Error::other(e)))?;
         let dir = match self.path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
@@ -156,17 +235,60 @@ impl Store {
         let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(".tmp");
         let tmp = dir.join(tmp_name);
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&text)?;
+        let write = || -> std::io::Result<u64> {
+            let f = std::fs::File::create(&tmp)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            serde_json::to_writer(&mut w, &saved)?;
+            w.write_all(b"\n")?;
+            let f = w.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
+            let len = f.metadata()?.len();
             std::fs::rename(&tmp, &self.path)?;
-            std::fs::File::open(&dir)?.sync_all()
+            std::fs::File::open(&dir)?.sync_all()?;
+            Ok(len)
         };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            self.io(e)
-        })
+        match write() {
+            Ok(len) => {
+                (self.snapshot, self.appended, self.dirty) = (len, 0, false);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(self.io(e))
+            }
+        }
+    }
+
+    /// Appends a batch of route, bridge and label changes to the file and flushes it to
+    /// disk. `Ok(false)`: not appended, the caller rewrites the file instead (the records
+    /// outgrew the snapshot, or an earlier append failed). On an error the file is cut
+    /// back to what it was.
+    pub fn append(&mut self, changes: &[Change]) -> Result<bool, StoreError> {
+        if self.dirty {
+            return Ok(false);
+        }
+        let mut line = serde_json::to_vec(&Record { changes })
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        line.push(b'\n');
+        let room = self.snapshot.max(MIN_RECORDS);
+        if self.appended + line.len() as u64 > room {
+            return Ok(false);
+        }
+        // Opened for every record (not created): a file replaced or removed under ovrd
+        // is noticed, and the caller rewrites it.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| self.io(e))?;
+        let len = f.metadata().map_err(|e| self.io(e))?.len();
+        if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
+            if f.set_len(len).and_then(|()| f.sync_data()).is_err() {
+                self.dirty = true;
+            }
+            return Err(self.io(e));
+        }
+        self.appended += line.len() as u64;
+        Ok(true)
     }
 
     /// Keeps a copy of the state file beside it (before a changed configuration file

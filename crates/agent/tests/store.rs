@@ -126,3 +126,58 @@ fn an_unreadable_state_file_is_named() {
         "{e}"
     );
 }
+
+#[test]
+fn route_changes_are_appended_and_a_torn_last_record_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let mut a = agent(example(), Some(store.clone()));
+    let snapshot = std::fs::read_to_string(&path).unwrap();
+    a.apply(vec![route("10.7.0.0/16"), route("10.8.0.0/16")], true)
+        .unwrap();
+    let applied = a.apply(vec![route("10.9.0.0/16")], false).unwrap();
+    assert!(applied.incremental);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The snapshot is untouched; one line per accepted change follows it.
+    assert!(text.starts_with(&snapshot), "{text}");
+    let records: Vec<&str> = text[snapshot.len()..].lines().collect();
+    assert_eq!(records.len(), 2, "{text}");
+    assert!(records[1].contains("10.9.0.0/16"));
+    let config = a.config().clone();
+    drop(a);
+    // A crash while a record was written leaves it cut short: it was never answered.
+    std::fs::write(&path, format!("{text}{{\"changes\":[{{\"create\":{{\"rou")).unwrap();
+    let start = initial(None, Some(&store)).unwrap();
+    assert_eq!(start.config, config);
+    // A damaged record before the end is not a crash's doing: refused, and named.
+    let damaged = text.replacen("10.7.0.0/16", "10.7.0.0/99", 1);
+    std::fs::write(&path, &damaged).unwrap();
+    let e = initial(None, Some(&store)).unwrap_err().to_string();
+    assert!(e.contains("record 0"), "{e}");
+}
+
+#[test]
+fn the_file_is_rewritten_whole_when_records_outgrow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let mut a = agent(example(), Some(store.clone()));
+    let mut lines = Vec::new();
+    // 1 MiB of records at least before a rewrite: batches of 2,000 routes are ~130 KiB.
+    for b in 0..12u32 {
+        let batch = (0..2000u32)
+            .map(|i| {
+                let n = b * 2000 + i;
+                route(&format!("11.{}.{}.0/24", n / 256, n % 256))
+            })
+            .collect();
+        a.apply(batch, true).unwrap();
+        lines.push(std::fs::read_to_string(&path).unwrap().lines().count());
+    }
+    assert!(lines.contains(&1), "never rewritten: {lines:?}");
+    assert!(lines.iter().any(|&n| n > 2), "never appended: {lines:?}");
+    let config = a.config().clone();
+    drop(a);
+    assert_eq!(initial(None, Some(&store)).unwrap().config, config);
+}

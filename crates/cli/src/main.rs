@@ -17,7 +17,9 @@ use std::process::ExitCode;
 #[command(
     name = "ovrctl",
     version,
-    about = "Operate and inspect ovr, the overlay virtual router"
+    about = "Operate and inspect ovr, the overlay virtual router",
+    after_help = "Exit status: 0 done; 1 refused or failed (the message names the field); 2 usage; \
+3 ovrd is not running; 4 permission denied; 5 not found; 6 ovrd's worker did not answer."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,7 +66,8 @@ enum Command {
         #[command(subcommand)]
         action: Option<api::Objects>,
     },
-    /// Virtual networks (VRF + VNI).
+    /// Virtual networks (VRF + VNI); also `vrfs`.
+    #[command(visible_alias = "vrfs")]
     Networks {
         #[command(subcommand)]
         action: Option<api::Objects>,
@@ -114,6 +117,16 @@ enum Command {
     Config,
     /// The table ids of interfaces, networks and next hops (JSON; flows refer to them).
     Ids,
+    /// The packet trace: the path and decisions of the next N packets.
+    Trace {
+        #[command(subcommand)]
+        action: Option<api::Trace>,
+    },
+    /// Packet captures of an interface into pcap files.
+    Capture {
+        #[command(subcommand)]
+        action: Option<api::Capture>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -160,7 +173,20 @@ fn ovrd_path() -> Result<PathBuf, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            if !f.message.is_empty() {
+                eprintln!("ovrctl: {}", f.message);
+            }
+            ExitCode::from(f.status)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), api::Failure> {
+    let conn = &cli.conn;
+    let local = match cli.command {
         Command::Decode { pcap } => decode::run(&pcap),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
         Command::Lab { place, what } => match what {
@@ -168,7 +194,13 @@ fn main() -> ExitCode {
             Lab::Status => lab::status(&place),
             Lab::Exec { workload, cmd } => match lab::exec(&place, &workload, &cmd) {
                 Ok(0) => Ok(()),
-                Ok(code) => return ExitCode::from(code.clamp(1, 255) as u8),
+                Ok(code) => {
+                    // The command's own status, passed on silently.
+                    return Err(api::Failure {
+                        status: code.clamp(1, 255) as u8,
+                        message: String::new(),
+                    });
+                }
                 Err(e) => Err(e),
             },
             Lab::Down => lab::down(&place),
@@ -183,28 +215,25 @@ fn main() -> ExitCode {
             what: Bench::Engine(a),
         } => bench_engine::run(&a),
         Command::Replay(a) => replay::run(&a),
-        Command::Interfaces { action } => api::objects(&api::INTERFACES, action, &cli.conn),
-        Command::Networks { action } => api::objects(&api::NETWORKS, action, &cli.conn),
-        Command::Tunnels { action } => api::objects(&api::TUNNELS, action, &cli.conn),
-        Command::Nexthops { action } => api::objects(&api::NEXTHOPS, action, &cli.conn),
-        Command::Routes { action } => api::objects(&api::ROUTES, action, &cli.conn),
-        Command::Bridge { action } => api::objects(&api::BRIDGE, action, &cli.conn),
-        Command::Labels { action } => api::objects(&api::LABELS, action, &cli.conn),
-        Command::Policies { action } => api::policies(action, &cli.conn),
-        Command::Flows { filter } => api::flows(&filter, &cli.conn),
-        Command::Counters => api::counters(&cli.conn),
-        Command::Dropstats => api::dropstats(&cli.conn),
-        Command::Batch { file } => api::batch(&file, &cli.conn),
-        Command::Config => api::config(&cli.conn),
-        Command::Ids => api::ids(&cli.conn),
+        Command::Interfaces { action } => return api::objects(&api::INTERFACES, action, conn),
+        Command::Networks { action } => return api::objects(&api::NETWORKS, action, conn),
+        Command::Tunnels { action } => return api::objects(&api::TUNNELS, action, conn),
+        Command::Nexthops { action } => return api::objects(&api::NEXTHOPS, action, conn),
+        Command::Routes { action } => return api::objects(&api::ROUTES, action, conn),
+        Command::Bridge { action } => return api::objects(&api::BRIDGE, action, conn),
+        Command::Labels { action } => return api::objects(&api::LABELS, action, conn),
+        Command::Policies { action } => return api::policies(action, conn),
+        Command::Flows { filter } => return api::flows(&filter, conn),
+        Command::Counters => return api::counters(conn),
+        Command::Dropstats => return api::dropstats(conn),
+        Command::Batch { file } => return api::batch(&file, conn),
+        Command::Config => return api::config(conn),
+        Command::Ids => return api::ids(conn),
+        Command::Trace { action } => return api::trace(action, conn),
+        Command::Capture { action } => return api::capture(action, conn),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ovrctl: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    // Commands that do not talk to ovrd fail with a message and status 1.
+    local.map_err(api::Failure::from)
 }
 
 #[cfg(test)]

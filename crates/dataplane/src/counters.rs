@@ -24,6 +24,8 @@ pub struct NodeSnapshot {
     pub name: &'static str,
     pub vectors: u64,
     pub packets: u64,
+    /// Time spent in the node (the clock is read once per vector).
+    pub nanos: u64,
     pub average_vector: f64,
     pub ns_per_packet: f64,
 }
@@ -75,6 +77,7 @@ impl Pipeline {
                 name,
                 vectors: s.vectors,
                 packets: s.packets,
+                nanos: s.nanos,
                 average_vector: s.average_vector(),
                 ns_per_packet: s.nanos_per_packet(),
             })
@@ -100,6 +103,59 @@ impl Pipeline {
             },
             offload: cx.offload_counters,
         }
+    }
+}
+
+impl Snapshot {
+    /// Adds another worker's counters to these (interfaces by id, nodes by name).
+    pub fn merge(&mut self, other: Snapshot) {
+        // Destructured whole: a field added to Snapshot must be merged here too.
+        let Snapshot {
+            interfaces,
+            nodes,
+            drops,
+            flows,
+            offload,
+        } = other;
+        for i in interfaces {
+            match self.interfaces.iter_mut().find(|m| m.id == i.id) {
+                Some(m) => {
+                    m.rx_packets += i.rx_packets;
+                    m.rx_bytes += i.rx_bytes;
+                    m.tx_packets += i.tx_packets;
+                    m.tx_bytes += i.tx_bytes;
+                }
+                None => self.interfaces.push(i),
+            }
+        }
+        self.interfaces.sort_by_key(|i| i.id);
+        for n in nodes {
+            match self.nodes.iter_mut().find(|m| m.name == n.name) {
+                Some(m) => {
+                    m.vectors += n.vectors;
+                    m.packets += n.packets;
+                    m.nanos += n.nanos;
+                    m.average_vector = m.packets as f64 / m.vectors.max(1) as f64;
+                    m.ns_per_packet = m.nanos as f64 / m.packets.max(1) as f64;
+                }
+                None => self.nodes.push(n),
+            }
+        }
+        for (r, n) in drops {
+            *self.drops.entry(r).or_default() += n;
+        }
+        let (a, b) = (&mut self.flows, flows);
+        a.active += b.active;
+        a.created += b.created;
+        a.revalidated += b.revalidated;
+        a.aged += b.aged;
+        a.refused_full += b.refused_full;
+        a.refused_bucket += b.refused_bucket;
+        a.refused_quota += b.refused_quota;
+        let o = &mut self.offload;
+        o.large_frames += offload.large_frames;
+        o.segments += offload.segments;
+        o.checksums += offload.checksums;
     }
 }
 
@@ -156,5 +212,63 @@ impl fmt::Display for Snapshot {
             "offload: {} large frames cut into {} segments, {} checksums finished",
             o.large_frames, o.segments, o.checksums
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(rx: u64, node_packets: u64, ns: u64, drops: u64) -> Snapshot {
+        Snapshot {
+            interfaces: vec![InterfaceSnapshot {
+                id: 1,
+                name: "vm1".into(),
+                rx_packets: rx,
+                rx_bytes: rx * 100,
+                tx_packets: 0,
+                tx_bytes: 0,
+            }],
+            nodes: vec![NodeSnapshot {
+                name: "ip-input",
+                vectors: 1,
+                packets: node_packets,
+                average_vector: node_packets as f64,
+                nanos: ns * node_packets,
+                ns_per_packet: ns as f64,
+            }],
+            drops: [("no_route", drops)].into_iter().collect(),
+            flows: FlowSnapshot {
+                active: 2,
+                created: 1,
+                revalidated: 0,
+                aged: 0,
+                refused_full: 0,
+                refused_bucket: 0,
+                refused_quota: 0,
+            },
+            offload: OffloadCounters::default(),
+        }
+    }
+
+    #[test]
+    fn workers_counters_add_up_and_node_times_are_weighted_by_packets() {
+        let mut a = snap(10, 30, 10, 1);
+        let mut b = snap(5, 10, 50, 2);
+        b.interfaces[0].id = 2;
+        b.interfaces.push(InterfaceSnapshot {
+            id: 1,
+            ..b.interfaces[0].clone()
+        });
+        a.merge(b);
+        assert_eq!(a.interfaces.len(), 2);
+        assert_eq!((a.interfaces[0].id, a.interfaces[0].rx_packets), (1, 15));
+        assert_eq!((a.interfaces[1].id, a.interfaces[1].rx_packets), (2, 5));
+        let n = &a.nodes[0];
+        assert_eq!((n.vectors, n.packets, n.nanos), (2, 40, 800));
+        assert_eq!(n.average_vector, 20.0);
+        assert_eq!(n.ns_per_packet, (30.0 * 10.0 + 10.0 * 50.0) / 40.0);
+        assert_eq!(a.drops["no_route"], 3);
+        assert_eq!((a.flows.active, a.flows.created), (4, 2));
     }
 }

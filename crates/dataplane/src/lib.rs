@@ -5,9 +5,11 @@
 //! queues, or through `drop`, counted under a reason. See DESIGN.md "Data flow".
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod context;
 pub mod counters;
 pub mod decide;
+pub mod describe;
 pub mod drop;
 pub mod forward;
 pub mod ip;

@@ -1,6 +1,7 @@
 //! The pipeline: ovr's nodes joined into one graph, with the entry points a driver uses
 //! (receive frames, run, drain what is to be transmitted).
 
+use crate::capture::Taps;
 use crate::context::{Cx, Settings};
 use crate::drop::Reason;
 use crate::meta::{Meta, flags};
@@ -53,6 +54,8 @@ pub struct Pipeline {
     scratch: Vec<u8>,
     /// The clock when aging was last paid up to.
     aged_at: Option<u64>,
+    /// Packet captures: frames received and frames handed to transmit, per interface.
+    pub taps: Taps,
 }
 
 /// Where a received frame enters the graph: node, VRF, receiving interface.
@@ -73,6 +76,7 @@ impl Pipeline {
             cx: Cx::new(settings),
             scratch: Vec::new(),
             aged_at: None,
+            taps: Taps::default(),
         }
     }
 
@@ -86,6 +90,9 @@ impl Pipeline {
     ) {
         let at = self.entry(st, rx);
         for f in frames {
+            if !self.taps.is_empty() {
+                self.taps.offer(rx.0, false, [f]);
+            }
             if let Some(at) = self.count_rx(rx, at, f.len()) {
                 self.admit(at, &[f]);
             }
@@ -106,6 +113,9 @@ impl Pipeline {
         let mut scratch = core::mem::take(&mut self.scratch);
         for f in frames {
             let frame = f.get(VNET_HDR_LEN..).unwrap_or_default();
+            if !self.taps.is_empty() {
+                self.taps.offer(rx.0, false, [frame]);
+            }
             let Some(at) = self.count_rx(rx, at, frame.len()) else {
                 continue;
             };
@@ -182,7 +192,7 @@ impl Pipeline {
             });
             return None;
         };
-        let trace = self.graph.trace_mut().pick();
+        let trace = self.graph.trace_mut().pick(rx);
         let m = self.cx.pool.meta_mut(p);
         m.rx_if = rx;
         m.vrf = vrf;
@@ -244,6 +254,9 @@ impl Pipeline {
             let mut queue = core::mem::take(&mut self.cx.tx[i]);
             {
                 let frames: Vec<&[u8]> = queue.iter().map(|&p| self.cx.pool.data(p)).collect();
+                if !self.taps.is_empty() {
+                    self.taps.offer(i as u32, true, frames.iter().copied());
+                }
                 send(InterfaceId(i as u32), &frames);
             }
             self.cx.pool.free(&queue);

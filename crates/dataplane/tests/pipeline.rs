@@ -323,3 +323,82 @@ fn offloaded_frames_are_finished_and_segmented_or_dropped_by_name() {
     assert_eq!(snap.drops.get("vnet_hdr_truncated"), Some(&1));
     assert_eq!(snap.drops.get("frame_too_large"), Some(&1));
 }
+
+#[test]
+fn a_traced_packet_names_its_vrf_next_hop_and_tunnel_and_taps_see_both_ends() {
+    use ovr_dataplane::capture::{Direction, Tap};
+    use std::sync::mpsc::sync_channel;
+    let (_w, r) = setup();
+    let mut pipe = Pipeline::new(Settings::default());
+    pipe.graph_mut().trace_mut().add(1);
+    let mut tap = |id, interface: InterfaceId, direction| {
+        let (queue, frames) = sync_channel(8);
+        pipe.taps.add(Tap {
+            id,
+            interface: interface.0,
+            direction,
+            snaplen: 65_535,
+            left: None,
+            until: None,
+            queue,
+            counters: Arc::default(),
+        });
+        frames
+    };
+    let (rx, tx) = (tap(1, VM, Direction::Rx), tap(2, UPLINK, Direction::Tx));
+    let vtep = send(&mut pipe, &r, 1)[0];
+    assert!([2, 3, 4].contains(&vtep));
+
+    let t = pipe.graph().trace();
+    assert_eq!(t.packets().len(), 1);
+    assert_eq!(t.packets()[0].origin, VM.0);
+    let steps: Vec<_> = t.steps_of(1).collect();
+    let nodes: Vec<&str> = steps.iter().map(|s| s.node).collect();
+    assert_eq!(
+        nodes,
+        [
+            "ethernet-input",
+            "ip-input",
+            "flow",
+            "flow-setup",
+            "ip-rewrite",
+            "encap-vxlan",
+            "interface-output"
+        ]
+    );
+    let detail = |node: &str| {
+        let s = steps.iter().find(|s| s.node == node).unwrap();
+        s.detail.clone().unwrap()
+    };
+    assert!(detail("ethernet-input").starts_with("rx vm1, vrf red (1, vni 100)"));
+    // No route back to the workload here: the flow is installed alone.
+    let setup = detail("flow-setup");
+    assert!(
+        setup.starts_with("lookup in vrf red (1, vni 100): flow 0 created, next hop "),
+        "{setup}"
+    );
+    assert!(detail("ip-rewrite").contains("ttl now 63"));
+    let encap = detail("encap-vxlan");
+    assert!(
+        encap.contains(&format!(
+            ": vxlan vni 100 192.0.2.1 -> 192.0.2.{vtep} via uplink, 96 bytes"
+        )),
+        "{encap}"
+    );
+    assert_eq!(detail("interface-output"), "sent on uplink, 96 bytes");
+    assert_eq!(steps.last().unwrap().next, None);
+
+    // The taps saw the frame as it came in and as it was handed to the uplink.
+    let got: Vec<_> = rx.try_iter().collect();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].data.clone(), got[0].tx), (packet(0), false));
+    let sent: Vec<_> = tx.try_iter().collect();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].tx && sent[0].orig_len == 96 && sent[0].data.len() == 96);
+    let outer = Ipv4Packet::new_checked(&sent[0].data[14..]).unwrap();
+    assert_eq!(outer.dst().octets()[3], vtep);
+    assert_eq!(
+        &sent[0].data[50 + 14 + 20..50 + 14 + 20 + 8][..2],
+        &1000u16.to_be_bytes()
+    );
+}

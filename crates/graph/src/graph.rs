@@ -116,7 +116,7 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
 
     /// Runs every node, in order, over what is queued for it, until all queues are empty.
     pub fn run(&mut self, cx: &mut C, env: &E) {
-        let tracing = self.trace.active();
+        let tracing = self.trace.begin_run();
         for i in 0..self.nodes.len() {
             if self.queues[i].is_empty() {
                 continue;
@@ -132,7 +132,7 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
                 self.nodes[i].process(cx, env, &mut v);
                 self.stats[i].add(chunk.len(), start.elapsed());
                 if tracing {
-                    self.trace_vector(i, cx, chunk);
+                    self.trace_vector(i, cx, env, chunk);
                 }
                 let edges = &self.edges[i];
                 let next = &self.next[..chunk.len()];
@@ -165,7 +165,7 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
     }
 
     #[cold]
-    fn trace_vector(&mut self, i: usize, cx: &C, chunk: &[u32]) {
+    fn trace_vector(&mut self, i: usize, cx: &C, env: &E, chunk: &[u32]) {
         let node = &self.nodes[i];
         for (k, p) in chunk.iter().enumerate() {
             let id = cx.trace_id(*p);
@@ -177,7 +177,7 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
                 packet: id,
                 node: node.name(),
                 next,
-                detail: node.trace(cx, *p),
+                detail: node.trace(cx, env, *p),
             });
         }
     }
@@ -240,8 +240,8 @@ mod tests {
                 v.extra.push((p + 1000, Parity::Odd.into()));
             }
         }
-        fn trace(&self, _cx: &Cx, pkt: u32) -> Option<String> {
-            Some(format!("value {pkt}"))
+        fn trace(&self, _cx: &Cx, modulus: &u32, pkt: u32) -> Option<String> {
+            Some(format!("value {pkt} mod {modulus}"))
         }
     }
 
@@ -293,13 +293,34 @@ mod tests {
         let mut g = graph();
         g.trace_mut().add(1);
         let mut cx = Cx::default();
+        // The context marks packet 4 as traced; picking arms the next run.
+        assert_eq!(g.trace_mut().pick(9), 1);
         g.enqueue(NodeId(0), &[3, 4]);
         g.run(&mut cx, &2);
         let text = g.trace().to_string();
         assert_eq!(
             text,
-            "packet 1\n  classify         value 4 -> even\n  even            \n"
+            "packet 1\n  classify         value 4 mod 2 -> even\n  even            \n"
         );
+    }
+
+    #[test]
+    fn nodes_look_for_traced_packets_only_after_one_was_picked() {
+        let mut g = graph();
+        let mut cx = Cx::default();
+        // Packet 4 carries a trace id, but nothing was picked: the run does not look.
+        g.trace_mut().add(1);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert!(g.trace().steps().is_empty());
+        // Picked: this run records, the next one (nothing picked since) does not.
+        assert_eq!(g.trace_mut().pick(0), 1);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert_eq!(g.trace().steps().len(), 2);
+        g.enqueue(NodeId(0), &[4]);
+        g.run(&mut cx, &2);
+        assert_eq!(g.trace().steps().len(), 2);
     }
 
     #[test]

@@ -17,4 +17,4 @@ pub use graph::{Graph, GraphError, NodeId, TraceId};
 pub use node::{CONSUMED, Node, VECTOR_SIZE, Vector};
 pub use pool::PacketPool;
 pub use stats::NodeStats;
-pub use trace::Trace;
+pub use trace::{Trace, TraceStep, TracedPacket};

@@ -48,8 +48,9 @@ pub trait Node<C, E: ?Sized> {
     /// Processes up to `VECTOR_SIZE` packets, setting every packet's next node.
     fn process(&mut self, cx: &mut C, env: &E, v: &mut Vector<'_>);
 
-    /// What this node decided for a traced packet, after `process` (cold path).
-    fn trace(&self, _cx: &C, _pkt: u32) -> Option<String> {
+    /// What this node decided for a traced packet, after `process` (cold path), with
+    /// the environment the vector ran against (to name what the decision refers to).
+    fn trace(&self, _cx: &C, _env: &E, _pkt: u32) -> Option<String> {
         None
     }
 }

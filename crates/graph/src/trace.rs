@@ -1,7 +1,14 @@
 //! The packet trace: the path of chosen packets through the nodes, with each node's
-//! decision. Off unless asked for; costs one branch per node per vector when off.
+//! decision. Off unless asked for; costs one branch per node per vector when off, and
+//! stays off for vectors run after every traced packet has left the graph.
 
 use std::fmt;
+
+/// Most packets waiting to be traced at once (asking for more adds up to this).
+pub const MAX_PENDING: u32 = 10_000;
+
+/// Most steps recorded: a forgotten trace cannot eat memory.
+pub const MAX_STEPS: usize = 100_000;
 
 /// One step of one traced packet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,46 +21,75 @@ pub struct TraceStep {
     pub detail: Option<String>,
 }
 
+/// A traced packet: its id and where it entered (the caller's tag: the receiving
+/// interface in ovr's pipeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracedPacket {
+    pub packet: u32,
+    pub origin: u32,
+}
+
 /// What is being traced and what was recorded.
 #[derive(Debug, Default)]
 pub struct Trace {
     /// How many more arriving packets to trace.
     pending: u32,
     next_id: u32,
+    /// A packet was picked since the graph last ran: the next run must look.
+    armed: bool,
+    packets: Vec<TracedPacket>,
     steps: Vec<TraceStep>,
-    /// Recorded steps are capped so that a forgotten trace cannot eat memory.
-    max_steps: usize,
 }
 
 impl Trace {
-    /// Traces the next `n` packets that arrive (adds to any already asked for).
-    pub fn add(&mut self, n: u32) {
-        self.pending = self.pending.saturating_add(n);
-        if self.max_steps == 0 {
-            self.max_steps = 100_000;
-        }
+    /// Traces the next `n` packets that arrive (adds to any already asked for, up to
+    /// [`MAX_PENDING`]). Returns how many are now pending.
+    pub fn add(&mut self, n: u32) -> u32 {
+        self.pending = self.pending.saturating_add(n).min(MAX_PENDING);
+        self.pending
     }
 
-    /// Called for every arriving packet: its trace id if it is to be traced, else 0.
+    /// How many arriving packets are still to be traced.
+    pub fn pending(&self) -> u32 {
+        self.pending
+    }
+
+    /// Called for every arriving packet, with where it entered: its trace id if it is
+    /// to be traced, else 0.
     #[inline]
-    pub fn pick(&mut self) -> u32 {
+    pub fn pick(&mut self, origin: u32) -> u32 {
         if self.pending == 0 {
+            return 0;
+        }
+        self.pick_cold(origin)
+    }
+
+    #[cold]
+    fn pick_cold(&mut self, origin: u32) -> u32 {
+        if self.steps.len() >= MAX_STEPS {
+            // The record is full: nothing more could be written about this packet.
             return 0;
         }
         self.pending -= 1;
         self.next_id += 1;
+        self.armed = true;
+        self.packets.push(TracedPacket {
+            packet: self.next_id,
+            origin,
+        });
         self.next_id
     }
 
-    /// Whether nodes should look for traced packets: once a trace was asked for, until
-    /// the record is full.
+    /// Whether nodes should look for traced packets in this run: only when one was
+    /// picked since the last run (every packet leaves the graph within the run that
+    /// follows its arrival, edges pointing forward) and the record has room.
     #[inline]
-    pub fn active(&self) -> bool {
-        self.steps.len() < self.max_steps
+    pub(crate) fn begin_run(&mut self) -> bool {
+        core::mem::take(&mut self.armed) && self.steps.len() < MAX_STEPS
     }
 
     pub(crate) fn record(&mut self, step: TraceStep) {
-        if self.steps.len() < self.max_steps {
+        if self.steps.len() < MAX_STEPS {
             self.steps.push(step);
         }
     }
@@ -62,21 +98,28 @@ impl Trace {
         &self.steps
     }
 
-    /// Forgets what was recorded (keeps what is pending).
+    /// The traced packets, in the order they arrived.
+    pub fn packets(&self) -> &[TracedPacket] {
+        &self.packets
+    }
+
+    /// The steps of one packet, in order (replicas' steps follow their original's).
+    pub fn steps_of(&self, packet: u32) -> impl Iterator<Item = &TraceStep> {
+        self.steps.iter().filter(move |s| s.packet == packet)
+    }
+
+    /// Forgets what was recorded and what is pending; ids start again at 1.
     pub fn clear(&mut self) {
-        self.steps.clear();
+        *self = Trace::default();
     }
 }
 
 impl fmt::Display for Trace {
     /// One block per packet: its nodes in order, each with its decision.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ids: Vec<u32> = self.steps.iter().map(|s| s.packet).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        for id in ids {
-            writeln!(f, "packet {id}")?;
-            for s in self.steps.iter().filter(|s| s.packet == id) {
+        for p in &self.packets {
+            writeln!(f, "packet {}", p.packet)?;
+            for s in self.steps_of(p.packet) {
                 write!(f, "  {:<16}", s.node)?;
                 if let Some(d) = &s.detail {
                     write!(f, " {d}")?;
@@ -88,5 +131,40 @@ impl fmt::Display for Trace {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_only_what_was_asked_and_caps_it() {
+        let mut t = Trace::default();
+        assert_eq!(t.pick(7), 0);
+        assert!(!t.begin_run());
+        assert_eq!(t.add(2), 2);
+        assert_eq!((t.pick(7), t.pick(8), t.pick(9)), (1, 2, 0));
+        assert!(t.begin_run());
+        // Armed once: the following run does not look.
+        assert!(!t.begin_run());
+        assert_eq!(
+            t.packets(),
+            &[
+                TracedPacket {
+                    packet: 1,
+                    origin: 7
+                },
+                TracedPacket {
+                    packet: 2,
+                    origin: 8
+                }
+            ]
+        );
+        assert_eq!(t.add(u32::MAX), MAX_PENDING);
+        t.clear();
+        assert_eq!((t.pending(), t.packets().len()), (0, 0));
+        t.add(1);
+        assert_eq!(t.pick(0), 1);
     }
 }

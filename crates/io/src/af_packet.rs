@@ -1,7 +1,18 @@
-//! The AF_PACKET driver: a raw socket per interface, a batch of frames per system call
-//! (`recvmmsg`/`sendmmsg`). Works on any interface in any namespace, with no kernel
-//! feature beyond the socket; it costs a system call per batch each way and the kernel's
-//! whole receive path per frame, which AF_XDP saves.
+//! The AF_PACKET driver: a raw socket per interface. Works on any interface in any
+//! namespace, with no kernel feature beyond the socket; it costs the kernel's whole
+//! receive path per frame, which AF_XDP saves.
+//!
+//! Receive: a TPACKET_V2 ring shared with the kernel, read with no system call while
+//! frames keep coming. Not TPACKET_V3: V3 hands user space a block of frames only when
+//! the block is full or its timer (at least 1 ms) expires, so at low rates every frame
+//! would wait up to that long — a router cannot. V2 releases each frame as it lands. A
+//! frame larger than a slot (offloaded TCP up to 64 KiB, jumbo frames) is also queued on
+//! the socket whole and read from there in its turn.
+//!
+//! Send: `sendmmsg`, a batch per call. Not a TX ring: its frames are sent zero-copy from
+//! the ring's pages, and a slot comes back only when the receiver frees the packet — on a
+//! veth that is when the workload's application has read it, so a TCP receiver's window
+//! would pin the ring (the AF_XDP driver lives with the same rule, see af_xdp).
 //!
 //! Every frame carries a virtio-net header both ways. Received, it says what the sender
 //! left to the NIC (the pipeline finishes it). Sent, it lets runs of TCP segments of one
@@ -12,27 +23,111 @@ use crate::{Driver, DriverKind, DriverStats, IoError, sys};
 use ovr_wire::offload::{self, VNET_HDR_LEN};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-/// Frames are received into buffers of this size: a virtio-net header and a frame that
-/// segmentation offload made as large as an IP packet can be.
+/// Frames received into the ring's slots: room for a 1500-byte MTU frame, its
+/// virtio-net header and the ring's own header (larger frames take the socket's queue).
+const SLOT: usize = 2048;
+/// Ring slots: bursts of this many frames wait for the worker (4 MiB per interface).
+const SLOTS: usize = 2048;
+/// A frame that did not fit its slot is read whole into a buffer of this size: a
+/// virtio-net header and a frame that segmentation offload made as large as an IP
+/// packet can be.
 pub const MAX_FRAME: usize = VNET_HDR_LEN + 14 + 8 + 65535;
 /// Frames received per call.
 const MAX_BATCH: usize = 256;
 /// The virtio-net header in front of every frame sent: no offload asked for.
 const PLAIN: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
 
+/// Where a slot's frame is: from `tpacket2_hdr` (status, len, snaplen, mac offset).
+const TP_LEN: usize = 4;
+const TP_SNAPLEN: usize = 8;
+const TP_MAC: usize = 12;
+
 /// One interface opened for ovr.
 pub struct AfPacket {
     name: String,
     ifindex: u32,
     fd: OwnedFd,
-    /// The receive buffers, `MAX_FRAME` bytes each, in one allocation: it comes from
-    /// fresh zero pages, and only the bytes frames fill are ever touched.
-    buf: Vec<u8>,
-    lens: Vec<usize>,
-    truncated: Vec<bool>,
+    ring: sys::RxRing,
+    /// The next slot to read.
+    next: usize,
+    batch: usize,
+    /// Where frames too large for their slot are read to, one per such frame of a batch.
+    large: Vec<Vec<u8>>,
+    /// Per frame of the batch being delivered: its length in `large[k]` (too large for the
+    /// slot), or 0 (in its slot, or dropped when also 0 there).
+    large_len: Vec<usize>,
+    tx: Tx,
+    pub stats: DriverStats,
+}
+
+/// The sending half: runs of segments joined into large frames, a batch per call.
+#[derive(Default)]
+struct Tx {
     /// Large frames joined from runs of segments, reused from batch to batch.
     joined: Vec<Vec<u8>>,
-    pub stats: DriverStats,
+}
+
+/// A send-only AF_PACKET socket on an interface another worker receives from (it
+/// receives nothing itself).
+pub struct PacketSender {
+    name: String,
+    ifindex: u32,
+    fd: OwnedFd,
+    tx: Tx,
+    stats: DriverStats,
+}
+
+impl PacketSender {
+    pub fn open(name: &str) -> Result<Self, IoError> {
+        let index = sys::if_index(name).ok_or_else(|| IoError::NoSuchInterface {
+            name: name.to_string(),
+        })?;
+        let fd = sys::packet_send_socket(index).map_err(|source| IoError::Os {
+            name: name.to_string(),
+            op: "AF_PACKET socket for sending",
+            source,
+        })?;
+        Ok(Self {
+            name: name.to_string(),
+            ifindex: index,
+            fd,
+            tx: Tx::default(),
+            stats: DriverStats::default(),
+        })
+    }
+}
+
+impl Driver for PacketSender {
+    fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    fn kind(&self) -> DriverKind {
+        DriverKind::AfPacket
+    }
+
+    fn recv(
+        &mut self,
+        _deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
+    ) -> Result<usize, IoError> {
+        Ok(0)
+    }
+
+    fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
+        self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
+    }
+
+    fn vnet_hdr(&self) -> bool {
+        true
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        Vec::new()
+    }
+
+    fn stats(&mut self) -> DriverStats {
+        self.stats
+    }
 }
 
 /// One message of a batch to send: a frame as given, or a joined one.
@@ -51,9 +146,9 @@ impl AfPacket {
         let index = sys::if_index(name).ok_or_else(|| IoError::NoSuchInterface {
             name: name.to_string(),
         })?;
-        let fd = sys::packet_socket(index).map_err(|source| IoError::Os {
+        let (fd, ring) = sys::packet_socket(index, SLOT, SLOTS).map_err(|source| IoError::Os {
             name: name.to_string(),
-            op: "AF_PACKET socket",
+            op: "AF_PACKET socket with a receive ring",
             source,
         })?;
         let batch = batch.clamp(1, MAX_BATCH);
@@ -61,10 +156,12 @@ impl AfPacket {
             name: name.to_string(),
             ifindex: index,
             fd,
-            buf: vec![0u8; MAX_FRAME * batch],
-            lens: vec![0; batch],
-            truncated: vec![false; batch],
-            joined: Vec::new(),
+            ring,
+            next: 0,
+            batch,
+            large: Vec::new(),
+            large_len: vec![0; batch],
+            tx: Tx::default(),
             stats: DriverStats::default(),
         })
     }
@@ -73,34 +170,72 @@ impl AfPacket {
         &self.name
     }
 
-    /// Receives what is waiting (up to a batch) and returns the frames, each behind its
-    /// virtio-net header.
-    pub fn recv(&mut self) -> Result<impl Iterator<Item = &[u8]>, IoError> {
-        let n = sys::recv_batch(
-            &self.fd,
-            &mut self.buf,
-            MAX_FRAME,
-            &mut self.lens,
-            &mut self.truncated,
-        )
-        .map_err(|source| IoError::Os {
-            name: self.name.clone(),
-            op: "recvmmsg",
-            source,
-        })?;
-        self.stats.rx_frames += n as u64;
-        self.stats.rx_dropped += self.truncated[..n].iter().filter(|t| **t).count() as u64;
-        Ok(self
-            .buf
-            .chunks_exact(MAX_FRAME)
-            .zip(&self.lens[..n])
-            .zip(&self.truncated[..n])
-            .filter(|(_, t)| !**t)
-            .map(|((b, l), _)| &b[..*l]))
+    /// Where slot `i`'s frame lies in it (behind its virtio-net header), and whether it
+    /// is whole there.
+    fn in_slot(slot: &[u8]) -> (core::ops::Range<usize>, bool) {
+        let u32_at =
+            |o: usize| u32::from_ne_bytes([slot[o], slot[o + 1], slot[o + 2], slot[o + 3]]);
+        let len = u32_at(TP_LEN) as usize;
+        let snap = u32_at(TP_SNAPLEN) as usize;
+        let mac = usize::from(u16::from_ne_bytes([slot[TP_MAC], slot[TP_MAC + 1]]));
+        let start = mac.saturating_sub(VNET_HDR_LEN);
+        let end = (mac + snap).min(slot.len());
+        (start..end, snap >= len && mac >= VNET_HDR_LEN)
     }
 
+    /// Takes the frames waiting in the ring (up to a batch), reading those too large for
+    /// their slot from the socket; returns how many slots it took. Frames that are
+    /// neither whole in their slot nor copied (the socket's queue was full) are dropped
+    /// and counted.
+    fn take(&mut self) -> Result<usize, IoError> {
+        let mut n = 0;
+        let mut k = 0;
+        while n < self.batch {
+            let i = (self.next + n) % self.ring.frames();
+            let status = self.ring.status(i);
+            if status & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            self.large_len[n] = 0;
+            let (_, whole) = Self::in_slot(self.ring.slot(i));
+            if !whole {
+                if status & libc::TP_STATUS_COPY != 0 {
+                    if self.large.len() <= k {
+                        self.large.push(vec![0; MAX_FRAME]);
+                    }
+                    match sys::recv_one(&self.fd, &mut self.large[k]) {
+                        Ok(Some(len)) => {
+                            self.large_len[n] = len;
+                            k += 1;
+                        }
+                        Ok(None) => self.stats.rx_dropped += 1,
+                        Err(source) => {
+                            return Err(IoError::Os {
+                                name: self.name.clone(),
+                                op: "recv",
+                                source,
+                            });
+                        }
+                    }
+                } else {
+                    self.stats.rx_dropped += 1;
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+impl Tx {
     /// Sends frames; those the kernel does not take are counted as dropped.
-    pub fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
+    fn send(
+        &mut self,
+        fd: &OwnedFd,
+        name: &str,
+        stats: &mut DriverStats,
+        frames: &[&[u8]],
+    ) -> Result<(), IoError> {
         if frames.is_empty() {
             return Ok(());
         }
@@ -135,8 +270,8 @@ impl AfPacket {
                 Message::Joined { buf, header, .. } => (&header[..], &self.joined[*buf][..]),
             })
             .collect();
-        let sent = sys::send_batch(&self.fd, &messages).map_err(|source| IoError::Os {
-            name: self.name.clone(),
+        let sent = sys::send_batch(fd, &messages).map_err(|source| IoError::Os {
+            name: name.to_string(),
             op: "sendmmsg",
             source,
         })?;
@@ -146,12 +281,12 @@ impl AfPacket {
             Message::Joined { segments, .. } => *segments as u64,
         };
         let taken: u64 = plan[..sent].iter().map(count).sum();
-        self.stats.tx_joined += plan[..sent]
+        stats.tx_joined += plan[..sent]
             .iter()
             .filter(|m| matches!(m, Message::Joined { .. }))
             .count() as u64;
-        self.stats.tx_frames += taken;
-        self.stats.tx_dropped += frames.len() as u64 - taken;
+        stats.tx_frames += taken;
+        stats.tx_dropped += frames.len() as u64 - taken;
         Ok(())
     }
 }
@@ -169,15 +304,40 @@ impl Driver for AfPacket {
         &mut self,
         deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
     ) -> Result<usize, IoError> {
-        let before = self.stats.rx_frames;
-        let mut frames = AfPacket::recv(self)?;
+        let n = self.take()?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let (ring, next, large, large_len) = (&self.ring, self.next, &self.large, &self.large_len);
+        let mut k = 0;
+        let mut delivered = 0;
+        let mut frames = (0..n).filter_map(|j| {
+            let slot = ring.slot((next + j) % ring.frames());
+            let (range, whole) = Self::in_slot(slot);
+            let frame = if whole {
+                &slot[range]
+            } else if large_len[j] > 0 {
+                k += 1;
+                &large[k - 1][..large_len[j]]
+            } else {
+                return None;
+            };
+            delivered += 1;
+            Some(frame)
+        });
         deliver(&mut frames);
-        drop(frames);
-        Ok((self.stats.rx_frames - before) as usize)
+        // What the pipeline did not take is dropped with the rest of the batch.
+        frames.for_each(drop);
+        for j in 0..n {
+            self.ring.release((next + j) % self.ring.frames());
+        }
+        self.next = (next + n) % self.ring.frames();
+        self.stats.rx_frames += delivered;
+        Ok(delivered as usize)
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
-        AfPacket::send(self, frames)
+        self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
     }
 
     fn vnet_hdr(&self) -> bool {

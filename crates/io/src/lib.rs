@@ -172,6 +172,13 @@ pub fn open_with(
     }
 }
 
+/// Opens interface `name` for sending only (a worker that transmits on an interface
+/// another worker receives from): an AF_PACKET socket that receives nothing, whichever
+/// driver the receiving worker uses.
+pub fn open_sender(name: &str) -> Result<Box<dyn Driver>, IoError> {
+    Ok(Box::new(af_packet::PacketSender::open(name)?))
+}
+
 /// Waits for frames on a fixed set of descriptors (built once, not per wait).
 pub struct Poller {
     fds: Vec<libc::pollfd>,

@@ -20,63 +20,88 @@ pub fn if_index(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
+fn set_int(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value points to a live c_int of the length given.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&raw const v).cast(),
+            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
 /// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving every
-/// EtherType but not the frames this host sends. Every frame read or written carries a
-/// virtio-net header in front (PACKET_VNET_HDR), so that frames whose checksum or
-/// segmentation was left to the NIC arrive whole and say so.
-pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
+/// EtherType but not the frames this host sends, into a TPACKET_V2 ring of `frames`
+/// slots of `frame_size` bytes. Every frame read or written carries a virtio-net header
+/// in front (PACKET_VNET_HDR), so that frames whose checksum or segmentation was left to
+/// the NIC arrive whole and say so. A frame larger than a slot is also queued on the
+/// socket whole (PACKET_COPY_THRESH; its slot says TP_STATUS_COPY): read it with
+/// `recv_one`.
+pub fn packet_socket(
+    index: u32,
+    frame_size: usize,
+    frames: usize,
+) -> io::Result<(OwnedFd, RxRing)> {
+    // Protocol 0 until bound: nothing is queued before the ring exists.
     // SAFETY: socket(2) with constant arguments; the result is checked.
     let fd = check(unsafe {
         libc::socket(
             libc::AF_PACKET,
             libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            libc::c_int::from(proto),
+            0,
         )
     })?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    // SAFETY: the option value points to a live c_int of the length given.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_IGNORE_OUTGOING,
-            (&raw const one).cast(),
-            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    // SAFETY: the option value points to a live c_int of the length given.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_VNET_HDR,
-            (&raw const one).cast(),
-            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    // Deep socket buffers absorb bursts while the worker is busy with a vector; without
-    // them TCP through ovr loses segments at every burst. FORCE (as root) passes the
-    // rmem_max/wmem_max limits; failing that, the default stays.
-    let size: libc::c_int = 8 << 20;
+    set_int(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)?;
+    set_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+    set_int(
+        &fd,
+        libc::SOL_PACKET,
+        libc::PACKET_VERSION,
+        libc::tpacket_versions::TPACKET_V2 as libc::c_int,
+    )?;
+    set_int(&fd, libc::SOL_PACKET, libc::PACKET_COPY_THRESH, 1)?;
+    // Deep socket buffers: the receive side holds the whole copies of large (offloaded)
+    // frames, the send side absorbs bursts. FORCE (as root) passes the rmem_max/wmem_max
+    // limits; failing that, the default stays.
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        // SAFETY: the option value points to a live c_int of the length given.
-        let _ = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&raw const size).cast(),
-                core::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        let _ = set_int(&fd, libc::SOL_SOCKET, opt, 8 << 20);
     }
+    let ring = RxRing::new(&fd, frame_size, frames)?;
+    bind_packet(&fd, index, libc::ETH_P_ALL as u16)?;
+    Ok((fd, ring))
+}
+
+/// A non-blocking AF_PACKET raw socket for sending on interface `index` only: bound with
+/// protocol 0, it receives nothing. Frames carry a virtio-net header as with
+/// `packet_socket`.
+pub fn packet_send_socket(index: u32) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+    let _ = set_int(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+    bind_packet(&fd, index, 0)?;
+    Ok(fd)
+}
+
+fn bind_packet(fd: &OwnedFd, index: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
+    sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = index as i32;
     // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
     check(unsafe {
@@ -85,61 +110,140 @@ pub fn packet_socket(index: u32) -> io::Result<OwnedFd> {
             (&raw const sll).cast(),
             core::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
         )
-    })?;
-    Ok(fd)
+    })
+    .map(|_| ())
 }
 
-/// Receives up to `lens.len()` frames in one call, frame `i` into the `i`th `frame`-byte
-/// slice of `buf`; returns each frame's length in `lens`
-/// and how many arrived (0 when none is waiting). Frames longer than their buffer are
-/// cut to it; `truncated` reports them.
-pub fn recv_batch(
-    fd: &OwnedFd,
-    buf: &mut [u8],
-    frame: usize,
-    lens: &mut [usize],
-    truncated: &mut [bool],
-) -> io::Result<usize> {
-    let mut bufs: Vec<&mut [u8]> = buf.chunks_exact_mut(frame.max(1)).collect();
-    let n = bufs.len().min(lens.len()).min(truncated.len());
-    let mut iovs: Vec<libc::iovec> = bufs[..n]
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
+/// A TPACKET_V2 receive ring mapped from the kernel: slots of a fixed size, each
+/// beginning with a `tpacket2_hdr` whose status word says who owns the slot. The kernel
+/// fills a slot and then sets TP_STATUS_USER; user space reads it and hands it back by
+/// setting TP_STATUS_KERNEL. Slots are read and released in order.
+pub struct RxRing {
+    base: core::ptr::NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone; moving it to another thread moves
+// the only handle.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    fn new(fd: &OwnedFd, frame_size: usize, frames: usize) -> io::Result<Self> {
+        // Blocks of 64 KiB (what the kernel allocates contiguously), whole slots in each.
+        let block = 64 << 10;
+        let per_block = block / frame_size;
+        let req = libc::tpacket_req {
+            tp_block_size: block as u32,
+            tp_block_nr: frames.div_ceil(per_block) as u32,
+            tp_frame_size: frame_size as u32,
+            tp_frame_nr: (frames.div_ceil(per_block) * per_block) as u32,
+        };
+        // SAFETY: the option value points to a live tpacket_req of the length given.
+        check(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                (&raw const req).cast(),
+                core::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
+            )
+        })?;
+        let len = block * req.tp_block_nr as usize;
+        // SAFETY: maps the ring just set up on `fd`, of exactly its size; the result is
+        // checked.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            base: core::ptr::NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?,
+            len,
+            frame_size,
+            frames: req.tp_frame_nr as usize,
         })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control).
-    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { core::mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
     }
-    // SAFETY: every msg points to one iovec over a live, exclusively borrowed buffer of
-    // the stated length; the kernel writes at most that much and `msg_len`.
+
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Slots are laid out block by block; with whole slots per block and blocks a
+    /// multiple of the slot size, slot `i` is simply at `i * frame_size`.
+    fn at(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.frames);
+        // SAFETY: i < frames, so the offset is inside the mapping.
+        unsafe { self.base.as_ptr().add(i * self.frame_size) }
+    }
+
+    fn status_word(&self, i: usize) -> &core::sync::atomic::AtomicU32 {
+        // SAFETY: a slot begins with its 4-byte-aligned status word (slots are
+        // 16-byte aligned), which the kernel and this process access atomically.
+        unsafe { core::sync::atomic::AtomicU32::from_ptr(self.at(i).cast()) }
+    }
+
+    /// Slot `i`'s status. Acquire: the kernel writes the slot, then its status.
+    pub fn status(&self, i: usize) -> u32 {
+        self.status_word(i)
+            .load(core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Slot `i`, header and data. Only for a slot whose status says it is the user's:
+    /// the kernel does not write it until `release`, which needs `&mut self`, so no
+    /// slice of it can outlive the ownership.
+    pub fn slot(&self, i: usize) -> &[u8] {
+        // SAFETY: the slot lies inside the mapping; while it is the user's the kernel
+        // leaves it alone (see above).
+        unsafe { core::slice::from_raw_parts(self.at(i), self.frame_size) }
+    }
+
+    /// Hands slot `i` back to the kernel. Release: the reads of it come first.
+    pub fn release(&mut self, i: usize) {
+        self.status_word(i).store(
+            libc::TP_STATUS_KERNEL,
+            core::sync::atomic::Ordering::Release,
+        );
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`; no slice of it is alive (they
+        // borrow `self`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Receives one frame queued on the socket (a copy of one too large for its ring slot)
+/// into `buf`; `None` when none is waiting or it did not fit.
+pub fn recv_one(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is a live, exclusively borrowed buffer of the stated length.
     let r = unsafe {
-        libc::recvmmsg(
+        libc::recv(
             fd.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            n as libc::c_uint,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
             libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-            core::ptr::null_mut(),
         )
     };
     if r < 0 {
         let e = io::Error::last_os_error();
         return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
             _ => Err(e),
         };
     }
-    let got = r as usize;
-    for i in 0..got {
-        let full = msgs[i].msg_len as usize;
-        truncated[i] = full > bufs[i].len();
-        lens[i] = full.min(bufs[i].len());
-    }
-    Ok(got)
+    Ok(((r as usize) <= buf.len()).then_some(r as usize))
 }
 
 /// Sends messages, each a header the socket expects and a frame, in one call (more if

@@ -2,20 +2,21 @@
 //! SIGTERM or SIGINT, then closes everything it opened and prints its counters.
 #![forbid(unsafe_code)]
 
+mod handoff;
 mod ports;
+mod worker;
 
 use clap::Parser;
 use ovr_dataplane::Pipeline;
 use ovr_io::{DriverKind, Preference};
-use ovr_tables::ids::InterfaceId;
-use ovr_tables::interface::InterfaceKind;
-use ports::Ports;
+use ports::{Ports, Share};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tracing::{error, info};
+use worker::Worker;
 
 #[derive(Parser)]
 #[command(
@@ -58,24 +59,17 @@ struct Args {
     /// ovrd still sleeps.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
-    /// Pin the forwarding worker to this CPU (keeps its caches warm and its latency
-    /// steady when other work shares the host).
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// The fast path for established flows: xdp (an XDP program on every interface
-    /// forwards flows the pipeline has described, without waking ovrd; needs XDP on
-    /// every interface and NAPI on the peers it redirects to, docs/io.md) or off.
-    #[arg(long, value_enum, default_value_t = OffloadArg::Off)]
-    offload: OffloadArg,
+    /// Forwarding workers (threads). Each receives from its share of the interfaces and
+    /// owns the flows that hash to it; frames of another worker's flows are handed over.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: u16,
+    /// Pin the workers to these CPUs, one each in order (keeps their caches warm and
+    /// their latency steady when other work shares the host).
+    #[arg(long, value_delimiter = ',')]
+    cpu: Vec<usize>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum OffloadArg {
-    Off,
-    Xdp,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -98,9 +92,6 @@ impl From<DriverArg> for Preference {
 /// The line before the counters ovrd prints when it stops (the lab looks for it).
 const COUNTERS_AT_EXIT: &str = "== counters at exit";
 
-/// How long an idle ovrd sleeps in poll(2) before looking at its stop flag again.
-const IDLE_POLL_MS: i32 = 100;
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -121,144 +112,151 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> Result<(), String> {
+    let n = usize::from(a.workers);
+    if !a.cpu.is_empty() && a.cpu.len() != n {
+        return Err(format!(
+            "--cpu names {} CPUs for {n} workers: give one per worker",
+            a.cpu.len()
+        ));
+    }
+    let cores = a
+        .cpu
+        .iter()
+        .map(|cpu| {
+            let known = core_affinity::get_core_ids().unwrap_or_default();
+            known
+                .into_iter()
+                .find(|c| c.id == *cpu)
+                .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let agent = ovr_agent::server::start(&ovr_agent::server::Options {
         config: a.config.clone(),
         state: Some(a.state.clone()),
         socket: Some(a.api_socket.clone()),
         listen: a.api_listen.clone(),
         token_file: a.api_token_file.clone(),
+        workers: n,
     })
     .map_err(|e| e.to_string())?;
-    let (reader, names) = (agent.reader, &agent.names);
-    let interfaces: Vec<(String, InterfaceId, InterfaceKind)> = {
-        let st = reader.enter().ok_or("the tables are gone")?;
-        names
-            .interfaces
-            .iter()
-            .filter_map(|(name, id)| Some((name.clone(), *id, st.interface(*id)?.kind)))
-            .collect()
-    };
-    let xdp = match a.offload {
-        OffloadArg::Xdp => Some(ovr_offload::xdp::Xdp::load().map_err(|e| e.to_string())?),
-        OffloadArg::Off => None,
-    };
-    let mut fast = xdp.clone().map(ovr_offload::FastPath::new);
-    let mut ports = Ports::open(interfaces, a.driver.into(), a.batch, xdp)?;
-    if let Some(cpu) = a.cpu {
-        let known = core_affinity::get_core_ids().unwrap_or_default();
-        let core = known
+    let reader = agent.reader;
+    let mut handoffs: Vec<Option<_>> = if n > 1 {
+        handoff::mailboxes(n)
+            .map_err(|e| format!("worker mailboxes: {e}"))?
             .into_iter()
-            .find(|c| c.id == cpu)
-            .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))?;
-        if !core_affinity::set_for_current(core) {
-            return Err(format!("--cpu {cpu}: could not pin the worker"));
-        }
-        info!(cpu, "worker pinned");
-    }
+            .map(Some)
+            .collect()
+    } else {
+        vec![None]
+    };
+    let settings = per_worker(agent.flows.dataplane(), n);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
-    let mut pipe = Pipeline::new(agent.flows.dataplane());
+    let options = worker::Options {
+        busy_poll: a.busy_poll,
+        spin: Duration::from_micros(a.spin_us),
+        stats_every: (a.stats_every > 0).then(|| Duration::from_secs(a.stats_every)),
+    };
     let start = Instant::now();
-    let mut last_stats = Instant::now();
-    info!(config = ?a.config, interfaces = ports.attached(), "forwarding");
-    let spin = Duration::from_micros(a.spin_us);
-    let mut last_traffic = Instant::now() - spin;
-    while !stop.load(Ordering::Relaxed) {
-        if !a.busy_poll && last_traffic.elapsed() >= spin {
-            ports.wait(IDLE_POLL_MS)?;
+    let readers = reader.factory();
+    // Each worker opens its interfaces on its own thread (drivers stay on the thread
+    // that made them) and says how it went before forwarding.
+    let (opened, results) = std::sync::mpsc::channel::<Result<usize, String>>();
+    let snapshots = std::thread::scope(|scope| {
+        let mut threads = Vec::with_capacity(n);
+        for (index, requests) in agent.requests.into_iter().enumerate() {
+            let handoff = handoffs[index].take();
+            let core = cores.get(index).copied();
+            let (readers, stop, options, settings) = (&readers, &*stop, &options, &settings);
+            let opened = opened.clone();
+            let (pref, batch) = (a.driver.into(), a.batch);
+            let t = std::thread::Builder::new()
+                .name(format!("ovr-worker-{index}"))
+                .spawn_scoped(scope, move || {
+                    let reader = readers.reader();
+                    let share = Share { index, count: n };
+                    let worker = pin(core, index).and_then(|()| {
+                        let st = reader.enter().ok_or("the tables are gone")?;
+                        let extra = handoff.iter().map(|(m, _)| m.fd()).collect();
+                        Ok(Worker {
+                            share,
+                            ports: Ports::open(&st, pref, batch, share, extra)?,
+                            pipe: Pipeline::new(*settings),
+                            requests,
+                            handoff,
+                        })
+                    });
+                    let worker = match worker {
+                        Ok(w) => {
+                            let _ = opened.send(Ok(w.ports.attached()));
+                            w
+                        }
+                        Err(e) => {
+                            let _ = opened.send(Err(e.clone()));
+                            return Err(e);
+                        }
+                    };
+                    let r = worker.run(&reader, options, start, stop);
+                    // One worker failing stops them all.
+                    stop.store(true, Ordering::Relaxed);
+                    r
+                })
+                .map_err(|e| format!("worker thread: {e}"))?;
+            threads.push(t);
         }
-        let Some(guard) = reader.enter() else { break };
-        let state = &*guard;
-        pipe.cx.now = start.elapsed().as_nanos() as u64;
-        if let Some(f) = fast.as_mut() {
-            f.begin(state);
-        }
-        let received = ports.recv(|id, vnet, frames| {
-            if vnet {
-                pipe.receive_offloaded(state, id, frames)
-            } else {
-                pipe.receive(state, id, frames)
+        drop(opened);
+        let mut interfaces = 0;
+        let mut failed = None;
+        for r in results.iter().take(n) {
+            match r {
+                Ok(k) => interfaces += k,
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failed.get_or_insert(e);
+                }
             }
-        });
-        if received > 0 {
-            last_traffic = Instant::now();
-        } else {
-            // Spinning with nothing to do: let the other threads on this core (on a small
-            // host, the workloads and the kernel's own packet work) run first.
-            std::thread::yield_now();
         }
-        pipe.run(state);
-        if let Some(f) = fast.as_mut() {
-            pipe.for_each_flow_tx(|cx, meta, head| f.observe(state, cx, meta, head));
-            f.maintain(&mut pipe.cx);
+        if failed.is_none() {
+            info!(config = ?a.config, interfaces, workers = n, "forwarding");
         }
-        serve_requests(&agent.requests, &mut pipe, fast.as_mut());
-        pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
-        ports.maintain();
-        if a.stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_every) {
-            last_stats = Instant::now();
-            if let Some(f) = fast.as_mut() {
-                info!("fast path: {}", fast_path_line(f));
-            }
-            info!("counters\n{}", snapshot(&pipe, names));
+        let done = threads
+            .into_iter()
+            .map(|t| t.join().map_err(|_| "a worker panicked".to_string())?)
+            .collect::<Result<Vec<_>, String>>();
+        match failed {
+            Some(e) => Err(e),
+            None => done,
         }
+    })?;
+    info!("stopped: every interface let go");
+    let mut total = snapshots.into_iter();
+    let mut sum = total.next().ok_or("no worker")?;
+    for s in total {
+        sum.merge(s);
     }
-    info!("stopping: closing the interfaces");
-    let fast_line = fast.as_mut().map(|f| {
-        f.sync_all(&mut pipe.cx);
-        format!("\nfast path: {}", fast_path_line(f))
-    });
-    ports.close();
-    eprintln!(
-        "{COUNTERS_AT_EXIT}\n{}{}",
-        snapshot(&pipe, names),
-        fast_line.unwrap_or_default()
-    );
+    eprintln!("{COUNTERS_AT_EXIT}\n{sum}");
     Ok(())
 }
 
-fn snapshot(pipe: &Pipeline, names: &ovr_config::Names) -> ovr_dataplane::counters::Snapshot {
-    pipe.snapshot(|i| names.interface_name(i).map(str::to_string))
+/// Pins the calling worker thread to `core`, if given.
+fn pin(core: Option<core_affinity::CoreId>, worker: usize) -> Result<(), String> {
+    let Some(core) = core else { return Ok(()) };
+    if !core_affinity::set_for_current(core) {
+        return Err(format!("--cpu {}: could not pin worker {worker}", core.id));
+    }
+    info!(worker, cpu = core.id, "worker pinned");
+    Ok(())
 }
 
-/// Answers the API's waiting requests; with the fast path on, its counters are merged
-/// into the flows first, and flows deleted are taken out of it at once.
-fn serve_requests(
-    requests: &ovr_agent::worker::Requests,
-    pipe: &mut Pipeline,
-    fast: Option<&mut ovr_offload::FastPath<ovr_offload::xdp::Xdp>>,
-) {
-    let Some(f) = fast else {
-        return ovr_agent::worker::drain(requests, pipe);
-    };
-    for _ in 0..4 {
-        let Ok(r) = requests.try_recv() else { return };
-        f.sync_all(&mut pipe.cx);
-        ovr_agent::worker::serve(pipe, r);
-        f.sync_all(&mut pipe.cx);
+/// A worker's share of the flow settings: the table, each network's quota and each
+/// interface's setup rate are the daemon's, split evenly (a flow lives in one worker).
+fn per_worker(s: ovr_dataplane::Settings, n: usize) -> ovr_dataplane::Settings {
+    ovr_dataplane::Settings {
+        flow_capacity: s.flow_capacity.div_ceil(n),
+        network_quota: s.network_quota.map(|q| q.div_ceil(n as u32)),
+        setup_rate: s.setup_rate.map(|r| r.div_ceil(n as u32)),
+        ..s
     }
-}
-
-/// The fast path's counters and its program's, on one line.
-fn fast_path_line(f: &ovr_offload::FastPath<ovr_offload::xdp::Xdp>) -> String {
-    let c = f.counters;
-    let mut s = format!(
-        "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
-         redirect_failed {}), carried {} packets {} bytes; program:",
-        f.len(),
-        c.installed,
-        c.refused,
-        c.removed,
-        c.invalidations,
-        c.errors,
-        c.redirect_failed,
-        c.packets,
-        c.bytes
-    );
-    for (name, v) in f.backend().counters() {
-        s.push_str(&format!(" {name} {v}"));
-    }
-    s
 }

@@ -1,22 +1,30 @@
-//! The interfaces ovrd forwards between, each with its packet driver, and their life:
-//! an interface that disappears (a container's veth deleted, a VM's TAP closed when the
-//! VM stops) is let go, and attached again as soon as an interface of that name is back,
-//! with a new driver; counters carry over. A TAP may be absent when ovrd starts (the VM
-//! has not started yet); every other interface must exist.
+//! The interfaces ovrd forwards between, each with its packet driver, and their life.
+//! The set follows the interface table: an interface added through the API is attached,
+//! one deleted is let go (both seen at the next loop after the change is published).
+//! An interface that disappears from the host (a container's veth deleted, a VM's TAP
+//! closed when the VM stops) is let go, and attached again as soon as an interface of
+//! that name is back, with a new driver; counters carry over. At start every interface
+//! of the configuration must exist except TAPs (the VM may not run yet); one added later
+//! may appear after it was configured (a CNI plugin may configure first).
 //!
 //! Workloads and TAPs are opened as interfaces whose senders may leave checksums and
 //! segmentation to the NIC (see `ovr_io::open`); the underlay is not.
+//!
+//! With several workers, each interface is received from by one worker (its driver, the
+//! one that may attach an XDP program); the others open it for sending only.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
+use ovr_tables::state::ForwardingState;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// How often ovrd looks for interfaces that went away or came back.
 const CHECK_EVERY: Duration = Duration::from_millis(250);
 
-/// One interface named by the configuration.
+/// One interface of the interface table.
 struct Port {
     id: InterfaceId,
     name: String,
@@ -29,12 +37,24 @@ struct Port {
     past: DriverStats,
     /// An I/O error was logged and the driver has not worked since (logged once).
     failing: bool,
-    /// With `--offload xdp`: the shared XDP program on this interface (dropped after
-    /// the driver).
-    xdp: Option<ovr_offload::xdp::Attachment>,
+    /// This worker receives from it (else it only sends on it).
+    rx: bool,
 }
 
 impl Port {
+    fn new(id: InterfaceId, name: &str, kind: InterfaceKind, share: Share) -> Self {
+        Self {
+            id,
+            name: name.to_string(),
+            kind,
+            driver: None,
+            ifindex: 0,
+            past: DriverStats::default(),
+            failing: false,
+            rx: share.receives(id),
+        }
+    }
+
     fn stats(&mut self) -> DriverStats {
         let now = self.driver.as_mut().map(|d| d.stats()).unwrap_or_default();
         DriverStats {
@@ -46,31 +66,17 @@ impl Port {
         }
     }
 
-    fn attach(
-        &mut self,
-        pref: Preference,
-        batch: usize,
-        offload: Option<&ovr_offload::xdp::Xdp>,
-    ) -> Result<(), ovr_io::IoError> {
-        let offloading = self.kind != InterfaceKind::Underlay;
-        self.xdp = None;
-        if let Some(x) = offload {
-            let af_xdp = match pref {
-                Preference::Only(k) => k == ovr_io::DriverKind::AfXdp,
-                Preference::Auto => !offloading,
-            };
-            match x.attach(&self.name, self.id.0, af_xdp) {
-                Ok(a) => self.xdp = Some(a),
-                Err(_) if ovr_io::if_index(&self.name).is_none() => {
-                    return Err(ovr_io::IoError::NoSuchInterface {
-                        name: self.name.clone(),
-                    });
-                }
-                Err(e) => warn!(interface = %self.name, "no fast path here: {e}"),
-            }
+    fn attach(&mut self, pref: Preference, batch: usize) -> Result<(), ovr_io::IoError> {
+        if !self.rx {
+            let d = ovr_io::open_sender(&self.name)?;
+            debug!(interface = %self.name, id = self.id.0, "opened for sending");
+            self.ifindex = d.ifindex();
+            self.driver = Some(d);
+            self.failing = false;
+            return Ok(());
         }
-        let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
-        let (d, fallback) = ovr_io::open_with(&self.name, pref, offloading, batch, shared)?;
+        let offloading = self.kind != InterfaceKind::Underlay;
+        let (d, fallback) = ovr_io::open(&self.name, pref, offloading, batch)?;
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
@@ -86,8 +92,29 @@ impl Port {
             self.past = self.stats();
             // Closes the sockets and detaches the XDP program.
             self.driver = None;
-            self.xdp = None;
-            warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
+            // The receiving worker speaks for the interface.
+            if self.rx {
+                warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
+            }
+        }
+    }
+
+    /// Attaches, or waits for the interface if it may appear later (logged once).
+    fn attach_or_wait(
+        &mut self,
+        pref: Preference,
+        batch: usize,
+        may_be_absent: bool,
+    ) -> Result<(), ovr_io::IoError> {
+        match self.attach(pref, batch) {
+            Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
+                if self.rx {
+                    info!(interface = %self.name, "does not exist yet: waiting for it");
+                }
+                self.failing = true;
+                Ok(())
+            }
+            r => r,
         }
     }
 
@@ -100,8 +127,25 @@ impl Port {
     }
 }
 
-/// Every interface of the configuration and its driver.
+/// Which interfaces a worker receives from: one of `count` workers, interfaces dealt
+/// round-robin by id.
+#[derive(Debug, Clone, Copy)]
+pub struct Share {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Share {
+    fn receives(self, id: InterfaceId) -> bool {
+        id.0 as usize % self.count == self.index
+    }
+}
+
+/// Every interface of the interface table and its driver.
 pub struct Ports {
+    share: Share,
+    /// Descriptors polled beside the drivers' (another worker's wake-up).
+    extra_fds: Vec<RawFd>,
     ports: Vec<Port>,
     /// Interface id → index in `ports`, for transmission.
     by_id: Vec<Option<usize>>,
@@ -109,63 +153,60 @@ pub struct Ports {
     batch: usize,
     poller: Poller,
     last_check: Instant,
-    offload: Option<ovr_offload::xdp::Xdp>,
+    /// The tables' epoch the set of ports was last compared with.
+    epoch: u32,
 }
 
 impl Ports {
-    /// Attaches to every interface; one that does not exist is an error unless it is a
-    /// TAP (a VM's TAP exists only while the VM runs).
+    /// Attaches to every interface of the tables; one that does not exist is an error
+    /// unless it is a TAP.
     pub fn open(
-        interfaces: impl IntoIterator<Item = (String, InterfaceId, InterfaceKind)>,
+        st: &ForwardingState,
         pref: Preference,
         batch: usize,
-        offload: Option<ovr_offload::xdp::Xdp>,
+        share: Share,
+        extra_fds: Vec<RawFd>,
     ) -> Result<Self, String> {
-        let mut ports = Vec::new();
-        for (name, id, kind) in interfaces {
-            let may_be_absent = kind == InterfaceKind::Tap;
-            let mut p = Port {
-                id,
-                name,
-                kind,
-                driver: None,
-                ifindex: 0,
-                past: DriverStats::default(),
-                failing: false,
-                xdp: None,
-            };
-            match p.attach(pref, batch, offload.as_ref()) {
-                Ok(()) => {}
-                Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
-                    info!(interface = %p.name, "does not exist yet: waiting for it");
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-            ports.push(p);
-        }
-        let mut by_id = Vec::new();
-        for (i, p) in ports.iter().enumerate() {
-            let slot = p.id.0 as usize;
-            if by_id.len() <= slot {
-                by_id.resize(slot + 1, None);
-            }
-            by_id[slot] = Some(i);
-        }
         let mut s = Self {
-            ports,
-            by_id,
+            share,
+            extra_fds,
+            ports: Vec::new(),
+            by_id: Vec::new(),
             pref,
             batch,
             poller: Poller::new([]),
             last_check: Instant::now(),
-            offload,
+            epoch: st.epoch(),
         };
-        s.rebuild_poller();
+        for i in st.interfaces().iter() {
+            let may_be_absent = i.kind == InterfaceKind::Tap;
+            let mut p = Port::new(i.id, &i.name, i.kind, share);
+            p.attach_or_wait(pref, batch, may_be_absent)
+                .map_err(|e| e.to_string())?;
+            s.ports.push(p);
+        }
+        s.reindex();
         Ok(s)
     }
 
+    fn reindex(&mut self) {
+        self.by_id.clear();
+        for (i, p) in self.ports.iter().enumerate() {
+            let slot = p.id.0 as usize;
+            if self.by_id.len() <= slot {
+                self.by_id.resize(slot + 1, None);
+            }
+            self.by_id[slot] = Some(i);
+        }
+        self.rebuild_poller();
+    }
+
+    /// Interfaces this worker receives from with a driver attached.
     pub fn attached(&self) -> usize {
-        self.ports.iter().filter(|p| p.driver.is_some()).count()
+        self.ports
+            .iter()
+            .filter(|p| p.rx && p.driver.is_some())
+            .count()
     }
 
     fn rebuild_poller(&mut self) {
@@ -173,7 +214,8 @@ impl Ports {
             self.ports
                 .iter()
                 .filter_map(|p| p.driver.as_ref())
-                .flat_map(|d| d.fds()),
+                .flat_map(|d| d.fds())
+                .chain(self.extra_fds.iter().copied()),
         );
     }
 
@@ -220,9 +262,14 @@ impl Ports {
         }
     }
 
-    /// Every `CHECK_EVERY`: lets go of interfaces that disappeared or were replaced, and
-    /// attaches to those that are back.
-    pub fn maintain(&mut self) {
+    /// Follows the interface table when it changed (cheap otherwise: one comparison),
+    /// and every `CHECK_EVERY` lets go of interfaces that disappeared from the host or
+    /// were replaced, and attaches to those that are back.
+    pub fn maintain(&mut self, st: &ForwardingState) {
+        if st.epoch() != self.epoch {
+            self.epoch = st.epoch();
+            self.follow(st);
+        }
         if self.last_check.elapsed() < CHECK_EVERY {
             return;
         }
@@ -239,7 +286,7 @@ impl Ports {
                 changed = true;
             }
             if p.driver.is_none() && now.is_some() {
-                match p.attach(self.pref, self.batch, self.offload.as_ref()) {
+                match p.attach(self.pref, self.batch) {
                     Ok(()) => changed = true,
                     Err(e) => p.failed(&e),
                 }
@@ -250,10 +297,55 @@ impl Ports {
         }
     }
 
+    /// Attaches interfaces the table gained, lets go of those it lost, and re-attaches
+    /// one whose kind changed (workloads and the underlay are opened differently).
+    fn follow(&mut self, st: &ForwardingState) {
+        let table = st.interfaces();
+        let (kept, gone): (Vec<Port>, Vec<Port>) = self.ports.drain(..).partition(|p| {
+            table
+                .get(p.id)
+                .is_some_and(|i| i.name == p.name && i.kind == p.kind)
+        });
+        self.ports = kept;
+        let mut changed = !gone.is_empty();
+        for p in gone {
+            let (name, rx) = (p.name.clone(), p.rx);
+            // Closes its sockets and detaches its XDP program before saying so.
+            drop(p);
+            if rx {
+                info!(interface = %name, "removed from the configuration: let go");
+            }
+        }
+        for i in table.iter() {
+            if self.ports.iter().any(|p| p.id == i.id) {
+                continue;
+            }
+            let mut p = Port::new(i.id, &i.name, i.kind, self.share);
+            if let Err(e) = p.attach_or_wait(self.pref, self.batch, true) {
+                p.failed(&e);
+            }
+            self.ports.push(p);
+            changed = true;
+        }
+        if changed {
+            self.reindex();
+        }
+    }
+
     /// Closes every driver (detaching XDP programs), logging each interface's counters.
     pub fn close(mut self) {
         for p in &mut self.ports {
             let s = p.stats();
+            if !p.rx {
+                info!(
+                    interface = %p.name,
+                    tx = s.tx_frames,
+                    tx_dropped = s.tx_dropped,
+                    tx_joined = s.tx_joined,
+                    "sender let go"
+                );
+                continue;
+            }
             info!(
                 interface = %p.name,
                 driver = %p.driver.as_ref().map_or("none", |d| d.kind().name()),
@@ -265,7 +357,6 @@ impl Ports {
                 "closed"
             );
             p.driver = None;
-            p.xdp = None;
         }
     }
 }

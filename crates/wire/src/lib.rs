@@ -29,6 +29,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;
 pub mod offload;
+pub mod steer;
 pub mod tcp;
 pub mod udp;
 pub mod vxlan;

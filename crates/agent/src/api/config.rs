@@ -78,7 +78,7 @@ fn find<T: Clone>(
     key: &Key,
     section: impl Fn(&Config) -> &Vec<T>,
 ) -> Result<T, ApiError> {
-    key.find(a.config())
+    a.find(key)
         .and_then(|i| section(a.config()).get(i).cloned())
         .ok_or_else(|| ApiError::NotFound(format!("no {key}")))
 }

@@ -3,10 +3,12 @@
 
 mod body;
 pub mod config;
+mod diagnose;
 mod observe;
 
 pub use body::{Body, Limit, parse};
 
+use crate::capture::Captures;
 use crate::error::{ApiError, ErrorBody};
 use crate::worker::WorkerClient;
 use crate::{Agent, Applied};
@@ -27,6 +29,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
 pub struct AppState {
     agent: Arc<Mutex<Agent>>,
     worker: Option<WorkerClient>,
+    captures: Arc<Mutex<Captures>>,
 }
 
 impl AppState {
@@ -34,6 +37,7 @@ impl AppState {
         Self {
             agent: Arc::new(Mutex::new(agent)),
             worker,
+            captures: Arc::default(),
         }
     }
 
@@ -78,7 +82,7 @@ impl AppState {
 #[openapi(
     info(
         title = "ovr agent API",
-        description = "The desired configuration of ovrd, its counters and flows. Every change is validated whole and applied all-or-nothing; errors are JSON objects naming the field."
+        description = "The desired configuration of ovrd, its counters and flows, packet traces and captures. Every change is validated whole and applied all-or-nothing; errors are JSON objects naming the field."
     ),
     paths(
         config::interfaces::list,
@@ -133,6 +137,13 @@ impl AppState {
         observe::delete_flows,
         observe::flow,
         observe::delete_flow,
+        diagnose::trace,
+        diagnose::trace_add,
+        diagnose::trace_clear,
+        diagnose::captures,
+        diagnose::capture_start,
+        diagnose::capture,
+        diagnose::capture_stop,
     ),
     components(schemas(ErrorBody, Applied))
 )]
@@ -241,6 +252,20 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         .route(
             "/api/v1/flows/{id}",
             g(observe::flow).delete(observe::delete_flow),
+        )
+        .route(
+            "/api/v1/trace",
+            g(diagnose::trace)
+                .post(diagnose::trace_add)
+                .delete(diagnose::trace_clear),
+        )
+        .route(
+            "/api/v1/captures",
+            g(diagnose::captures).post(diagnose::capture_start),
+        )
+        .route(
+            "/api/v1/captures/{id}",
+            g(diagnose::capture).delete(diagnose::capture_stop),
         )
         .route("/metrics", g(observe::metrics))
         .route("/openapi.json", get(openapi))

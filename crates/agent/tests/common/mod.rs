@@ -32,7 +32,8 @@ pub fn agent(c: Config, store: Option<Store>) -> Agent {
 
 /// A worker thread serving a pipeline with small tables.
 pub fn worker() -> WorkerClient {
-    let (client, requests) = worker::channel();
+    let (client, mut requests) = worker::channel(1);
+    let requests = requests.remove(0);
     std::thread::spawn(move || {
         let settings = ovr_dataplane::Settings {
             flow_capacity: 1024,

@@ -1,9 +1,12 @@
 //! ovrctl's commands over ovrd's API: the configuration objects (list, show, add, set,
-//! del), policies, flows, counters and drop statistics; human tables by default,
-//! `--json` for scripts.
+//! del), policies, flows, counters and drop statistics, the packet trace and captures;
+//! human tables by default, `--json` for scripts.
 
+mod diagnose;
 mod http;
 mod show;
+
+pub use diagnose::{Capture, Trace, capture, trace};
 
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
@@ -214,10 +217,47 @@ fn object(fields: &[String]) -> Result<Value, String> {
     Ok(Value::Object(m))
 }
 
+/// Exit statuses, one per kind of failure (clap's usage errors exit with 2).
+pub mod exit {
+    /// Anything else: a refused request (its message and field printed), a bad argument.
+    pub const FAILED: u8 = 1;
+    /// Nothing listens on the API socket.
+    pub const NOT_RUNNING: u8 = 3;
+    /// The API socket is not accessible to this user.
+    pub const PERMISSION_DENIED: u8 = 4;
+    /// The object does not exist (the API answered 404).
+    pub const NOT_FOUND: u8 = 5;
+    /// ovrd is running but its forwarding worker did not answer (503).
+    pub const UNAVAILABLE: u8 = 6;
+}
+
+/// Why a command failed: a one-line message and the exit status that says which kind.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: u8,
+    pub message: String,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            status: exit::FAILED,
+            message,
+        }
+    }
+}
+
 /// Sends a request; an API error becomes the message ovrctl prints.
-fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Failure> {
     let bytes = body.map(|b| b.to_string().into_bytes());
-    let r = http::request(&c.socket, method, path, bytes.as_deref()).map_err(|e| e.to_string())?;
+    let r = http::request(&c.socket, method, path, bytes.as_deref()).map_err(|e| Failure {
+        status: match e {
+            http::ClientError::NotRunning(_) => exit::NOT_RUNNING,
+            http::ClientError::Denied(_) => exit::PERMISSION_DENIED,
+            _ => exit::FAILED,
+        },
+        message: e.to_string(),
+    })?;
     let v: Value = serde_json::from_slice(&r.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into()));
     if r.status >= 400 {
@@ -228,13 +268,17 @@ fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Valu
             .as_str()
             .map(|f| format!(" (field: {f})"))
             .unwrap_or_default();
-        let class = match r.status {
-            404 => "not found: ",
-            409 => "conflict: ",
-            401 => "unauthorized: ",
-            _ => "",
+        let (class, status) = match r.status {
+            404 => ("not found: ", exit::NOT_FOUND),
+            409 => ("conflict: ", exit::FAILED),
+            401 => ("unauthorized: ", exit::PERMISSION_DENIED),
+            503 => ("unavailable: ", exit::UNAVAILABLE),
+            _ => ("", exit::FAILED),
         };
-        return Err(format!("{class}{what}{field}"));
+        return Err(Failure {
+            status,
+            message: format!("{class}{what}{field}"),
+        });
     }
     Ok(v)
 }
@@ -252,7 +296,7 @@ fn with_ids<'a>(
     c: &Conn,
     k: &Kind,
     objects: impl Iterator<Item = &'a mut Value>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     if !k.columns.contains(&"id") {
         return Ok(());
     }
@@ -269,7 +313,7 @@ fn with_ids<'a>(
     Ok(())
 }
 
-pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), String> {
+pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), Failure> {
     let base = format!("/api/v1/{}", k.path);
     match action.unwrap_or(Objects::List) {
         Objects::List => {
@@ -312,7 +356,7 @@ pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), String
     Ok(())
 }
 
-pub fn policies(action: Option<Policies>, c: &Conn) -> Result<(), String> {
+pub fn policies(action: Option<Policies>, c: &Conn) -> Result<(), Failure> {
     match action.unwrap_or(Policies::List) {
         Policies::List => {
             let v = call(c, "GET", "/api/v1/policies", None)?;
@@ -352,7 +396,7 @@ pub fn policies(action: Option<Policies>, c: &Conn) -> Result<(), String> {
     Ok(())
 }
 
-pub fn flows(f: &FlowArgs, c: &Conn) -> Result<(), String> {
+pub fn flows(f: &FlowArgs, c: &Conn) -> Result<(), Failure> {
     let mut q = Vec::new();
     if let Some(n) = &f.network {
         q.push(format!("network={}", seg(n)));
@@ -378,20 +422,20 @@ pub fn flows(f: &FlowArgs, c: &Conn) -> Result<(), String> {
     Ok(())
 }
 
-pub fn counters(c: &Conn) -> Result<(), String> {
+pub fn counters(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/counters", None)?;
     print(c, &v, show::counters);
     Ok(())
 }
 
-pub fn dropstats(c: &Conn) -> Result<(), String> {
+pub fn dropstats(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/counters/drops", None)?;
     print(c, &v, show::drops);
     Ok(())
 }
 
 /// Applies a file of changes ({"changes": [...]}) all-or-nothing.
-pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), String> {
+pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), Failure> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let body: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -401,14 +445,14 @@ pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), String> {
 }
 
 /// The whole desired configuration.
-pub fn config(c: &Conn) -> Result<(), String> {
+pub fn config(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/config", None)?;
     println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     Ok(())
 }
 
 /// Which table id each name has.
-pub fn ids(c: &Conn) -> Result<(), String> {
+pub fn ids(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/ids", None)?;
     println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     Ok(())

@@ -3,6 +3,7 @@
 
 use super::drop;
 use crate::context::Cx;
+use crate::describe;
 use crate::drop::Reason;
 use crate::forward::{Dest, dest};
 use crate::meta::flags;
@@ -38,9 +39,13 @@ impl Node<Cx, ForwardingState> for Arp {
         v.map(|_, p| handle(cx, st, p));
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
         let m = cx.pool.meta(pkt);
-        Some(format!("vrf {} tx interface {}", m.vrf, m.tx_if))
+        Some(format!(
+            "{}, out {}",
+            describe::vrf(st, m.vrf),
+            describe::interface(st, m.tx_if)
+        ))
     }
 }
 

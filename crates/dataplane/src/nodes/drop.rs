@@ -26,7 +26,7 @@ impl Node<Cx, ForwardingState> for Drop {
         v.next.fill(CONSUMED);
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
-        Some(crate::drop::DropReason(cx.pool.meta(pkt).drop).to_string())
+    fn trace(&self, cx: &Cx, _st: &ForwardingState, pkt: u32) -> Option<String> {
+        Some(crate::describe::dropped(cx.pool.meta(pkt)))
     }
 }

@@ -57,7 +57,12 @@ impl Node<Cx, ForwardingState> for EncapMpls {
         self.rewrites.process(cx, st, v, mpls);
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
-        Some(format!("next hop {}", cx.pool.meta(pkt).next_hop))
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "{}, {} bytes",
+            crate::describe::nexthop(st, m.next_hop),
+            cx.pool.len(pkt)
+        ))
     }
 }

@@ -29,6 +29,31 @@ impl Node<Cx, ForwardingState> for EthernetInput {
             classify(st, meta, data)
         });
     }
+
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        let data = cx.pool.data(pkt);
+        let mac = |at: usize| {
+            data.get(at..at + 6)
+                .and_then(|b| <[u8; 6]>::try_from(b).ok())
+                .map_or_else(
+                    || "?".into(),
+                    |b| ovr_wire::ethernet::MacAddr(b).to_string(),
+                )
+        };
+        let how = if m.has(flags::ROUTED) {
+            "routed (to the gateway MAC)"
+        } else {
+            "bridged"
+        };
+        Some(format!(
+            "rx {}, {}, {} -> {}, {how}",
+            crate::describe::interface(st, m.rx_if),
+            crate::describe::vrf(st, m.vrf),
+            mac(6),
+            mac(0)
+        ))
+    }
 }
 
 fn classify(st: &ForwardingState, meta: &mut Meta, data: &[u8]) -> Next {

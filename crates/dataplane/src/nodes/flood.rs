@@ -39,8 +39,14 @@ impl Node<Cx, ForwardingState> for Flood {
         }
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
-        Some(format!("to next hop {}", cx.pool.meta(pkt).next_hop))
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        // Only the original is seen here (its copies are traced from their next node).
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "flooded in {}; this copy to {}",
+            crate::describe::vrf(st, m.vrf),
+            crate::describe::nexthop(st, m.next_hop)
+        ))
     }
 }
 

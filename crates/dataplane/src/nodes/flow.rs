@@ -88,18 +88,33 @@ impl Node<Cx, ForwardingState> for Flow {
         }
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
         let m = cx.pool.meta(pkt);
-        Some(if m.has(flags::FLOW_HIT) {
-            let again = if m.has(flags::FLOW_REVALIDATED) {
-                " (revalidated)"
-            } else {
-                ""
-            };
-            format!("hit{again}, next hop {}", m.next_hop)
+        if !m.has(flags::FLOW_HIT) {
+            return Some("flow miss: to the slow path".into());
+        }
+        let again = if m.has(flags::FLOW_REVALIDATED) {
+            " (decision taken again: the tables changed)"
         } else {
-            "miss".into()
-        })
+            ""
+        };
+        let id = cx
+            .flows
+            .lookup(&m.key)
+            .map_or(String::new(), |i| format!(" {}", i.0));
+        Some(
+            match cx
+                .flows
+                .lookup(&m.key)
+                .and_then(|i| cx.flows.get(i)?.action)
+            {
+                Some(FlowAction::Drop { .. }) => format!("flow{id} hit{again}: cached drop"),
+                _ => format!(
+                    "flow{id} hit{again}: {}",
+                    crate::describe::nexthop(st, m.next_hop)
+                ),
+            },
+        )
     }
 }
 

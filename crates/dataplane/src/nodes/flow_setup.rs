@@ -88,12 +88,38 @@ impl Node<Cx, ForwardingState> for FlowSetup {
         });
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
         let m = cx.pool.meta(pkt);
-        Some(if m.has(flags::FLOW_CREATED) {
-            format!("flow created, next hop {}", m.next_hop)
-        } else {
-            "no flow".into()
+        let entry = cx
+            .flows
+            .lookup(&m.key)
+            .and_then(|i| Some((i, cx.flows.get(i)?)));
+        Some(match entry {
+            Some((id, e)) => {
+                let pair = if e.reverse.is_some() {
+                    " with its reverse"
+                } else {
+                    ""
+                };
+                let how = if m.has(flags::FLOW_CREATED) {
+                    "created"
+                } else {
+                    "found"
+                };
+                match e.action {
+                    Some(FlowAction::Forward { next_hop }) => format!(
+                        "lookup in {}: flow {} {how}{pair}, {}",
+                        crate::describe::vrf(st, m.key.vrf),
+                        id.0,
+                        crate::describe::nexthop(st, next_hop.0)
+                    ),
+                    _ => format!("flow {} {how}: drop", id.0),
+                }
+            }
+            None => format!(
+                "lookup in {}: no flow installed",
+                crate::describe::vrf(st, m.key.vrf)
+            ),
         })
     }
 }
@@ -132,6 +158,8 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
             if let Some(e) = cx.flows.get_mut(id) {
                 e.epoch = epoch;
             }
+            // The packet that set the flow up is the flow's first.
+            cx.flows.touch(id, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
         }
         return drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop);
@@ -171,6 +199,7 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
                     e.dst_mac = mac.0;
                 }
             }
+            cx.flows.touch(f, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
             cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
         }

@@ -33,6 +33,15 @@ impl Node<Cx, ForwardingState> for Gateway {
             answer(st, meta, data)
         });
     }
+
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "echo request to the gateway of {}: reply on {}",
+            crate::describe::vrf(st, m.vrf),
+            crate::describe::interface(st, m.tx_if)
+        ))
+    }
 }
 
 fn answer(st: &ForwardingState, meta: &mut Meta, data: &mut [u8]) -> Next {

@@ -44,7 +44,14 @@ impl Node<Cx, ForwardingState> for InterfaceOutput {
         }
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
-        Some(format!("tx interface {}", cx.pool.meta(pkt).tx_if))
+    /// A packet that passed is queued for transmission (the step has no next); one
+    /// that did not goes to drop with its reason.
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "sent on {}, {} bytes",
+            crate::describe::interface(st, m.tx_if),
+            cx.pool.len(pkt)
+        ))
     }
 }

@@ -48,12 +48,12 @@ impl Node<Cx, ForwardingState> for IpInput {
         });
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
         let m = cx.pool.meta(pkt);
         let k = &m.key;
         Some(format!(
-            "vrf {} {} {} -> {} proto {} ports {} -> {}{}",
-            m.vrf,
+            "{} {} {} -> {} proto {} ports {} -> {}{}",
+            crate::describe::vrf(st, m.vrf),
             if k.bridged { "bridged" } else { "routed" },
             k.src_ip(),
             k.dst_ip(),

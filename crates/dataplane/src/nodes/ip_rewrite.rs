@@ -38,6 +38,25 @@ impl Node<Cx, ForwardingState> for IpRewrite {
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         v.map(|_, p| rewrite(cx, st, p));
     }
+
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        let data = cx.pool.data(pkt);
+        // The TTL (IPv4) or hop limit (IPv6) as the packet leaves.
+        let at = usize::from(m.l3) + if m.has(flags::IPV6) { 7 } else { 8 };
+        let ttl = data
+            .get(at)
+            .map_or(String::new(), |t| format!(", ttl now {t}"));
+        let kept = if m.has(flags::FROM_TUNNEL) {
+            " (from a tunnel: ttl kept)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "{}{ttl}{kept}",
+            crate::describe::nexthop(st, m.next_hop)
+        ))
+    }
 }
 
 fn rewrite(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {

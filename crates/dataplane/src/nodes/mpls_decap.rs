@@ -41,9 +41,13 @@ impl Node<Cx, ForwardingState> for MplsDecap {
         });
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
         let m = cx.pool.meta(pkt);
-        Some(format!("vrf {} label next hop {}", m.vrf, m.pinned))
+        Some(format!(
+            "label -> {}; into {}",
+            crate::describe::nexthop(st, m.pinned),
+            crate::describe::vrf(st, m.vrf)
+        ))
     }
 }
 

@@ -28,6 +28,15 @@ impl Node<Cx, ForwardingState> for Nd {
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         v.map(|_, p| answer(cx, st, p));
     }
+
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "neighbour solicitation in {}: advertisement on {}",
+            crate::describe::vrf(st, m.vrf),
+            crate::describe::interface(st, m.tx_if)
+        ))
+    }
 }
 
 const ADVERT_LEN: usize = 14 + 40 + 32;

@@ -45,6 +45,20 @@ impl Node<Cx, ForwardingState> for UnderlayInput {
             classify(cx, st, p)
         });
     }
+
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        let data = cx.pool.data(pkt);
+        let l3 = usize::from(m.l3);
+        let outer = match ip::check(data.get(l3..).unwrap_or_default(), m.has(flags::IPV6)) {
+            Ok(o) => format!(", outer {} -> {} proto {}", o.src, o.dst, o.protocol),
+            Err(_) => String::new(),
+        };
+        Some(format!(
+            "rx {}{outer}",
+            crate::describe::interface(st, m.rx_if)
+        ))
+    }
 }
 
 fn classify(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {

@@ -39,7 +39,10 @@ impl Node<Cx, ForwardingState> for VxlanDecap {
         });
     }
 
-    fn trace(&self, cx: &Cx, pkt: u32) -> Option<String> {
-        Some(format!("vrf {}", cx.pool.meta(pkt).vrf))
+    fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        Some(format!(
+            "into {}",
+            crate::describe::vrf(st, cx.pool.meta(pkt).vrf)
+        ))
     }
 }

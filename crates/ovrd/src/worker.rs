@@ -1,0 +1,189 @@
+//! One forwarding worker: its interfaces, its pipeline (with its share of the flows),
+//! its loop. With several workers, a frame belongs to the worker its flow hashes to
+//! (`ovr_wire::steer`, the same both ways and through every tunnel), so that a flow's
+//! state lives in one place; a frame read by another worker is handed over
+//! (`handoff`). Frames with no flow (ARP, broadcasts) stay with the worker that read them.
+
+use crate::handoff::{Mailbox, Outbox};
+use crate::ports::{Ports, Share};
+use ovr_agent::worker::Requests;
+use ovr_dataplane::Pipeline;
+use ovr_dataplane::counters::Snapshot;
+use ovr_tables::nexthop::{Inner, NextHop};
+use ovr_tables::state::{ForwardingState, TablesReader};
+use ovr_wire::offload::VNET_HDR_LEN;
+use ovr_wire::steer::{self, MplsPayload};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tracing::info;
+
+/// How long an idle worker sleeps in poll(2) before looking at its stop flag again.
+const IDLE_POLL_MS: i32 = 100;
+
+/// How a worker runs.
+pub struct Options {
+    pub busy_poll: bool,
+    pub spin: Duration,
+    pub stats_every: Option<Duration>,
+}
+
+pub struct Worker {
+    pub share: Share,
+    pub ports: Ports,
+    pub pipe: Pipeline,
+    pub requests: Requests,
+    /// Present with more than one worker.
+    pub handoff: Option<(Mailbox, Outbox)>,
+}
+
+impl Worker {
+    /// Forwards until `stop`; returns the counters (interfaces named) and closes the
+    /// interfaces.
+    pub fn run(
+        mut self,
+        reader: &TablesReader,
+        o: &Options,
+        start: Instant,
+        stop: &AtomicBool,
+    ) -> Result<Snapshot, String> {
+        let mut last_stats = Instant::now();
+        let mut last_traffic = Instant::now() - o.spin;
+        while !stop.load(Ordering::Relaxed) {
+            if !o.busy_poll && last_traffic.elapsed() >= o.spin {
+                self.sleep()?;
+            }
+            let Some(guard) = reader.enter() else { break };
+            let st = &*guard;
+            self.pipe.cx.now = start.elapsed().as_nanos() as u64;
+            let received = self.receive(st);
+            if received > 0 {
+                last_traffic = Instant::now();
+            } else {
+                // Spinning with nothing to do: let the other threads on this core (on a
+                // small host, the workloads and the kernel's own packet work) run first.
+                std::thread::yield_now();
+            }
+            let Self {
+                ports,
+                pipe,
+                requests,
+                ..
+            } = &mut self;
+            pipe.run(st);
+            ovr_agent::worker::drain(requests, pipe);
+            pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
+            ports.maintain(st);
+            if let Some(every) = o.stats_every
+                && last_stats.elapsed() >= every
+            {
+                last_stats = Instant::now();
+                info!(
+                    worker = self.share.index,
+                    "counters\n{}",
+                    snapshot(&self.pipe, st)
+                );
+            }
+        }
+        let snap = reader.enter().map(|st| snapshot(&self.pipe, &st));
+        if let Some((_, out)) = &self.handoff {
+            info!(
+                worker = self.share.index,
+                handed = out.handed,
+                dropped = out.dropped,
+                "frames handed over to the workers owning their flows (dropped: mailbox full)"
+            );
+        }
+        self.ports.close();
+        Ok(snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)))
+    }
+
+    /// Sleeps until a frame arrives (or another worker hands some over).
+    fn sleep(&mut self) -> Result<(), String> {
+        match &mut self.handoff {
+            None => self.ports.wait(IDLE_POLL_MS),
+            Some((mailbox, _)) => {
+                let r = if mailbox.may_sleep() {
+                    self.ports.wait(IDLE_POLL_MS)
+                } else {
+                    Ok(())
+                };
+                mailbox.awake();
+                r
+            }
+        }
+    }
+
+    /// Takes what arrived on this worker's interfaces and, with several workers, what
+    /// others handed over; returns how many frames.
+    fn receive(&mut self, st: &ForwardingState) -> usize {
+        let Self {
+            share,
+            ports,
+            pipe,
+            handoff,
+            ..
+        } = self;
+        let Some((mailbox, outbox)) = handoff else {
+            return ports.recv(|id, vnet, frames| {
+                if vnet {
+                    pipe.receive_offloaded(st, id, frames)
+                } else {
+                    pipe.receive(st, id, frames)
+                }
+            });
+        };
+        let (me, n) = (share.index, share.count as u32);
+        let label = |l: u32| label_payload(st, l);
+        let mut received = ports.recv(|id, vnet, frames| {
+            let mine = frames.filter(|f| {
+                let frame = if vnet {
+                    f.get(VNET_HDR_LEN..).unwrap_or_default()
+                } else {
+                    f
+                };
+                match steer::flow_hash(frame, &label).map(|h| (h % n) as usize) {
+                    Some(owner) if owner != me => {
+                        outbox.push(owner, id, vnet, f);
+                        false
+                    }
+                    _ => true,
+                }
+            });
+            if vnet {
+                pipe.receive_offloaded(st, id, mine)
+            } else {
+                pipe.receive(st, id, mine)
+            }
+        });
+        outbox.flush();
+        while let Some(b) = mailbox.take() {
+            received += b.frames().count();
+            if b.vnet {
+                pipe.receive_offloaded(st, b.iface, b.frames())
+            } else {
+                pipe.receive(st, b.iface, b.frames())
+            }
+        }
+        received
+    }
+}
+
+/// What an MPLS label carries, from the next hop the label table gives it (as the
+/// dataplane's mpls-decap decides).
+fn label_payload(st: &ForwardingState, label: u32) -> MplsPayload {
+    match st.labels().lookup(label).and_then(|nh| st.nexthop(nh)) {
+        Some(NextHop::Interface { .. })
+        | Some(NextHop::Vrf {
+            inner: Inner::Ip, ..
+        }) => MplsPayload::Ip,
+        Some(NextHop::Vrf {
+            inner: Inner::Ethernet,
+            ..
+        }) => MplsPayload::Ethernet,
+        _ => MplsPayload::Unknown,
+    }
+}
+
+pub fn snapshot(pipe: &Pipeline, st: &ForwardingState) -> Snapshot {
+    pipe.snapshot(|i| st.interface(i).map(|x| x.name.clone()))
+}
