@@ -16,6 +16,17 @@
 //!   the interfaces' counters.
 //!
 //! The backend is a trait ([`Offload`]); [`xdp::Xdp`] is the XDP one (bpf/ovr_xdp.c).
+//!
+//! With several forwarding workers there is one backend (one program, one set of maps)
+//! and one [`FastPath`] per worker, each over a handle on that backend and on one
+//! [`Shared`] record. A worker offers only the flows in its own flow table, and a flow
+//! belongs to exactly one worker: the one its symmetric hash (`ovr_wire::steer`, over
+//! the innermost addresses, protocol and ports) falls to. A backend key holds that
+//! same inner 5-tuple, so two workers never install the same key, and each owner
+//! removes, merges and sweeps only its own entries. What must be one for all is in
+//! [`Shared`]: the generation (whichever worker sees a table change or an interface
+//! come or go first starts the next one, for every worker), the loss already counted
+//! per interface, and the egresses left to user space.
 #![forbid(unsafe_code)]
 
 pub mod describe;
@@ -31,6 +42,8 @@ use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::ForwardingState;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OffloadError {
@@ -42,7 +55,8 @@ pub enum OffloadError {
 pub trait Offload {
     /// The host interface index of ovr's interface `id`, if the fast path is on it.
     fn ifindex(&self, id: InterfaceId) -> Option<u32>;
-    /// Whether interfaces were attached or detached since the last call.
+    /// Whether interfaces were attached or detached since the last call (by any handle
+    /// on the backend: one caller learns of each change).
     fn take_changed(&mut self) -> bool;
     /// Re-reads what the fast path must know of each interface (kind, MAC, addresses,
     /// admin state) from the tables.
@@ -81,6 +95,58 @@ pub struct FastPathCounters {
     pub bytes: u64,
 }
 
+impl FastPathCounters {
+    /// Adds another owner's counters (one per worker).
+    pub fn merge(&mut self, o: &Self) {
+        self.installed += o.installed;
+        self.refused += o.refused;
+        self.removed += o.removed;
+        self.errors += o.errors;
+        self.invalidations += o.invalidations;
+        self.redirect_failed += o.redirect_failed;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
+
+/// What every owner of one backend shares (clones share it): the generation in force
+/// and the tables' epoch it was started for, the receive drops already counted as lost
+/// redirects, and the egresses left to user space for a while.
+#[derive(Clone, Default)]
+pub struct Shared {
+    /// The generation in force, read without the lock on every loop iteration.
+    generation: Arc<AtomicU32>,
+    state: Arc<Mutex<SharedState>>,
+}
+
+#[derive(Default)]
+struct SharedState {
+    /// The newest tables' epoch a generation was started for.
+    epoch: Option<u32>,
+    generation: u32,
+    /// An interface change taken by an owner whose tables were older than `epoch`:
+    /// the next owner with current tables starts the generation.
+    changed: bool,
+    /// Bumped whenever the attached interfaces change (their drop counts start again).
+    interfaces: u64,
+    /// Per interface: receive drops up to which the loss was counted (by one owner).
+    counted: HashMap<u32, u64>,
+    /// Egress interfaces that dropped redirected frames, until when they are avoided.
+    bad_egress: HashMap<u32, u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, SharedState> {
+        // A panic while holding the lock would be a bug; the record is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether epoch `a` is later than `b` (epochs wrap around).
+fn later(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
 /// One offloaded flow.
 #[derive(Debug, Clone, Copy)]
 struct Installed {
@@ -102,11 +168,17 @@ const SWEEP_EVERY_NS: u64 = 100_000_000;
 /// How long an egress that dropped redirected frames is left to user space.
 const EGRESS_BACKOFF_NS: u64 = 30_000_000_000;
 
-/// The owner of everything offloaded: what to install, when to invalidate, sweeping.
+/// The owner of everything one worker offloaded: what to install, when to invalidate,
+/// sweeping.
 pub struct FastPath<O: Offload> {
     backend: O,
+    shared: Shared,
+    /// The generation this owner installs with; 0 while its tables are older than the
+    /// generation's (it installs nothing then).
     generation: u32,
     epoch: Option<u32>,
+    /// `Shared`'s interface changes seen.
+    interfaces: u64,
     /// By flow id: the generation in which the flow was last offered (0: never).
     tried: Vec<u32>,
     installed: HashMap<u32, Installed>,
@@ -117,17 +189,27 @@ pub struct FastPath<O: Offload> {
     failing: bool,
     /// Receive drops per interface at the last check.
     rx_dropped: HashMap<u32, u64>,
-    /// Egress interfaces that dropped redirected frames, until when they are avoided.
+    /// Egress interfaces that dropped redirected frames, until when they are avoided
+    /// (a copy of `Shared`'s, taken at each sweep step).
     bad_egress: HashMap<u32, u64>,
     pub counters: FastPathCounters,
 }
 
 impl<O: Offload> FastPath<O> {
+    /// The only owner of `backend`.
     pub fn new(backend: O) -> Self {
+        Self::sharing(backend, Shared::default())
+    }
+
+    /// One of several owners of a backend (one per worker, each with a handle on the
+    /// same backend and a clone of the same `shared`).
+    pub fn sharing(backend: O, shared: Shared) -> Self {
         Self {
             backend,
+            shared,
             generation: 0,
             epoch: None,
+            interfaces: 0,
             tried: Vec::new(),
             installed: HashMap::new(),
             owner: HashMap::new(),
@@ -161,32 +243,61 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Starts a new generation if the tables or the interfaces changed. Call before
-    /// forwarding with `st`, every loop iteration.
+    /// Starts a new generation if the tables or the interfaces changed (whichever owner
+    /// sees it first starts it for all), and takes up the generation in force. Call
+    /// before forwarding with `st`, every loop iteration.
     pub fn begin(&mut self, st: &ForwardingState) {
         let changed = self.backend.take_changed();
-        if !changed && self.epoch == Some(st.epoch()) {
+        let epoch = st.epoch();
+        if !changed
+            && self.epoch == Some(epoch)
+            && self.generation == self.shared.generation.load(Ordering::Acquire)
+        {
             return;
         }
-        self.epoch = Some(st.epoch());
-        if changed {
-            // New sockets start their drop counts again.
-            self.rx_dropped.clear();
+        self.epoch = Some(epoch);
+        let shared = self.shared.clone();
+        let mut s = shared.lock();
+        s.changed |= changed;
+        // Another worker may already forward with newer tables: then this one waits
+        // for them (its next loop iteration) rather than describe interfaces or flows
+        // from older ones under the new generation.
+        let behind = s.epoch.is_some_and(|e| later(e, epoch));
+        let newer = s.epoch.is_none_or(|e| later(epoch, e));
+        if !behind && (newer || s.changed) {
+            if s.changed {
+                s.changed = false;
+                // New sockets start their drop counts again.
+                s.interfaces += 1;
+                s.counted.clear();
+            }
+            s.epoch = Some(epoch);
+            s.generation = s.generation.wrapping_add(1).max(1);
+            self.counters.invalidations += 1;
+            let r = self
+                .backend
+                .refresh(st)
+                .and_then(|()| self.backend.set_generation(s.generation));
+            if let Err(e) = r {
+                self.failed(e);
+            }
+            self.shared
+                .generation
+                .store(s.generation, Ordering::Release);
         }
-        self.generation = self.generation.wrapping_add(1).max(1);
-        self.counters.invalidations += 1;
-        let r = self
-            .backend
-            .refresh(st)
-            .and_then(|()| self.backend.set_generation(self.generation));
-        if let Err(e) = r {
-            self.failed(e);
+        self.generation = if behind { 0 } else { s.generation };
+        if s.interfaces != self.interfaces {
+            self.interfaces = s.interfaces;
+            self.rx_dropped.clear();
         }
     }
 
     /// Offers the flow of a packet the pipeline forwarded (`frame`: as it left).
     pub fn observe(&mut self, st: &ForwardingState, cx: &mut Cx, meta: &Meta, frame: &[u8]) {
-        if !meta.has(mf::FLOW_HIT | mf::FLOW_CREATED) || meta.has(mf::REPLICA) {
+        if self.generation == 0
+            || !meta.has(mf::FLOW_HIT | mf::FLOW_CREATED)
+            || meta.has(mf::REPLICA)
+        {
             return;
         }
         let Some(id) = cx.flows.lookup(&meta.key) else {
@@ -338,7 +449,18 @@ impl<O: Offload> FastPath<O> {
             if suspects.is_empty() {
                 continue;
             }
-            self.counters.redirect_failed += delta;
+            // Each owner whose flows redirected from here sees the same drops: the
+            // first counts them.
+            let shared = self.shared.clone();
+            let mut s = shared.lock();
+            let counted = s.counted.entry(id.0).or_insert(0);
+            let lost = dropped.saturating_sub((*counted).max(dropped - delta));
+            *counted = (*counted).max(dropped);
+            for &e in &suspects {
+                s.bad_egress.insert(e, cx.now + EGRESS_BACKOFF_NS);
+            }
+            drop(s);
+            self.counters.redirect_failed += lost;
             tracing::warn!(
                 "fast path: interface {} dropped {delta} redirected frames; egress {:?} left \
                  to user space for {} s (a veth egress needs NAPI on its peer: GRO on, or \
@@ -353,17 +475,50 @@ impl<O: Offload> FastPath<O> {
                 .filter(|(_, r)| suspects.contains(&r.tx_if))
                 .map(|(i, r)| (*i, r.key))
                 .collect();
-            for (i, key) in gone {
-                self.installed.remove(&i);
-                self.drop_entry(i, key);
-                if let Some(t) = self.tried.get_mut(i as usize) {
-                    *t = 0;
-                }
-            }
+            self.forget(gone);
             for s in suspects {
                 self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
             }
         }
+    }
+
+    /// Removes entries (after their counters were merged) and lets their flows be
+    /// offered again.
+    fn forget(&mut self, gone: Vec<(u32, Key)>) {
+        for (i, key) in gone {
+            self.installed.remove(&i);
+            self.drop_entry(i, key);
+            if let Some(t) = self.tried.get_mut(i as usize) {
+                *t = 0;
+            }
+        }
+    }
+
+    /// Takes up the egresses other owners found dropping redirected frames: this
+    /// owner's entries towards them go too.
+    fn follow_bad_egress(&mut self, cx: &mut Cx) {
+        let shared = self.shared.lock().bad_egress.clone();
+        let new: Vec<u32> = shared
+            .iter()
+            .filter(|(e, until)| cx.now < **until && self.bad_egress.get(e) != Some(until))
+            .map(|(e, _)| *e)
+            .collect();
+        self.bad_egress = shared;
+        if new.is_empty() {
+            return;
+        }
+        let towards: Vec<(u32, Installed)> = self
+            .installed
+            .iter()
+            .filter(|(_, r)| new.contains(&r.tx_if))
+            .map(|(i, r)| (*i, *r))
+            .collect();
+        let mut gone = Vec::with_capacity(towards.len());
+        for (i, r) in towards {
+            self.merge(cx, i, r);
+            gone.push((i, r.key));
+        }
+        self.forget(gone);
     }
 
     /// Checks one installed flow: gone or changed in user space → entry removed;
@@ -392,6 +547,7 @@ impl<O: Offload> FastPath<O> {
         }
         self.swept_at = Some(cx.now);
         self.check_redirects(cx);
+        self.follow_bad_egress(cx);
         if self.sweep.is_empty() {
             self.sweep.extend(self.installed.keys().copied());
         }

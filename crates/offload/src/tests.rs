@@ -125,23 +125,59 @@ struct Rig {
 }
 
 fn rig() -> Rig {
+    let fake = Fake::default();
+    rig_with(FastPath::new(fake.clone()), fake)
+}
+
+/// One of several workers' owners over the same backend and `shared` record, each with
+/// its own pipeline (its own flows) and its own copy of the tables.
+fn worker_rig(fake: &Fake, shared: &Shared) -> Rig {
+    rig_with(
+        FastPath::sharing(fake.clone(), shared.clone()),
+        fake.clone(),
+    )
+}
+
+fn rig_with(fast: FastPath<Fake>, fake: Fake) -> Rig {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../config/examples/two-networks.yaml"
     );
     let l = ovr_config::load_tables(std::path::Path::new(path)).expect("example config");
-    let fake = Fake::default();
     Rig {
         pipe: Pipeline::new(l.translation.flows.dataplane()),
         reader: l.reader,
         _writer: l.writer,
         names: l.translation.names,
-        fast: FastPath::new(fake.clone()),
+        fast,
         fake,
     }
 }
 
 impl Rig {
+    /// Publishes a change to this rig's tables (a new epoch).
+    fn change_tables(&mut self) {
+        self._writer
+            .commit(vec![ovr_tables::state::TableOp::UpsertVrf {
+                id: ovr_tables::ids::VrfId(50),
+                name: "changed".into(),
+                vni: None,
+            }])
+            .expect("change");
+    }
+
+    fn epoch(&self) -> u32 {
+        self.reader.enter().expect("tables").epoch()
+    }
+
+    /// The key of the entry this rig's flows installed (one).
+    fn key(&self) -> Key {
+        let mut mine = self.fast.installed.values().map(|r| r.key);
+        let k = mine.next().expect("an entry");
+        assert!(mine.next().is_none());
+        k
+    }
+
     /// Runs one frame through the pipeline and the fast path's owner; returns what was
     /// sent (interface, bytes).
     fn run(&mut self, iface: &str, frame: &[u8], now: u64) -> Vec<(String, Vec<u8>)> {
@@ -322,4 +358,98 @@ fn receive_drops_while_redirecting_leave_the_egress_to_user_space() {
     r.fake.s.borrow_mut().changed = true;
     r.run("vm1", &c.input, 1_300_000_000);
     assert!(r.fake.s.borrow().entries.is_empty());
+}
+
+/// The same workload frame on another flow (another source port; the pipeline does not
+/// check transport checksums, the fast path's description does not depend on them).
+fn other_flow(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[35] ^= 0x55;
+    f
+}
+
+#[test]
+fn workers_share_one_generation_whoever_sees_the_change() {
+    let c = &cases()[0];
+    let (fake, shared) = (Fake::default(), Shared::default());
+    let (mut a, mut b) = (worker_rig(&fake, &shared), worker_rig(&fake, &shared));
+    let (fa, fb) = (c.input.clone(), other_flow(&c.input));
+    // b's tables are one change ahead of a's (a has not entered the new ones yet).
+    b.change_tables();
+    assert!(later(b.epoch(), a.epoch()));
+    a.run("vm1", &fa, 1);
+    let g1 = fake.s.borrow().generation;
+    b.run("vm1", &fb, 1);
+    let g2 = fake.s.borrow().generation;
+    assert_ne!(g1, g2);
+    let (ka, kb) = (a.key(), b.key());
+    assert_ne!(ka, kb);
+    assert_eq!(fake.s.borrow().entries[&kb].1, g2);
+    // a, behind the generation, installs nothing and starts nothing.
+    a.run("vm1", &fa, 2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g1);
+    assert_eq!(a.fast.counters.installed, 1);
+    // a catches up: it takes up b's generation and offers its flow again.
+    a.change_tables();
+    a.run("vm1", &fa, 3);
+    assert_eq!(fake.s.borrow().generation, g2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g2);
+    assert_eq!(fake.s.borrow().refreshed, 2);
+    // An interface change, taken by one worker: one new generation for both.
+    fake.s.borrow_mut().changed = true;
+    b.run("vm1", &fb, 4);
+    a.run("vm1", &fa, 4);
+    let g3 = fake.s.borrow().generation;
+    assert_ne!(g3, g2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g3);
+    assert_eq!(fake.s.borrow().entries[&kb].1, g3);
+    // Each generation was started once, by one of them.
+    let started = a.fast.counters.invalidations + b.fast.counters.invalidations;
+    assert_eq!((started, fake.s.borrow().refreshed), (3, 3));
+    assert_eq!(a.fast.counters.installed + b.fast.counters.installed, 5);
+}
+
+#[test]
+fn workers_count_a_redirect_loss_once_and_all_avoid_the_egress() {
+    let c = &cases()[0];
+    let (fake, shared) = (Fake::default(), Shared::default());
+    let (mut a, mut b, mut d) = (
+        worker_rig(&fake, &shared),
+        worker_rig(&fake, &shared),
+        worker_rig(&fake, &shared),
+    );
+    let (fa, fb) = (c.input.clone(), other_flow(&c.input));
+    let mut fd = other_flow(&c.input);
+    fd[34] ^= 0x55;
+    let vm1 = a.names.interfaces["vm1"];
+    fake.s.borrow_mut().rx_dropped = vec![(vm1, 0)];
+    a.run("vm1", &fa, 1);
+    b.run("vm1", &fb, 1);
+    d.run("vm1", &fd, 1);
+    // a's and b's flows were redirected from vm1 (5 frames each), d's carried nothing;
+    // vm1 dropped 5.
+    for k in [a.key(), b.key()] {
+        fake.s
+            .borrow_mut()
+            .entries
+            .get_mut(&k)
+            .expect("entry")
+            .2
+            .packets = 5;
+    }
+    fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
+    a.run("vm1", &fa, 1_000_000_000);
+    b.run("vm1", &fb, 1_000_000_000);
+    d.run("vm1", &fd, 1_000_000_000);
+    let failed: Vec<u64> = [&a, &b, &d]
+        .iter()
+        .map(|r| r.fast.counters.redirect_failed)
+        .collect();
+    assert_eq!(failed, [5, 0, 0]);
+    // Every worker's entries towards that egress went, d's too (it learnt of the egress
+    // from the others), and none is offered again while it is avoided.
+    assert!(fake.s.borrow().entries.is_empty());
+    d.run("vm1", &fd, 1_100_000_000);
+    assert!(fake.s.borrow().entries.is_empty());
+    assert!(d.fast.counters.refused > 0);
 }

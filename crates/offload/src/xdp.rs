@@ -3,6 +3,11 @@
 //! the egress map and the AF_XDP socket map (each interface has its own slots in it,
 //! named in its `ovr_ifaces` entry). One load rather than pinned maps: nothing to clean
 //! up on bpffs after a crash, and the kernel detaches everything when ovrd exits.
+//!
+//! With several workers, each worker attaches the program to the interfaces it receives
+//! from (through its clone of [`Xdp`]) and owns a `FastPath` over another clone: the
+//! maps are shared, behind one lock taken only to change or read them (never per
+//! packet in user space).
 
 use crate::layout::{
     ACTION_LEN, Action, ActionBytes, COUNTER_NAMES, IFACE_LEN, Iface, IfaceBytes, KEY_LEN, Key,
@@ -14,6 +19,7 @@ use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, 
 use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ovr_xdp.o"));
@@ -57,14 +63,15 @@ struct Inner {
     xsk_fds: HashMap<u32, Vec<RawFd>>,
     /// Free blocks of AF_XDP slots.
     free_slots: Vec<u32>,
-    /// Interfaces were attached or detached since the last `take_changed`.
-    changed: bool,
 }
 
-/// The loaded program and its maps; clones share them.
+/// The loaded program and its maps; clones share them (one per worker).
 #[derive(Clone)]
 pub struct Xdp {
     inner: Arc<Mutex<Inner>>,
+    /// Interfaces were attached or detached since the last `take_changed` (looked at
+    /// every loop iteration, without the lock).
+    changed: Arc<AtomicBool>,
 }
 
 impl Xdp {
@@ -100,10 +107,10 @@ impl Xdp {
                 .rev()
                 .map(|b| b * XSK_SLOTS)
                 .collect(),
-            changed: false,
         };
         Ok(Self {
             inner: Arc::new(Mutex::new(inner)),
+            changed: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -154,7 +161,7 @@ impl Xdp {
             Ok(link) => {
                 g.attached.insert(id, (ifindex, entry));
                 g.names.insert(id, name.to_string());
-                g.changed = true;
+                self.changed.store(true, Ordering::Release);
                 Ok(Attachment {
                     xdp: self.clone(),
                     id,
@@ -232,7 +239,7 @@ impl Drop for Attachment {
         g.attached.remove(&self.id);
         g.names.remove(&self.id);
         g.xsk_fds.remove(&self.id);
-        g.changed = true;
+        self.xdp.changed.store(true, Ordering::Release);
     }
 }
 
@@ -242,7 +249,7 @@ impl Offload for Xdp {
     }
 
     fn take_changed(&mut self) -> bool {
-        std::mem::take(&mut self.lock().changed)
+        self.changed.load(Ordering::Relaxed) && self.changed.swap(false, Ordering::AcqRel)
     }
 
     fn refresh(&mut self, st: &ovr_tables::state::ForwardingState) -> Result<(), OffloadError> {
@@ -332,6 +339,12 @@ impl Offload for Xdp {
 }
 
 const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
+
+/// Workers attach interfaces and own fast paths on their own threads.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<Xdp>();
+};
 
 #[cfg(test)]
 mod tests {
