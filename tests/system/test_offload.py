@@ -4,7 +4,9 @@ Turning offload on must change speed, never behaviour: the same scapy-made frame
 same underlay and workload packets, field by field, with offload off and on, while the
 fast path really carries them (user space sees only each flow's first packets); a policy
 change stops an offloaded flow at once; TCP from workloads whose stacks leave checksums
-to the NIC arrives intact; the kernel's VXLAN still interoperates.
+to the NIC arrives intact; the kernel's VXLAN still interoperates. The fast path's tests
+run with one forwarding worker and with two (one program and its maps for the whole ovrd,
+each worker offloading the flows it owns).
 
 Each lab has its own prefix (`ovrof<pid>x`) and directory and is taken down on failure."""
 
@@ -72,6 +74,18 @@ class Lab:
             return f.read()
 
 
+WORKERS = pytest.mark.parametrize("workers", [1, 2])
+
+
+def workers_args(workers):
+    """ovrctl lab arguments for `workers` forwarding workers in every ovrd."""
+    return (f"--ovrd-arg=--workers={workers}",) if workers > 1 else ()
+
+
+def tag(letter, workers):
+    return letter if workers == 1 else f"{letter}{workers}"
+
+
 def user_space_share(lab, host, iface, node):
     """(frames the interface received, frames the pipeline's `node` saw)."""
     c = lab.json(host, "counters")
@@ -137,9 +151,9 @@ def fields(p):
     return out
 
 
-def run_frames(offload, tmp_path):
+def run_frames(offload, tmp_path, workers=1):
     args = ("--offload",) if offload else ()
-    with Lab("o" if offload else "n", *args) as lab:
+    with Lab(tag("o" if offload else "n", workers), *args, *workers_args(workers)) as lab:
         # h1 routes to the remote workload's address over VXLAN (the lab bridges it).
         lab.api("h1", "routes", "add", "network=t1", f"prefix={W2_IP}/32", "nexthop=h2-t1")
         # Only what h1 sends and what w2 receives (not w2's own RSTs and ICMP errors).
@@ -152,13 +166,16 @@ def run_frames(offload, tmp_path):
             p for p in work.stop() if ours(p)]
         shares = (user_space_share(lab, "h1", "t1w1", "ethernet-input"),
                   user_space_share(lab, "h2", "uplink", "underlay-input"))
+        flows = {h: lab.json(h, "flows", "--port", "9999")["flows"] +
+                 lab.json(h, "flows", "--port", "9998")["flows"] for h in ("h1", "h2")}
         log = lab.ctl("down").stdout
-    return u, w, shares, log
+    return u, w, shares, flows, log
 
 
-def test_same_packets_with_and_without_offload(tmp_path):
-    u_off, w_off, _, _ = run_frames(False, tmp_path)
-    u_on, w_on, (h1, h2), log = run_frames(True, tmp_path)
+@WORKERS
+def test_same_packets_with_and_without_offload(tmp_path, workers):
+    u_off, w_off, _, _, _ = run_frames(False, tmp_path)
+    u_on, w_on, (h1, h2), flows, log = run_frames(True, tmp_path, workers)
     assert len(u_off) == 180 and len(w_off) == 180, (len(u_off), len(w_off))
     # Field by field (scapy's decoding) and byte for byte: the outer IP id is 0 both ways.
     assert [fields(p) for p in u_on] == [fields(p) for p in u_off]
@@ -179,6 +196,18 @@ def test_same_packets_with_and_without_offload(tmp_path):
     assert h1_rx >= 180 and h1_user <= 20, h1
     assert h2_rx >= 180 and h2_user <= 20, h2
     assert "fast path: flows" in log and " hit " in log
+    # The fast path's packets are in the flows the API shows (merged from every worker):
+    # each of the three flows counts all 60 packets on both hosts.
+    for host, fl in flows.items():
+        fwd = [f for f in fl if f["dst_port"] in (9999, 9998)]
+        assert sorted(f["packets"] for f in fwd) == [60, 60, 60], (host, fl)
+        if workers > 1:
+            # Ids are local id × workers + worker: the flows' hashes put the routed one in
+            # worker 0 and the two bridged ones in worker 1, each with its reverse, so
+            # both workers' fast paths carried flows and merged them into the API's.
+            assert {f["id"] % workers for f in fwd} == {0, 1}, fl
+            assert all(f["reverse"] is None or f["reverse"] % workers == f["id"] % workers
+                       for f in fl), fl
 
 
 def udp_receiver(lab, seconds):
@@ -192,8 +221,9 @@ def udp_receiver(lab, seconds):
                             stdout=subprocess.PIPE, text=True)
 
 
-def test_policy_change_stops_an_offloaded_flow():
-    with Lab("p", "--offload") as lab:
+@WORKERS
+def test_policy_change_stops_an_offloaded_flow(workers):
+    with Lab(tag("p", workers), "--offload", *workers_args(workers)) as lab:
         rx = udp_receiver(lab, 7)
         time.sleep(0.5)
         send = ("import time\nfrom scapy.all import *\n"
@@ -267,8 +297,9 @@ def transfer(lab, client, server_ns, server_ip, direction):
     return sent[0], got[0], int(got[1])
 
 
-def test_tcp_from_workloads_with_offloads_on():
-    with Lab("t", "--offload") as lab:
+@WORKERS
+def test_tcp_from_workloads_with_offloads_on(workers):
+    with Lab(tag("t", workers), "--offload", *workers_args(workers)) as lab:
         # The workloads keep their checksum offload (the lab's default): partial checksums.
         feats = sh("ethtool", "-k", "eth0", ns=lab.ns("h1-t1-w1")).stdout
         assert "tx-checksumming: on" in feats
@@ -291,11 +322,12 @@ def test_kernel_vxlan_interop_with_offload():
             assert n == 8 << 20 and sent == got, direction
 
 
-def test_redirect_to_a_peer_without_napi_is_detected_and_counted():
+@WORKERS
+def test_redirect_to_a_peer_without_napi_is_detected_and_counted(workers):
     """Without GRO on the veth peers (only `--offload=xdp` passed to ovrd), the kernel
     drops what XDP redirects there: ovrd must notice, count it, and fall back to user
     space for those egresses, so the flow keeps going."""
-    with Lab("r", "--ovrd-arg=--offload=xdp") as lab:
+    with Lab(tag("r", workers), "--ovrd-arg=--offload=xdp", *workers_args(workers)) as lab:
         rx = udp_receiver(lab, 6)
         time.sleep(0.5)
         send = ("import time\nfrom scapy.all import *\n"
