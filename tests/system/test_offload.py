@@ -312,8 +312,9 @@ def test_tcp_from_workloads_with_offloads_on(workers):
             assert rx > 3000 and user < rx / 4, (host, rx, user)
 
 
-def test_kernel_vxlan_interop_with_offload():
-    with Lab("k", "--offload", "--kernel-host") as lab:
+@WORKERS
+def test_kernel_vxlan_interop_with_offload(workers):
+    with Lab(tag("k", workers), "--offload", "--kernel-host", *workers_args(workers)) as lab:
         r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.31", ns=lab.ns("h1-t1-w1"),
                check=False)
         assert r.returncode == 0, r.stdout + r.stderr
