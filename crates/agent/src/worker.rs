@@ -142,12 +142,23 @@ pub type Requests = mpsc::Receiver<Request>;
 /// Answers what is waiting, a few at most, and ends captures whose time is up: call
 /// once per loop iteration.
 pub fn drain(requests: &Requests, pipe: &mut Pipeline) {
+    drain_with(requests, pipe, |_| {});
+}
+
+/// Like [`drain`], with `around` called just before and just after each request is
+/// answered (a fast path below the pipeline merges its counters into the flows before
+/// they are read, and takes deleted flows out after).
+pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut around: impl FnMut(&mut Pipeline)) {
     if !pipe.taps.is_empty() {
         pipe.taps.expire(Instant::now());
     }
     for _ in 0..PER_ITERATION {
         match requests.try_recv() {
-            Ok(r) => serve(pipe, r),
+            Ok(r) => {
+                around(pipe);
+                serve(pipe, r);
+                around(pipe);
+            }
             Err(_) => return,
         }
     }

@@ -306,6 +306,11 @@ pub struct Up {
     /// segmentation offload), as `--ovrd-arg=--driver=af-xdp` requires.
     #[arg(long)]
     pub no_workload_offloads: bool,
+    /// Every ovrd with its XDP fast path (`--offload xdp`), and NAPI (GRO) on the veth
+    /// ends it redirects frames into: the workloads' eth0 and the underlay bridge's
+    /// ports (docs/io.md, "Offload").
+    #[arg(long)]
+    pub offload: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -430,6 +435,16 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
     if a.kernel_host {
         kernel_host(p, s, &ul, a.hosts + 1)?;
     }
+    if a.offload {
+        // XDP_REDIRECT into a veth is dropped unless its peer runs NAPI: GRO turns it on.
+        for w in &s.workloads {
+            run(Some(&w.namespace), &["ethtool", "-K", "eth0", "gro", "on"])?;
+        }
+        for h in 1..=a.hosts {
+            run(Some(&ul), &["ethtool", "-K", &format!("h{h}"), "gro", "on"])?;
+        }
+    }
+    let offload_arg = a.offload.then_some("--offload=xdp");
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);
         let host = &s.hosts[h - 1];
@@ -447,6 +462,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg(host.config.with_extension("sock"))
             .arg("--state")
             .arg(host.config.with_extension("state.json"))
+            .args(offload_arg)
             .args(&a.ovrd_args)
             .stdin(Stdio::null())
             .stdout(log)

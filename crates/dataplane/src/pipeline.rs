@@ -4,6 +4,7 @@
 use crate::capture::Taps;
 use crate::context::{Cx, Settings};
 use crate::drop::Reason;
+use crate::meta::{Meta, flags};
 use crate::nodes::*;
 use ovr_graph::pool::MAX_PACKET;
 use ovr_graph::{Graph, Node, NodeId};
@@ -261,6 +262,26 @@ impl Pipeline {
             self.cx.pool.free(&queue);
             queue.clear();
             self.cx.tx[i] = queue;
+        }
+    }
+
+    /// Shows `f` every packet waiting for transmission that followed a flow (found or
+    /// just created), with its metadata and its first bytes (up to 128, enough for outer
+    /// and inner headers): how the offload learns what the pipeline did to a flow.
+    pub fn for_each_flow_tx(&mut self, mut f: impl FnMut(&mut Cx, &Meta, &[u8])) {
+        let mut head = [0u8; 128];
+        for i in 0..self.cx.tx.len() {
+            for j in 0..self.cx.tx[i].len() {
+                let p = self.cx.tx[i][j];
+                let meta = *self.cx.pool.meta(p);
+                if meta.flags & (flags::FLOW_HIT | flags::FLOW_CREATED) == 0 {
+                    continue;
+                }
+                let data = self.cx.pool.data(p);
+                let n = data.len().min(head.len());
+                head[..n].copy_from_slice(&data[..n]);
+                f(&mut self.cx, &meta, &head[..n]);
+            }
         }
     }
 

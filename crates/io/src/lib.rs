@@ -104,6 +104,12 @@ pub fn if_index(name: &str) -> Option<u32> {
     sys::if_index(name)
 }
 
+/// Frames the AF_XDP socket `fd` could not take on receipt so far (see [`XskSlots`]:
+/// the offload tells these apart from the redirects an egress dropped).
+pub fn xsk_rx_drops(fd: RawFd) -> Option<u64> {
+    sys::xsk_rx_drops(fd).ok()
+}
+
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {
@@ -131,13 +137,34 @@ pub fn open(
     offloading: bool,
     batch: usize,
 ) -> Result<(Box<dyn Driver>, Option<IoError>), IoError> {
+    open_with(name, pref, offloading, batch, None)
+}
+
+/// An XDP program shared by all of ovrd's interfaces (the offload's fast path), already
+/// attached to the interface: an AF_XDP driver puts its sockets into the program's
+/// socket map instead of loading a program of its own.
+pub trait XskSlots {
+    /// Steers frames arriving on receive queue `queue` to socket `fd`.
+    fn insert(&mut self, queue: u32, fd: RawFd) -> Result<(), String>;
+}
+
+/// Like [`open`]; with `shared`, an AF_XDP driver uses that program (see [`XskSlots`]).
+pub fn open_with(
+    name: &str,
+    pref: Preference,
+    offloading: bool,
+    batch: usize,
+    shared: Option<&mut dyn XskSlots>,
+) -> Result<(Box<dyn Driver>, Option<IoError>), IoError> {
     match pref {
-        Preference::Only(DriverKind::AfXdp) => Ok((Box::new(AfXdp::open(name, batch)?), None)),
+        Preference::Only(DriverKind::AfXdp) => {
+            Ok((Box::new(AfXdp::open_with(name, batch, shared)?), None))
+        }
         Preference::Only(DriverKind::AfPacket) => {
             Ok((Box::new(AfPacket::open(name, batch)?), None))
         }
         Preference::Auto if offloading => Ok((Box::new(AfPacket::open(name, batch)?), None)),
-        Preference::Auto => match AfXdp::open(name, batch) {
+        Preference::Auto => match AfXdp::open_with(name, batch, shared) {
             Ok(d) => Ok((Box::new(d), None)),
             Err(e @ IoError::NoSuchInterface { .. }) => Err(e),
             Err(e) => Ok((Box::new(AfPacket::open(name, batch)?), Some(e))),

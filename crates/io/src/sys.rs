@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -357,4 +357,24 @@ pub fn rx_queues(name: &str) -> u32 {
         })
         .unwrap_or(1)
         .max(1)
+}
+
+/// Frames an AF_XDP socket could not take on receipt (its fill ring empty or its receive
+/// ring full; the redirect then fails and the device counts a receive drop too).
+pub fn xsk_rx_drops(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: xdp_statistics is plain integers; all zero is a valid value.
+    let mut st: libc::xdp_statistics = unsafe { core::mem::zeroed() };
+    let mut len = core::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: `st` is a live xdp_statistics and `len` says its size; the kernel writes at
+    // most that much (and says how much in `len`).
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&raw mut st).cast(),
+            &raw mut len,
+        )
+    })?;
+    Ok(st.rx_dropped + st.rx_ring_full)
 }

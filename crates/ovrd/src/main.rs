@@ -67,9 +67,20 @@ struct Args {
     /// their latency steady when other work shares the host).
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<usize>,
+    /// The fast path for established flows: xdp (an XDP program on every interface
+    /// forwards flows the pipeline has described, without waking ovrd; needs XDP on
+    /// every interface and NAPI on the peers it redirects to, docs/io.md) or off.
+    #[arg(long, value_enum, default_value_t = OffloadArg::Off)]
+    offload: OffloadArg,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OffloadArg {
+    Off,
+    Xdp,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -159,6 +170,13 @@ fn run(a: &Args) -> Result<(), String> {
         spin: Duration::from_micros(a.spin_us),
         stats_every: (a.stats_every > 0).then(|| Duration::from_secs(a.stats_every)),
     };
+    // One program and one set of maps for the whole ovrd: each worker attaches it to the
+    // interfaces it receives from and owns a fast path over it for its own flows.
+    let xdp = match a.offload {
+        OffloadArg::Xdp => Some(ovr_offload::xdp::Xdp::load().map_err(|e| e.to_string())?),
+        OffloadArg::Off => None,
+    };
+    let generations = ovr_offload::Shared::default();
     let start = Instant::now();
     let readers = reader.factory();
     // Each worker opens its interfaces on its own thread (drivers stay on the thread
@@ -170,6 +188,8 @@ fn run(a: &Args) -> Result<(), String> {
             let handoff = handoffs[index].take();
             let core = cores.get(index).copied();
             let (readers, stop, options, settings) = (&readers, &*stop, &options, &settings);
+            let xdp = xdp.clone();
+            let generations = generations.clone();
             let opened = opened.clone();
             let (pref, batch) = (a.driver.into(), a.batch);
             let t = std::thread::Builder::new()
@@ -180,12 +200,16 @@ fn run(a: &Args) -> Result<(), String> {
                     let worker = pin(core, index).and_then(|()| {
                         let st = reader.enter().ok_or("the tables are gone")?;
                         let extra = handoff.iter().map(|(m, _)| m.fd()).collect();
+                        let fast = xdp
+                            .clone()
+                            .map(|x| ovr_offload::FastPath::sharing(x, generations));
                         Ok(Worker {
                             share,
-                            ports: Ports::open(&st, pref, batch, share, extra)?,
+                            ports: Ports::open(&st, pref, batch, share, extra, xdp)?,
                             pipe: Pipeline::new(*settings),
                             requests,
                             handoff,
+                            fast,
                         })
                     });
                     let worker = match worker {
@@ -232,11 +256,20 @@ fn run(a: &Args) -> Result<(), String> {
     })?;
     info!("stopped: every interface let go");
     let mut total = snapshots.into_iter();
-    let mut sum = total.next().ok_or("no worker")?;
+    let first = total.next().ok_or("no worker")?;
+    let (mut sum, mut fast) = (first.counters, first.fast);
     for s in total {
-        sum.merge(s);
+        sum.merge(s.counters);
+        if let (Some((c, n)), Some((more, m))) = (fast.as_mut(), s.fast) {
+            c.merge(&more);
+            *n += m;
+        }
     }
-    eprintln!("{COUNTERS_AT_EXIT}\n{sum}");
+    let fast_line = match (fast, &xdp) {
+        (Some((c, n)), Some(x)) => format!("\nfast path: {}", worker::fast_path_line(&c, n, x)),
+        _ => String::new(),
+    };
+    eprintln!("{COUNTERS_AT_EXIT}\n{sum}{fast_line}");
     Ok(())
 }
 

@@ -12,8 +12,13 @@
 //!
 //! With several workers, each interface is received from by one worker (its driver, the
 //! one that may attach an XDP program); the others open it for sending only.
+//!
+//! With `--offload xdp`, the receiving worker also attaches the fast path's program
+//! (one program for the whole ovrd, see `ovr_offload::xdp`) before its driver, whose
+//! AF_XDP sockets then go into that program's socket map.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
+use ovr_offload::xdp::{Attachment, Xdp};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
 use ovr_tables::state::ForwardingState;
@@ -39,6 +44,9 @@ struct Port {
     failing: bool,
     /// This worker receives from it (else it only sends on it).
     rx: bool,
+    /// With `--offload xdp`, on the receiving worker: the shared XDP program on this
+    /// interface (declared after the driver: detached once the sockets are closed).
+    xdp: Option<Attachment>,
 }
 
 impl Port {
@@ -52,6 +60,7 @@ impl Port {
             past: DriverStats::default(),
             failing: false,
             rx: share.receives(id),
+            xdp: None,
         }
     }
 
@@ -66,7 +75,12 @@ impl Port {
         }
     }
 
-    fn attach(&mut self, pref: Preference, batch: usize) -> Result<(), ovr_io::IoError> {
+    fn attach(
+        &mut self,
+        pref: Preference,
+        batch: usize,
+        offload: Option<&Xdp>,
+    ) -> Result<(), ovr_io::IoError> {
         if !self.rx {
             let d = ovr_io::open_sender(&self.name)?;
             debug!(interface = %self.name, id = self.id.0, "opened for sending");
@@ -76,7 +90,31 @@ impl Port {
             return Ok(());
         }
         let offloading = self.kind != InterfaceKind::Underlay;
-        let (d, fallback) = ovr_io::open(&self.name, pref, offloading, batch)?;
+        self.xdp = None;
+        if let Some(x) = offload {
+            let af_xdp = match pref {
+                Preference::Only(k) => k == ovr_io::DriverKind::AfXdp,
+                Preference::Auto => !offloading,
+            };
+            match x.attach(&self.name, self.id.0, af_xdp) {
+                Ok(a) => self.xdp = Some(a),
+                Err(_) if ovr_io::if_index(&self.name).is_none() => {
+                    return Err(ovr_io::IoError::NoSuchInterface {
+                        name: self.name.clone(),
+                    });
+                }
+                Err(e) => warn!(interface = %self.name, "no fast path here: {e}"),
+            }
+        }
+        let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
+        let (d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared) {
+            Ok(d) => d,
+            Err(e) => {
+                // No driver to read the frames the program passes on: detach it.
+                self.xdp = None;
+                return Err(e);
+            }
+        };
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
@@ -92,6 +130,7 @@ impl Port {
             self.past = self.stats();
             // Closes the sockets and detaches the XDP program.
             self.driver = None;
+            self.xdp = None;
             // The receiving worker speaks for the interface.
             if self.rx {
                 warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
@@ -104,9 +143,10 @@ impl Port {
         &mut self,
         pref: Preference,
         batch: usize,
+        offload: Option<&Xdp>,
         may_be_absent: bool,
     ) -> Result<(), ovr_io::IoError> {
-        match self.attach(pref, batch) {
+        match self.attach(pref, batch, offload) {
             Err(ovr_io::IoError::NoSuchInterface { .. }) if may_be_absent => {
                 if self.rx {
                     info!(interface = %self.name, "does not exist yet: waiting for it");
@@ -155,6 +195,8 @@ pub struct Ports {
     last_check: Instant,
     /// The tables' epoch the set of ports was last compared with.
     epoch: u32,
+    /// The fast path's program, attached to the interfaces this worker receives from.
+    offload: Option<Xdp>,
 }
 
 impl Ports {
@@ -166,6 +208,7 @@ impl Ports {
         batch: usize,
         share: Share,
         extra_fds: Vec<RawFd>,
+        offload: Option<Xdp>,
     ) -> Result<Self, String> {
         let mut s = Self {
             share,
@@ -177,11 +220,12 @@ impl Ports {
             poller: Poller::new([]),
             last_check: Instant::now(),
             epoch: st.epoch(),
+            offload,
         };
         for i in st.interfaces().iter() {
             let may_be_absent = i.kind == InterfaceKind::Tap;
             let mut p = Port::new(i.id, &i.name, i.kind, share);
-            p.attach_or_wait(pref, batch, may_be_absent)
+            p.attach_or_wait(pref, batch, s.offload.as_ref(), may_be_absent)
                 .map_err(|e| e.to_string())?;
             s.ports.push(p);
         }
@@ -286,7 +330,7 @@ impl Ports {
                 changed = true;
             }
             if p.driver.is_none() && now.is_some() {
-                match p.attach(self.pref, self.batch) {
+                match p.attach(self.pref, self.batch, self.offload.as_ref()) {
                     Ok(()) => changed = true,
                     Err(e) => p.failed(&e),
                 }
@@ -321,7 +365,7 @@ impl Ports {
                 continue;
             }
             let mut p = Port::new(i.id, &i.name, i.kind, self.share);
-            if let Err(e) = p.attach_or_wait(self.pref, self.batch, true) {
+            if let Err(e) = p.attach_or_wait(self.pref, self.batch, self.offload.as_ref(), true) {
                 p.failed(&e);
             }
             self.ports.push(p);
@@ -357,6 +401,7 @@ impl Ports {
                 "closed"
             );
             p.driver = None;
+            p.xdp = None;
         }
     }
 }

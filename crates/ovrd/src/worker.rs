@@ -3,12 +3,18 @@
 //! (`ovr_wire::steer`, the same both ways and through every tunnel), so that a flow's
 //! state lives in one place; a frame read by another worker is handed over
 //! (`handoff`). Frames with no flow (ARP, broadcasts) stay with the worker that read them.
+//!
+//! With `--offload xdp`, each worker has its own `FastPath` for the flows it owns, over
+//! the one XDP program and set of maps of the whole ovrd (`ovr_offload` says why their
+//! entries never collide and how a table change invalidates them for every worker).
 
 use crate::handoff::{Mailbox, Outbox};
 use crate::ports::{Ports, Share};
 use ovr_agent::worker::Requests;
 use ovr_dataplane::Pipeline;
 use ovr_dataplane::counters::Snapshot;
+use ovr_offload::xdp::Xdp;
+use ovr_offload::{FastPath, FastPathCounters};
 use ovr_tables::nexthop::{Inner, NextHop};
 use ovr_tables::state::{ForwardingState, TablesReader};
 use ovr_wire::offload::VNET_HDR_LEN;
@@ -34,18 +40,28 @@ pub struct Worker {
     pub requests: Requests,
     /// Present with more than one worker.
     pub handoff: Option<(Mailbox, Outbox)>,
+    /// The fast path of this worker's flows (`--offload xdp`).
+    pub fast: Option<FastPath<Xdp>>,
+}
+
+/// What a worker leaves when it stops.
+pub struct Stopped {
+    /// Its counters, interfaces named.
+    pub counters: Snapshot,
+    /// Its fast path's counters and how many flows it had offloaded.
+    pub fast: Option<(FastPathCounters, usize)>,
 }
 
 impl Worker {
-    /// Forwards until `stop`; returns the counters (interfaces named) and closes the
-    /// interfaces.
+    /// Forwards until `stop`; returns the counters (interfaces named; the fast path's
+    /// merged in) and closes the interfaces.
     pub fn run(
         mut self,
         reader: &TablesReader,
         o: &Options,
         start: Instant,
         stop: &AtomicBool,
-    ) -> Result<Snapshot, String> {
+    ) -> Result<Stopped, String> {
         let mut last_stats = Instant::now();
         let mut last_traffic = Instant::now() - o.spin;
         while !stop.load(Ordering::Relaxed) {
@@ -55,6 +71,9 @@ impl Worker {
             let Some(guard) = reader.enter() else { break };
             let st = &*guard;
             self.pipe.cx.now = start.elapsed().as_nanos() as u64;
+            if let Some(f) = self.fast.as_mut() {
+                f.begin(st);
+            }
             let received = self.receive(st);
             if received > 0 {
                 last_traffic = Instant::now();
@@ -67,16 +86,33 @@ impl Worker {
                 ports,
                 pipe,
                 requests,
+                fast,
                 ..
             } = &mut self;
             pipe.run(st);
-            ovr_agent::worker::drain(requests, pipe);
+            match fast {
+                Some(f) => {
+                    pipe.for_each_flow_tx(|cx, meta, head| f.observe(st, cx, meta, head));
+                    f.maintain(&mut pipe.cx);
+                    // The fast path's counters are merged into the flows before they are
+                    // read, and flows deleted are taken out of it at once.
+                    ovr_agent::worker::drain_with(requests, pipe, |p| f.sync_all(&mut p.cx));
+                }
+                None => ovr_agent::worker::drain(requests, pipe),
+            }
             pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
             ports.maintain(st);
             if let Some(every) = o.stats_every
                 && last_stats.elapsed() >= every
             {
                 last_stats = Instant::now();
+                if let Some(f) = self.fast.as_ref() {
+                    info!(
+                        worker = self.share.index,
+                        "fast path: {}",
+                        fast_path_line(&f.counters, f.len(), f.backend())
+                    );
+                }
                 info!(
                     worker = self.share.index,
                     "counters\n{}",
@@ -84,6 +120,10 @@ impl Worker {
                 );
             }
         }
+        let fast = self.fast.as_mut().map(|f| {
+            f.sync_all(&mut self.pipe.cx);
+            (f.counters, f.len())
+        });
         let snap = reader.enter().map(|st| snapshot(&self.pipe, &st));
         if let Some((_, out)) = &self.handoff {
             info!(
@@ -94,7 +134,10 @@ impl Worker {
             );
         }
         self.ports.close();
-        Ok(snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)))
+        Ok(Stopped {
+            counters: snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)),
+            fast,
+        })
     }
 
     /// Sleeps until a frame arrives (or another worker hands some over).
@@ -186,4 +229,25 @@ fn label_payload(st: &ForwardingState, label: u32) -> MplsPayload {
 
 pub fn snapshot(pipe: &Pipeline, st: &ForwardingState) -> Snapshot {
     pipe.snapshot(|i| st.interface(i).map(|x| x.name.clone()))
+}
+
+/// A fast path's counters (one worker's or all workers' summed) and its program's, on
+/// one line.
+pub fn fast_path_line(c: &FastPathCounters, flows: usize, program: &Xdp) -> String {
+    let mut s = format!(
+        "flows {flows} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
+         redirect_failed {}), carried {} packets {} bytes; program:",
+        c.installed,
+        c.refused,
+        c.removed,
+        c.invalidations,
+        c.errors,
+        c.redirect_failed,
+        c.packets,
+        c.bytes
+    );
+    for (name, v) in program.counters() {
+        s.push_str(&format!(" {name} {v}"));
+    }
+    s
 }

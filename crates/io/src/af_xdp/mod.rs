@@ -13,7 +13,7 @@
 mod program;
 mod umem;
 
-use crate::{Driver, DriverKind, DriverStats, IoError, sys};
+use crate::{Driver, DriverKind, DriverStats, IoError, XskSlots, sys};
 use std::num::NonZeroU32;
 use std::os::fd::RawFd;
 use umem::Area;
@@ -39,8 +39,9 @@ pub struct AfXdp {
     ifindex: u32,
     batch: u32,
     queues: Vec<Queue>,
-    /// Declared after the sockets: the program is detached once they are closed.
-    _program: program::Attached,
+    /// Declared after the sockets: the program is detached once they are closed. None
+    /// when the program is shared (the offload's, owned by its caller).
+    _program: Option<program::Attached>,
     stats: DriverStats,
 }
 
@@ -74,17 +75,36 @@ impl AfXdp {
     /// Attaches the XDP program to interface `name` and binds a socket to each of its
     /// receive queues, for batches of up to `batch` frames.
     pub fn open(name: &str, batch: usize) -> Result<Self, IoError> {
+        Self::open_with(name, batch, None)
+    }
+
+    /// Like [`Self::open`]; with `shared`, the sockets go into that program (already
+    /// attached to the interface) rather than into a copy of the driver's own.
+    pub fn open_with(
+        name: &str,
+        batch: usize,
+        shared: Option<&mut dyn XskSlots>,
+    ) -> Result<Self, IoError> {
         let ifindex = sys::if_index(name).ok_or_else(|| IoError::NoSuchInterface {
             name: name.to_string(),
         })?;
-        let mut program =
-            program::Attached::attach(name).map_err(|(op, m)| xdp_err(name, op, m))?;
+        let mut shared = shared;
+        let mut program = match shared {
+            Some(_) => None,
+            None => Some(program::Attached::attach(name).map_err(|(op, m)| xdp_err(name, op, m))?),
+        };
         let mut queues = Vec::new();
         for q in 0..sys::rx_queues(name) {
             let queue = Queue::bind(name, ifindex, q)?;
-            program
-                .insert(q, queue.fd)
-                .map_err(|(op, m)| xdp_err(name, op, m))?;
+            match (&mut program, shared.as_deref_mut()) {
+                (Some(p), _) => p
+                    .insert(q, queue.fd)
+                    .map_err(|(op, m)| xdp_err(name, op, m))?,
+                (None, Some(s)) => s
+                    .insert(q, queue.fd)
+                    .map_err(|m| xdp_err(name, "insert socket into the shared XSK map", m))?,
+                (None, None) => {}
+            }
             queues.push(queue);
         }
         Ok(Self {

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+//
+// ovr's XDP program, one copy loaded and attached to every interface ovrd forwards on.
+//
+// 1. The fast path ("offload"): a frame of an established flow that user space has
+//    described in ovr_flows is decapsulated, encapsulated or rewritten here and
+//    redirected to its egress interface (ovr_tx), without waking ovrd.
+// 2. Everything else goes where ovrd reads the interface: the AF_XDP socket of the
+//    receive queue (ovr_xsks, from the interface's slot in ovr_ifaces), or, for an
+//    interface ovrd reads with AF_PACKET, the kernel's stack (XDP_PASS).
+//
+// The fast path handles only what it can do exactly as the user-space pipeline would:
+// VXLAN over IPv4 (no options, no fragments, no UDP checksum), inner untagged IPv4 TCP
+// and UDP without options or fragments, TTL > 1, no Ethernet padding, frames in one
+// buffer, within the egress MTU, and (from a workload) with a transport checksum that
+// verifies: a sender that left its checksum to the NIC (CHECKSUM_PARTIAL on a veth) is
+// indistinguishable here from one that sent a bad checksum, and both go to user space,
+// which finishes the first (it learns of it through AF_PACKET's virtio-net header).
+//
+// The layouts below are mirrored byte for byte in crates/offload/src/layout.rs (whose
+// tests pin every offset); change both together.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define OVR_KIND_WORKLOAD 1
+#define OVR_KIND_UNDERLAY 2
+#define OVR_NO_XSK 0xffffffffu
+#define OVR_MAX_ADDRS 4
+
+// Per interface ovrd forwards on (key: ifindex).
+struct ovr_iface {
+    __u32 kind;
+    __u32 xsk_base;               // first slot in ovr_xsks, or OVR_NO_XSK (AF_PACKET)
+    __u32 addrs[OVR_MAX_ADDRS];   // underlay: its IPv4 addresses (network order), 0 = none
+    __u8 mac[6];                  // underlay: its MAC
+    __u16 pad;
+};
+
+// What a fast-path flow matches (28 bytes, zero padding).
+struct ovr_key {
+    __u32 ifindex;   // receiving interface
+    __u32 vni;       // from the underlay: the VXLAN VNI; from a workload: 0
+    __u32 saddr;     // inner IPv4 source, network order
+    __u32 daddr;
+    __u16 sport;     // network order
+    __u16 dport;
+    __u8 dmac[6];    // inner destination MAC
+    __u8 proto;
+    __u8 pad;
+};
+
+#define OVR_TPL_LEN 64
+#define OVR_VXLAN_HEAD 50   // Ethernet + IPv4 + UDP + VXLAN
+
+#define OVR_F_SET_MAC 1     // inner destination and source MAC from mac[]
+#define OVR_F_DEC_TTL 2     // routed into the overlay: TTL - 1, checksum patched
+#define OVR_F_CHECK_L4 4    // from a workload: the transport checksum must verify
+
+// What user space decided for the flow, plus its counters. A plain hash with atomic
+// counters, not a per-CPU one: per-CPU values come from the kernel's percpu allocator,
+// which here refused (ENOMEM) beyond about 110K entries and was slow before that.
+struct ovr_action {
+    __u32 generation;     // valid while equal to ovr_gen[0]
+    __u32 egress;    // ifindex, a key of ovr_tx
+    __u16 strip;     // bytes taken off the front (0 or OVR_VXLAN_HEAD)
+    __u16 push;      // bytes of tpl put in front (0 or OVR_VXLAN_HEAD)
+    __u16 max_len;   // the largest frame the egress interface takes
+    __u16 flags;
+    __u8 mac[12];    // inner destination then source MAC
+    __u8 tpl[OVR_TPL_LEN];
+    __u32 pad;
+    __u64 packets;
+    __u64 bytes;     // as received
+    __u64 last_seen; // bpf_ktime_get_ns()
+};
+
+// Why a frame went to user space, or that it did not (per-CPU counters).
+enum {
+    OVR_C_HIT,
+    OVR_C_MISS,        // parsed, no entry
+    OVR_C_STALE,       // entry of an older generation (the tables changed)
+    OVR_C_UNPARSED,    // not a shape the fast path handles (ARP, IPv6, options, ...)
+    OVR_C_MULTI_BUFFER,
+    OVR_C_TTL,
+    OVR_C_CHECKSUM,        // transport checksum does not verify (partial or bad)
+    OVR_C_MTU,
+    OVR_C_NO_EGRESS,   // egress not in ovr_tx
+    OVR_C_REDIRECT_ERROR,
+    OVR_C_MAX,
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 256);
+    __type(key, __u32);
+    __type(value, struct ovr_iface);
+} ovr_ifaces SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_XSKMAP);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, __u32);
+} ovr_xsks SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1 << 20);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, struct ovr_key);
+    __type(value, struct ovr_action);
+} ovr_flows SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32);
+} ovr_gen SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+    __uint(max_entries, 256);
+    __type(key, __u32);
+    __type(value, struct bpf_devmap_val);
+} ovr_tx SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, OVR_C_MAX);
+    __type(key, __u32);
+    __type(value, __u64);
+} ovr_counters SEC(".maps");
+
+static __always_inline void count(__u32 what)
+{
+    __u64 *c = bpf_map_lookup_elem(&ovr_counters, &what);
+    if (c)
+        *c += 1;
+}
+
+static __always_inline __u16 fold(__u64 sum)
+{
+    sum = (sum & 0xffffffff) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return (__u16)sum;
+}
+
+// The one's-complement sum of a 20-byte IPv4 header (0xffff when its checksum is right).
+static __always_inline __u16 ip_sum(const __u16 *h)
+{
+    __u64 s = 0;
+#pragma unroll
+    for (int i = 0; i < 10; i++)
+        s += h[i];
+    return fold(s);
+}
+
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+    return *(const __u32 *)a == *(const __u32 *)b &&
+           *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
+}
+
+// Whether the TCP/UDP checksum of the segment at l4 (len bytes, to the frame's end)
+// verifies. At most 1500 bytes are summed; a longer segment does not verify (user space).
+#define OVR_CSUM_MAX_WORDS (1500 / 4)
+static __always_inline int l4_csum_ok(const struct iphdr *ip, void *l4, void *end,
+                                      __u32 len)
+{
+    __u64 s = 0;
+    s += (ip->saddr >> 16) + (ip->saddr & 0xffff);
+    s += (ip->daddr >> 16) + (ip->daddr & 0xffff);
+    s += bpf_htons(ip->protocol) + bpf_htons((__u16)len);
+    __u32 *w = l4;
+    for (int i = 0; i < OVR_CSUM_MAX_WORDS; i++) {
+        if ((void *)(w + 1) > end)
+            break;
+        s += *w;
+        w++;
+    }
+    __u8 *b = (__u8 *)w;
+    if ((void *)(b + 2) <= end) {
+        s += *(__u16 *)b;
+        b += 2;
+    }
+    if ((void *)(b + 1) <= end) {
+        s += *b; // the last odd byte: the high byte in network order (little-endian host)
+        b += 1;
+    }
+    if ((void *)b < end)
+        return 0; // longer than what was summed
+    return fold(s) == 0xffff;
+}
+
+// The fast path for a frame whose inner Ethernet header is at `off` (0 or 50).
+// Returns an XDP action, or -1 to hand the frame to user space.
+static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
+                                const int off)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 frame_len = end - data;
+    struct ovr_key key = {};
+    key.ifindex = ctx->ingress_ifindex;
+
+    if (off) {
+        if (data + OVR_VXLAN_HEAD > end)
+            return count(OVR_C_UNPARSED), -1;
+        struct ethhdr *eth = data;
+        struct iphdr *ip = data + 14;
+        __u8 *udp = data + 34;
+        __u8 *vx = data + 42;
+        if (!mac_eq(eth->h_dest, ifc->mac) || eth->h_proto != bpf_htons(ETH_P_IP) ||
+            *(__u8 *)ip != 0x45 || ip->protocol != IPPROTO_UDP ||
+            (ip->frag_off & bpf_htons(0x3fff)) ||
+            bpf_ntohs(ip->tot_len) != frame_len - 14)
+            return count(OVR_C_UNPARSED), -1;
+        if (ip_sum((const __u16 *)ip) != 0xffff)
+            return count(OVR_C_UNPARSED), -1;
+        int local = 0;
+#pragma unroll
+        for (int i = 0; i < OVR_MAX_ADDRS; i++)
+            local |= ifc->addrs[i] && ifc->addrs[i] == ip->daddr;
+        if (!local)
+            return count(OVR_C_UNPARSED), -1;
+        // UDP: port 4789, no checksum, length of the IP payload.
+        if (*(__u16 *)(udp + 2) != bpf_htons(4789) || *(__u16 *)(udp + 6) != 0 ||
+            bpf_ntohs(*(__u16 *)(udp + 4)) != frame_len - 34)
+            return count(OVR_C_UNPARSED), -1;
+        // VXLAN: I flag only, reserved bits zero.
+        if (*(__u32 *)vx != bpf_htonl(0x08000000) || vx[7] != 0)
+            return count(OVR_C_UNPARSED), -1;
+        key.vni = ((__u32)vx[4] << 16) | ((__u32)vx[5] << 8) | vx[6];
+    }
+
+    if (data + off + 34 > end)
+        return count(OVR_C_UNPARSED), -1;
+    struct ethhdr *eth = data + off;
+    struct iphdr *ip = data + off + 14;
+    if (eth->h_proto != bpf_htons(ETH_P_IP) || *(__u8 *)ip != 0x45 ||
+        (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP) ||
+        (ip->frag_off & bpf_htons(0x3fff)) ||
+        bpf_ntohs(ip->tot_len) != frame_len - off - 14)
+        return count(OVR_C_UNPARSED), -1;
+    if (ip->ttl <= 1)
+        return count(OVR_C_TTL), -1;
+    if (ip_sum((const __u16 *)ip) != 0xffff)
+        return count(OVR_C_UNPARSED), -1;
+    __u8 *l4 = data + off + 34;
+    __u32 l4_len = frame_len - off - 34;
+    if (ip->protocol == IPPROTO_TCP) {
+        if (l4 + 20 > (__u8 *)end)
+            return count(OVR_C_UNPARSED), -1;
+        __u32 doff = (l4[12] >> 4) * 4;
+        if (doff < 20 || doff > l4_len)
+            return count(OVR_C_UNPARSED), -1;
+    } else {
+        if (l4 + 8 > (__u8 *)end || bpf_ntohs(*(__u16 *)(l4 + 4)) != l4_len)
+            return count(OVR_C_UNPARSED), -1;
+    }
+    key.saddr = ip->saddr;
+    key.daddr = ip->daddr;
+    key.sport = *(__u16 *)l4;
+    key.dport = *(__u16 *)(l4 + 2);
+    key.proto = ip->protocol;
+    __builtin_memcpy(key.dmac, eth->h_dest, 6);
+
+    struct ovr_action *a = bpf_map_lookup_elem(&ovr_flows, &key);
+    if (!a)
+        return count(OVR_C_MISS), -1;
+    __u32 zero = 0;
+    __u32 *gen = bpf_map_lookup_elem(&ovr_gen, &zero);
+    if (!gen || a->generation != *gen)
+        return count(OVR_C_STALE), -1;
+    // A UDP datagram without a checksum (0) is complete; a partial checksum never is 0.
+    int no_csum = ip->protocol == IPPROTO_UDP && *(__u16 *)(l4 + 6) == 0;
+    if ((a->flags & OVR_F_CHECK_L4) && !no_csum && !l4_csum_ok(ip, l4, end, l4_len))
+        return count(OVR_C_CHECKSUM), -1;
+    __u32 strip = a->strip == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    __u32 push = a->push == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    if (strip != off || frame_len - strip + push > a->max_len)
+        return count(OVR_C_MTU), -1;
+    __u32 egress = a->egress;
+    if (!bpf_map_lookup_elem(&ovr_tx, &egress))
+        return count(OVR_C_NO_EGRESS), -1;
+
+    // Decided: from here on the frame is changed and leaves by the egress.
+    if (a->flags & OVR_F_SET_MAC)
+        __builtin_memcpy(eth, a->mac, 12);
+    if (a->flags & OVR_F_DEC_TTL) {
+        // RFC 1624: the TTL is the high byte of its 16-bit word.
+        __u16 old = *(__u16 *)&ip->ttl;
+        ip->ttl -= 1;
+        __u16 new = *(__u16 *)&ip->ttl;
+        __u64 s = (__u16)~ip->check;
+        s += (__u16)~old;
+        s += new;
+        ip->check = ~fold(s);
+    }
+    __sync_fetch_and_add(&a->packets, 1);
+    __sync_fetch_and_add(&a->bytes, frame_len);
+    a->last_seen = bpf_ktime_get_ns();
+    if (bpf_xdp_adjust_head(ctx, (int)strip - (int)push))
+        return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
+    if (push) {
+        data = (void *)(long)ctx->data;
+        end = (void *)(long)ctx->data_end;
+        if (data + OVR_VXLAN_HEAD > end)
+            return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
+        __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
+        __u32 out_len = end - data;
+        struct iphdr *oip = data + 14;
+        oip->tot_len = bpf_htons(out_len - 14);
+        oip->check = 0;
+        oip->check = ~ip_sum((const __u16 *)oip);
+        *(__u16 *)(data + 38) = bpf_htons(out_len - 34);
+    }
+    count(OVR_C_HIT);
+    long r = bpf_redirect_map(&ovr_tx, egress, 0);
+    if (r != XDP_REDIRECT)
+        count(OVR_C_REDIRECT_ERROR);
+    return r;
+}
+
+SEC("xdp.frags")
+int ovr_xdp(struct xdp_md *ctx)
+{
+    __u32 ifindex = ctx->ingress_ifindex;
+    struct ovr_iface *ifc = bpf_map_lookup_elem(&ovr_ifaces, &ifindex);
+    if (!ifc)
+        return XDP_PASS;
+    if (bpf_xdp_get_buff_len(ctx) != ctx->data_end - ctx->data) {
+        count(OVR_C_MULTI_BUFFER);
+    } else {
+        int r = -1;
+        if (ifc->kind == OVR_KIND_WORKLOAD)
+            r = fast(ctx, ifc, 0);
+        else if (ifc->kind == OVR_KIND_UNDERLAY)
+            r = fast(ctx, ifc, OVR_VXLAN_HEAD);
+        if (r >= 0)
+            return r;
+    }
+    if (ifc->xsk_base == OVR_NO_XSK)
+        return XDP_PASS;
+    return bpf_redirect_map(&ovr_xsks, ifc->xsk_base + ctx->rx_queue_index, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

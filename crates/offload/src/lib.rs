@@ -1,0 +1,573 @@
+//! ovr's offload: a fast path for established flows below the user-space pipeline.
+//!
+//! The user-space pipeline stays the full implementation. When it forwards a packet of
+//! an established flow whose treatment the fast path can reproduce exactly, the flow is
+//! described ([`describe()`]: match key and action, learnt from the packet as it left)
+//! and installed in the backend; the flow's later packets are forwarded there without
+//! waking ovrd. [`FastPath`] owns what is offloaded (one place, as DESIGN.md asks):
+//!
+//! - a table change (a new epoch) or an interface attached or detached invalidates
+//!   every entry at once (a generation number the backend checks per packet), so a
+//!   route or policy change applies to the next packet, which user space revalidates
+//!   and offloads again;
+//! - a flow removed in user space (aged, deleted through the API, replaced) has its
+//!   entry removed at the next sweep, and the sweep merges the backend's counters into
+//!   the flow (packets, bytes, last seen, so that an active flow does not age) and into
+//!   the interfaces' counters.
+//!
+//! The backend is a trait ([`Offload`]); [`xdp::Xdp`] is the XDP one (bpf/ovr_xdp.c).
+//!
+//! With several forwarding workers there is one backend (one program, one set of maps)
+//! and one [`FastPath`] per worker, each over a handle on that backend and on one
+//! [`Shared`] record. A worker offers only the flows in its own flow table, and a flow
+//! belongs to exactly one worker: the one its symmetric hash (`ovr_wire::steer`, over
+//! the innermost addresses, protocol and ports) falls to. A backend key holds that
+//! same inner 5-tuple, so two workers never install the same key, and each owner
+//! removes, merges and sweeps only its own entries. What must be one for all is in
+//! [`Shared`]: the generation (whichever worker sees a table change or an interface
+//! come or go first starts the next one, for every worker), the loss already counted
+//! per interface, and the egresses left to user space.
+#![forbid(unsafe_code)]
+
+pub mod describe;
+pub mod layout;
+pub mod xdp;
+
+pub use describe::{Refused, describe};
+pub use layout::{Action, Key, Usage};
+
+use ovr_dataplane::context::Cx;
+use ovr_dataplane::meta::{Meta, flags as mf};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::state::ForwardingState;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OffloadError {
+    #[error("offload: {op}: {message}")]
+    Xdp { op: &'static str, message: String },
+}
+
+/// A fast path that carries described flows (hardware-neutral; XDP is the first).
+pub trait Offload {
+    /// The host interface index of ovr's interface `id`, if the fast path is on it.
+    fn ifindex(&self, id: InterfaceId) -> Option<u32>;
+    /// Whether interfaces were attached or detached since the last call (by any handle
+    /// on the backend: one caller learns of each change).
+    fn take_changed(&mut self) -> bool;
+    /// Re-reads what the fast path must know of each interface (kind, MAC, addresses,
+    /// admin state) from the tables.
+    fn refresh(&mut self, st: &ForwardingState) -> Result<(), OffloadError>;
+    /// Only entries installed with generation `generation` are used from now on.
+    fn set_generation(&mut self, generation: u32) -> Result<(), OffloadError>;
+    /// Installs (or replaces) an entry, with zero counters.
+    fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError>;
+    fn remove(&mut self, key: &Key) -> Result<(), OffloadError>;
+    /// The entry's counters, or None if it is not installed.
+    fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError>;
+    /// Per interface the fast path is on: frames the host dropped on receipt so far.
+    /// A redirect the egress cannot take (a veth whose peer runs no NAPI) is dropped
+    /// and counted there, on the receiving interface.
+    fn rx_dropped(&self) -> Vec<(InterfaceId, u64)>;
+}
+
+/// What the fast path's owner did (ovrd prints them with its counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPathCounters {
+    /// Entries installed (again after each table change).
+    pub installed: u64,
+    /// Flows whose packets the fast path cannot reproduce (they stay in user space).
+    pub refused: u64,
+    /// Entries removed because their flow went.
+    pub removed: u64,
+    /// Backend errors (logged once).
+    pub errors: u64,
+    /// Generations started (table changes, interfaces coming and going).
+    pub invalidations: u64,
+    /// Frames the fast path redirected to an egress that dropped them (counted by the
+    /// receiving interface; the egress is then left to user space for a while).
+    pub redirect_failed: u64,
+    /// Packets and bytes (as received) the fast path carried, merged into the flows.
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl FastPathCounters {
+    /// Adds another owner's counters (one per worker).
+    pub fn merge(&mut self, o: &Self) {
+        self.installed += o.installed;
+        self.refused += o.refused;
+        self.removed += o.removed;
+        self.errors += o.errors;
+        self.invalidations += o.invalidations;
+        self.redirect_failed += o.redirect_failed;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
+
+/// What every owner of one backend shares (clones share it): the generation in force
+/// and the tables' epoch it was started for, the receive drops already counted as lost
+/// redirects, and the egresses left to user space for a while.
+#[derive(Clone, Default)]
+pub struct Shared {
+    /// The generation in force, read without the lock on every loop iteration.
+    generation: Arc<AtomicU32>,
+    state: Arc<Mutex<SharedState>>,
+}
+
+#[derive(Default)]
+struct SharedState {
+    /// The newest tables' epoch a generation was started for.
+    epoch: Option<u32>,
+    generation: u32,
+    /// An interface change taken by an owner whose tables were older than `epoch`:
+    /// the next owner with current tables starts the generation.
+    changed: bool,
+    /// Bumped whenever the attached interfaces change (their drop counts start again).
+    interfaces: u64,
+    /// Per interface: receive drops up to which the loss was counted (by one owner).
+    counted: HashMap<u32, u64>,
+    /// Egress interfaces that dropped redirected frames, until when they are avoided.
+    bad_egress: HashMap<u32, u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, SharedState> {
+        // A panic while holding the lock would be a bug; the record is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether epoch `a` is later than `b` (epochs wrap around).
+fn later(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// One offloaded flow.
+#[derive(Debug, Clone, Copy)]
+struct Installed {
+    key: Key,
+    flow: FlowKey,
+    rx_if: u32,
+    tx_if: u32,
+    strip: u64,
+    growth: i64,
+    /// The backend's counters already merged.
+    seen: Usage,
+}
+
+/// Merge the counters of this many entries per sweep step at most...
+const SWEEP_MAX: usize = 8192;
+/// ...once per this long: 80K entries a second, so a 256K-flow table is swept in about
+/// 3 s, well within the flows' idle timeout.
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+/// How long an egress that dropped redirected frames is left to user space.
+const EGRESS_BACKOFF_NS: u64 = 30_000_000_000;
+
+/// The owner of everything one worker offloaded: what to install, when to invalidate,
+/// sweeping.
+pub struct FastPath<O: Offload> {
+    backend: O,
+    shared: Shared,
+    /// The generation this owner installs with; 0 while its tables are older than the
+    /// generation's (it installs nothing then).
+    generation: u32,
+    epoch: Option<u32>,
+    /// `Shared`'s interface changes seen.
+    interfaces: u64,
+    /// By flow id: the generation in which the flow was last offered (0: never).
+    tried: Vec<u32>,
+    installed: HashMap<u32, Installed>,
+    /// Which flow an installed key belongs to.
+    owner: HashMap<Key, u32>,
+    sweep: Vec<u32>,
+    swept_at: Option<u64>,
+    failing: bool,
+    /// Receive drops per interface at the last check.
+    rx_dropped: HashMap<u32, u64>,
+    /// Egress interfaces that dropped redirected frames, until when they are avoided
+    /// (a copy of `Shared`'s, taken at each sweep step).
+    bad_egress: HashMap<u32, u64>,
+    pub counters: FastPathCounters,
+}
+
+impl<O: Offload> FastPath<O> {
+    /// The only owner of `backend`.
+    pub fn new(backend: O) -> Self {
+        Self::sharing(backend, Shared::default())
+    }
+
+    /// One of several owners of a backend (one per worker, each with a handle on the
+    /// same backend and a clone of the same `shared`).
+    pub fn sharing(backend: O, shared: Shared) -> Self {
+        Self {
+            backend,
+            shared,
+            generation: 0,
+            epoch: None,
+            interfaces: 0,
+            tried: Vec::new(),
+            installed: HashMap::new(),
+            owner: HashMap::new(),
+            sweep: Vec::new(),
+            swept_at: None,
+            failing: false,
+            rx_dropped: HashMap::new(),
+            bad_egress: HashMap::new(),
+            counters: FastPathCounters::default(),
+        }
+    }
+
+    pub fn backend(&self) -> &O {
+        &self.backend
+    }
+
+    /// Flows offloaded now (in any generation).
+    pub fn len(&self) -> usize {
+        self.installed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.installed.is_empty()
+    }
+
+    fn failed(&mut self, e: OffloadError) {
+        self.counters.errors += 1;
+        if !self.failing {
+            self.failing = true;
+            tracing::warn!("{e}");
+        }
+    }
+
+    /// Starts a new generation if the tables or the interfaces changed (whichever owner
+    /// sees it first starts it for all), and takes up the generation in force. Call
+    /// before forwarding with `st`, every loop iteration.
+    pub fn begin(&mut self, st: &ForwardingState) {
+        let changed = self.backend.take_changed();
+        let epoch = st.epoch();
+        if !changed
+            && self.epoch == Some(epoch)
+            && self.generation == self.shared.generation.load(Ordering::Acquire)
+        {
+            return;
+        }
+        self.epoch = Some(epoch);
+        let shared = self.shared.clone();
+        let mut s = shared.lock();
+        s.changed |= changed;
+        // Another worker may already forward with newer tables: then this one waits
+        // for them (its next loop iteration) rather than describe interfaces or flows
+        // from older ones under the new generation.
+        let behind = s.epoch.is_some_and(|e| later(e, epoch));
+        let newer = s.epoch.is_none_or(|e| later(epoch, e));
+        if !behind && (newer || s.changed) {
+            if s.changed {
+                s.changed = false;
+                // New sockets start their drop counts again.
+                s.interfaces += 1;
+                s.counted.clear();
+            }
+            s.epoch = Some(epoch);
+            s.generation = s.generation.wrapping_add(1).max(1);
+            self.counters.invalidations += 1;
+            let r = self
+                .backend
+                .refresh(st)
+                .and_then(|()| self.backend.set_generation(s.generation));
+            if let Err(e) = r {
+                self.failed(e);
+            }
+            self.shared
+                .generation
+                .store(s.generation, Ordering::Release);
+        }
+        self.generation = if behind { 0 } else { s.generation };
+        if s.interfaces != self.interfaces {
+            self.interfaces = s.interfaces;
+            self.rx_dropped.clear();
+        }
+    }
+
+    /// Offers the flow of a packet the pipeline forwarded (`frame`: as it left).
+    pub fn observe(&mut self, st: &ForwardingState, cx: &mut Cx, meta: &Meta, frame: &[u8]) {
+        if self.generation == 0
+            || !meta.has(mf::FLOW_HIT | mf::FLOW_CREATED)
+            || meta.has(mf::REPLICA)
+        {
+            return;
+        }
+        let Some(id) = cx.flows.lookup(&meta.key) else {
+            return;
+        };
+        let i = id.0 as usize;
+        if self.tried.len() <= i {
+            self.tried.resize(i + 1, 0);
+        }
+        if self.tried[i] == self.generation {
+            return;
+        }
+        self.tried[i] = self.generation;
+        // Only a flow whose decision is current and is the one this packet followed.
+        let current = cx.flows.get(id).is_some_and(|e| {
+            e.epoch == st.epoch()
+                && e.action
+                    == Some(FlowAction::Forward {
+                        next_hop: ovr_tables::ids::NextHopId(meta.next_hop),
+                    })
+        });
+        let avoided = self
+            .bad_egress
+            .get(&meta.tx_if)
+            .is_some_and(|&until| cx.now < until);
+        if !current || avoided {
+            self.counters.refused += 1;
+            return;
+        }
+        let backend = &self.backend;
+        match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
+            Ok((key, action)) => self.install(cx, id, meta, key, action),
+            Err(_) => self.counters.refused += 1,
+        }
+    }
+
+    fn install(&mut self, cx: &mut Cx, id: FlowId, meta: &Meta, key: Key, action: Action) {
+        // Counters of the entry this one replaces are merged first.
+        if let Some(prev) = self.installed.get(&id.0).copied() {
+            self.merge(cx, id.0, prev);
+            if prev.key != key {
+                self.drop_entry(id.0, prev.key);
+            }
+        }
+        if let Some(other) = self.owner.insert(key, id.0)
+            && other != id.0
+            && let Some(o) = self.installed.remove(&other)
+        {
+            self.merge(cx, other, o);
+        }
+        if let Err(e) = self.backend.install(&key, &action, self.generation) {
+            self.owner.remove(&key);
+            self.installed.remove(&id.0);
+            return self.failed(e);
+        }
+        self.counters.installed += 1;
+        self.installed.insert(
+            id.0,
+            Installed {
+                key,
+                flow: meta.key,
+                rx_if: meta.rx_if,
+                tx_if: meta.tx_if,
+                strip: u64::from(action.strip),
+                growth: action.growth(),
+                seen: Usage::default(),
+            },
+        );
+    }
+
+    /// Removes the backend's entry `key` if flow `id` still owns it.
+    fn drop_entry(&mut self, id: u32, key: Key) {
+        if self.owner.get(&key) == Some(&id) {
+            self.owner.remove(&key);
+            if let Err(e) = self.backend.remove(&key) {
+                self.failed(e);
+            }
+        }
+    }
+
+    /// Adds what the backend counted since the last merge to the flow and interfaces;
+    /// returns the packets added.
+    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) -> u64 {
+        let now = match self.backend.usage(&rec.key) {
+            Ok(Some(u)) => u,
+            Ok(None) => return 0,
+            Err(e) => {
+                self.failed(e);
+                return 0;
+            }
+        };
+        // Counters restart at zero when an entry is installed again.
+        let base = if now.packets < rec.seen.packets {
+            Usage::default()
+        } else {
+            rec.seen
+        };
+        let (dp, db) = (
+            now.packets - base.packets,
+            now.bytes.saturating_sub(base.bytes),
+        );
+        if let Some(r) = self.installed.get_mut(&id) {
+            r.seen = now;
+        }
+        if dp == 0 {
+            return 0;
+        }
+        self.counters.packets += dp;
+        self.counters.bytes += db;
+        let t = cx.now;
+        if let Some(e) = cx.flows.get_mut(FlowId(id)) {
+            e.packets += dp;
+            e.bytes += db.saturating_sub(dp * rec.strip);
+            e.last_seen = e.last_seen.max(t);
+        }
+        let rx = cx.interface_counters(rec.rx_if);
+        rx.rx_packets += dp;
+        rx.rx_bytes += db;
+        let tx = cx.interface_counters(rec.tx_if);
+        tx.tx_packets += dp;
+        tx.tx_bytes = tx
+            .tx_bytes
+            .saturating_add_signed(db as i64 + dp as i64 * rec.growth);
+        dp
+    }
+
+    /// Whether an interface dropped frames on receipt while the fast path redirected
+    /// its frames: then the egresses it redirected to are avoided for a while, their
+    /// entries removed, and the loss counted and logged (never a silent black hole).
+    fn check_redirects(&mut self, cx: &mut Cx) {
+        for (id, dropped) in self.backend.rx_dropped() {
+            let before = self.rx_dropped.insert(id.0, dropped);
+            let delta = before.map_or(0, |b| dropped.saturating_sub(b));
+            if delta == 0 {
+                continue;
+            }
+            let from_here: Vec<(u32, Installed)> = self
+                .installed
+                .iter()
+                .filter(|(_, r)| r.rx_if == id.0)
+                .map(|(i, r)| (*i, *r))
+                .collect();
+            let mut suspects = Vec::new();
+            for (i, r) in from_here {
+                if self.merge(cx, i, r) > 0 && !suspects.contains(&r.tx_if) {
+                    suspects.push(r.tx_if);
+                }
+            }
+            if suspects.is_empty() {
+                continue;
+            }
+            // Each owner whose flows redirected from here sees the same drops: the
+            // first counts them.
+            let shared = self.shared.clone();
+            let mut s = shared.lock();
+            let counted = s.counted.entry(id.0).or_insert(0);
+            let lost = dropped.saturating_sub((*counted).max(dropped - delta));
+            *counted = (*counted).max(dropped);
+            for &e in &suspects {
+                s.bad_egress.insert(e, cx.now + EGRESS_BACKOFF_NS);
+            }
+            drop(s);
+            self.counters.redirect_failed += lost;
+            tracing::warn!(
+                "fast path: interface {} dropped {delta} redirected frames; egress {:?} left \
+                 to user space for {} s (a veth egress needs NAPI on its peer: GRO on, or \
+                 an XDP program there)",
+                id.0,
+                suspects,
+                EGRESS_BACKOFF_NS / 1_000_000_000
+            );
+            let gone: Vec<(u32, Key)> = self
+                .installed
+                .iter()
+                .filter(|(_, r)| suspects.contains(&r.tx_if))
+                .map(|(i, r)| (*i, r.key))
+                .collect();
+            self.forget(gone);
+            for s in suspects {
+                self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
+            }
+        }
+    }
+
+    /// Removes entries (after their counters were merged) and lets their flows be
+    /// offered again.
+    fn forget(&mut self, gone: Vec<(u32, Key)>) {
+        for (i, key) in gone {
+            self.installed.remove(&i);
+            self.drop_entry(i, key);
+            if let Some(t) = self.tried.get_mut(i as usize) {
+                *t = 0;
+            }
+        }
+    }
+
+    /// Takes up the egresses other owners found dropping redirected frames: this
+    /// owner's entries towards them go too.
+    fn follow_bad_egress(&mut self, cx: &mut Cx) {
+        let shared = self.shared.lock().bad_egress.clone();
+        let new: Vec<u32> = shared
+            .iter()
+            .filter(|(e, until)| cx.now < **until && self.bad_egress.get(e) != Some(until))
+            .map(|(e, _)| *e)
+            .collect();
+        self.bad_egress = shared;
+        if new.is_empty() {
+            return;
+        }
+        let towards: Vec<(u32, Installed)> = self
+            .installed
+            .iter()
+            .filter(|(_, r)| new.contains(&r.tx_if))
+            .map(|(i, r)| (*i, *r))
+            .collect();
+        let mut gone = Vec::with_capacity(towards.len());
+        for (i, r) in towards {
+            self.merge(cx, i, r);
+            gone.push((i, r.key));
+        }
+        self.forget(gone);
+    }
+
+    /// Checks one installed flow: gone or changed in user space → entry removed;
+    /// otherwise its counters are merged.
+    fn check(&mut self, cx: &mut Cx, id: u32) {
+        let Some(rec) = self.installed.get(&id).copied() else {
+            return;
+        };
+        let alive = cx.flows.get(FlowId(id)).is_some_and(|e| e.key == rec.flow);
+        if alive {
+            self.merge(cx, id, rec);
+        } else {
+            self.installed.remove(&id);
+            self.drop_entry(id, rec.key);
+            self.counters.removed += 1;
+        }
+    }
+
+    /// A slice of the sweep, at most every [`SWEEP_EVERY_NS`] of `cx.now`.
+    pub fn maintain(&mut self, cx: &mut Cx) {
+        if self
+            .swept_at
+            .is_some_and(|t| cx.now.saturating_sub(t) < SWEEP_EVERY_NS)
+        {
+            return;
+        }
+        self.swept_at = Some(cx.now);
+        self.check_redirects(cx);
+        self.follow_bad_egress(cx);
+        if self.sweep.is_empty() {
+            self.sweep.extend(self.installed.keys().copied());
+        }
+        let n = self.sweep.len().min(SWEEP_MAX);
+        let start = self.sweep.len() - n;
+        let batch: Vec<u32> = self.sweep.drain(start..).collect();
+        for id in batch {
+            self.check(cx, id);
+        }
+    }
+
+    /// Sweeps everything now: before the flows or counters are read, and after flows
+    /// were deleted through the API.
+    pub fn sync_all(&mut self, cx: &mut Cx) {
+        let ids: Vec<u32> = self.installed.keys().copied().collect();
+        for id in ids {
+            self.check(cx, id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

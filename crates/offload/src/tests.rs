@@ -1,0 +1,455 @@
+//! The flow descriptions against scapy-made frames (fixtures/gen_cases.py), through the
+//! real pipeline on the example configuration; and the fast path's owner against a fake
+//! backend.
+
+use super::*;
+use crate::layout::{TPL_LEN, VXLAN_HEAD, flags};
+use ovr_dataplane::Pipeline;
+use ovr_tables::state::TablesReader;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+const CASES: &str = include_str!("../fixtures/cases.txt");
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+struct Case {
+    name: String,
+    iface: String,
+    input: Vec<u8>,
+    expected: Vec<u8>,
+}
+
+fn cases() -> Vec<Case> {
+    CASES
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Case {
+                name: f[0].into(),
+                iface: f[1].into(),
+                input: hex(f[2]),
+                expected: hex(f[3]),
+            }
+        })
+        .collect()
+}
+
+/// What the XDP program does to a frame, written again from the C (the system tests
+/// check the program itself against ovr's user-space output).
+fn apply(a: &Action, frame: &[u8]) -> Vec<u8> {
+    let mut f = frame[usize::from(a.strip)..].to_vec();
+    if a.flags & flags::SET_MAC != 0 {
+        f[..12].copy_from_slice(&a.mac);
+    }
+    if a.flags & flags::DEC_TTL != 0 {
+        f[22] -= 1;
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = ovr_wire::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+    let mut out = a.template[..usize::from(a.push)].to_vec();
+    out.extend_from_slice(&f);
+    if a.push > 0 {
+        let n = out.len();
+        out[16..18].copy_from_slice(&((n - 14) as u16).to_be_bytes());
+        out[24..26].copy_from_slice(&[0, 0]);
+        let c = ovr_wire::checksum::checksum(&out[14..34]);
+        out[24..26].copy_from_slice(&c.to_be_bytes());
+        out[38..40].copy_from_slice(&((n - 34) as u16).to_be_bytes());
+    }
+    out
+}
+
+/// A backend that records, with counters the test sets.
+#[derive(Default, Clone)]
+struct Fake {
+    s: Rc<RefCell<FakeState>>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    entries: HashMap<Key, (Action, u32, Usage)>,
+    generation: u32,
+    changed: bool,
+    refreshed: usize,
+    rx_dropped: Vec<(InterfaceId, u64)>,
+}
+
+impl Offload for Fake {
+    fn ifindex(&self, id: InterfaceId) -> Option<u32> {
+        Some(100 + id.0)
+    }
+    fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.s.borrow_mut().changed)
+    }
+    fn refresh(&mut self, _: &ForwardingState) -> Result<(), OffloadError> {
+        self.s.borrow_mut().refreshed += 1;
+        Ok(())
+    }
+    fn set_generation(&mut self, g: u32) -> Result<(), OffloadError> {
+        self.s.borrow_mut().generation = g;
+        Ok(())
+    }
+    fn install(&mut self, k: &Key, a: &Action, g: u32) -> Result<(), OffloadError> {
+        self.s
+            .borrow_mut()
+            .entries
+            .insert(*k, (*a, g, Usage::default()));
+        Ok(())
+    }
+    fn remove(&mut self, k: &Key) -> Result<(), OffloadError> {
+        self.s.borrow_mut().entries.remove(k);
+        Ok(())
+    }
+    fn usage(&self, k: &Key) -> Result<Option<Usage>, OffloadError> {
+        Ok(self.s.borrow().entries.get(k).map(|e| e.2))
+    }
+    fn rx_dropped(&self) -> Vec<(InterfaceId, u64)> {
+        self.s.borrow().rx_dropped.clone()
+    }
+}
+
+struct Rig {
+    pipe: Pipeline,
+    reader: TablesReader,
+    _writer: ovr_tables::state::TablesWriter,
+    names: ovr_config::Names,
+    fast: FastPath<Fake>,
+    fake: Fake,
+}
+
+fn rig() -> Rig {
+    let fake = Fake::default();
+    rig_with(FastPath::new(fake.clone()), fake)
+}
+
+/// One of several workers' owners over the same backend and `shared` record, each with
+/// its own pipeline (its own flows) and its own copy of the tables.
+fn worker_rig(fake: &Fake, shared: &Shared) -> Rig {
+    rig_with(
+        FastPath::sharing(fake.clone(), shared.clone()),
+        fake.clone(),
+    )
+}
+
+fn rig_with(fast: FastPath<Fake>, fake: Fake) -> Rig {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/examples/two-networks.yaml"
+    );
+    let l = ovr_config::load_tables(std::path::Path::new(path)).expect("example config");
+    Rig {
+        pipe: Pipeline::new(l.translation.flows.dataplane()),
+        reader: l.reader,
+        _writer: l.writer,
+        names: l.translation.names,
+        fast,
+        fake,
+    }
+}
+
+impl Rig {
+    /// Publishes a change to this rig's tables (a new epoch).
+    fn change_tables(&mut self) {
+        self._writer
+            .commit(vec![ovr_tables::state::TableOp::UpsertVrf {
+                id: ovr_tables::ids::VrfId(50),
+                name: "changed".into(),
+                vni: None,
+            }])
+            .expect("change");
+    }
+
+    fn epoch(&self) -> u32 {
+        self.reader.enter().expect("tables").epoch()
+    }
+
+    /// The key of the entry this rig's flows installed (one).
+    fn key(&self) -> Key {
+        let mut mine = self.fast.installed.values().map(|r| r.key);
+        let k = mine.next().expect("an entry");
+        assert!(mine.next().is_none());
+        k
+    }
+
+    /// Runs one frame through the pipeline and the fast path's owner; returns what was
+    /// sent (interface, bytes).
+    fn run(&mut self, iface: &str, frame: &[u8], now: u64) -> Vec<(String, Vec<u8>)> {
+        let guard = self.reader.enter().expect("tables");
+        let st = &*guard;
+        let id = self.names.interfaces[iface];
+        self.pipe.cx.now = now;
+        self.fast.begin(st);
+        self.pipe.receive(st, id, [frame]);
+        self.pipe.run(st);
+        let fast = &mut self.fast;
+        self.pipe
+            .for_each_flow_tx(|cx, meta, head| fast.observe(st, cx, meta, head));
+        self.fast.maintain(&mut self.pipe.cx);
+        let mut out = Vec::new();
+        let names = &self.names;
+        self.pipe.drain_tx(|i, b| {
+            let n = names.interface_name(i).unwrap_or("?").to_string();
+            out.push((n, b.to_vec()));
+        });
+        out
+    }
+}
+
+#[test]
+fn descriptions_reproduce_the_pipeline_on_scapy_frames() {
+    let cases = cases();
+    assert_eq!(cases.len(), 4);
+    for c in cases {
+        let mut r = rig();
+        let sent = r.run(&c.iface, &c.input, 1);
+        assert_eq!(sent.len(), 1, "{}", c.name);
+        let out = &sent[0].1;
+        // The pipeline did what scapy says (the outer source port is ovr's hash).
+        let mut expected = c.expected.clone();
+        if c.name.starts_with("encap") {
+            assert!(
+                u16::from_be_bytes([out[34], out[35]]) >= 49152,
+                "{}",
+                c.name
+            );
+            expected[34..36].copy_from_slice(&out[34..36]);
+        }
+        assert_eq!(out, &expected, "{}: pipeline output", c.name);
+        // One entry, whose action gives the same bytes from the frame as it arrived.
+        let st = r.fake.s.borrow();
+        assert_eq!(st.entries.len(), 1, "{}", c.name);
+        let (key, (action, generation, _)) = st.entries.iter().next().expect("entry");
+        assert_eq!(*generation, st.generation);
+        assert_eq!(
+            &apply(action, &c.input),
+            out,
+            "{}: fast path output",
+            c.name
+        );
+        // The key is the arriving frame's, read at the offsets scapy put them.
+        let inner = if c.iface == "uplink" { 50 } else { 0 };
+        let i = &c.input[inner..];
+        assert_eq!(key.dst_mac, i[0..6], "{}", c.name);
+        assert_eq!(
+            (key.src, key.dst),
+            (i[26..30].try_into().unwrap(), i[30..34].try_into().unwrap())
+        );
+        assert_eq!(key.src_port, u16::from_be_bytes([i[34], i[35]]));
+        assert_eq!(key.dst_port, u16::from_be_bytes([i[36], i[37]]));
+        assert_eq!(key.protocol, i[23]);
+        let rx = r.names.interfaces[&c.iface].0;
+        assert_eq!(key.ifindex, 100 + rx);
+        assert_eq!(key.vni, if inner > 0 { 100 } else { 0 }, "{}", c.name);
+        // Workloads' checksums are checked; what comes from a tunnel is not touched.
+        assert_eq!(
+            action.flags & flags::CHECK_L4 != 0,
+            inner == 0,
+            "{}",
+            c.name
+        );
+        assert_eq!(action.strip, if inner > 0 { VXLAN_HEAD } else { 0 });
+        assert!(usize::from(action.push) <= TPL_LEN);
+    }
+}
+
+#[test]
+fn what_the_fast_path_cannot_reproduce_stays_in_user_space() {
+    let c = &cases()[0];
+    // An ICMP packet, an IPv4 header with options, a frame flooded to an unknown MAC.
+    let mut icmp = c.input.clone();
+    icmp[23] = 1;
+    let mut options = c.input.clone();
+    options[14] = 0x46;
+    let mut unknown = c.input.clone();
+    unknown[5] = 0x77;
+    for f in [icmp, options, unknown] {
+        let mut r = rig();
+        r.run("vm1", &f, 1);
+        assert!(r.fake.s.borrow().entries.is_empty());
+    }
+}
+
+#[test]
+fn owner_reinstalls_after_table_changes_merges_counters_and_removes_gone_flows() {
+    let c = &cases()[0];
+    let mut r = rig();
+    r.run("vm1", &c.input, 1);
+    let key = *r.fake.s.borrow().entries.keys().next().expect("entry");
+    // Later packets of the flow in the same generation: not installed again.
+    assert_eq!(r.run("vm1", &c.input, 2).len(), 1);
+    assert_eq!(r.fast.counters.installed, 1);
+    // The fast path carried 10 packets: merged into the flow and the interfaces.
+    let len = c.input.len() as u64;
+    r.fake
+        .s
+        .borrow_mut()
+        .entries
+        .get_mut(&key)
+        .expect("entry")
+        .2 = Usage {
+        packets: 10,
+        bytes: 10 * len,
+        last_seen: 5,
+    };
+    let uplink = r.names.interfaces["uplink"].0;
+    let vm1 = r.names.interfaces["vm1"].0;
+    let before = r.pipe.cx.interfaces[uplink as usize];
+    let id = r
+        .pipe
+        .cx
+        .flows
+        .iter()
+        .find(|(_, e)| e.packets > 0)
+        .expect("flow")
+        .0;
+    let f0 = *r.pipe.cx.flows.get(id).expect("flow");
+    r.pipe.cx.now = 1_000_000_000;
+    r.fast.sync_all(&mut r.pipe.cx);
+    let e = r.pipe.cx.flows.get(id).expect("flow");
+    assert_eq!((e.packets - f0.packets, e.bytes - f0.bytes), (10, 10 * len));
+    assert_eq!(e.last_seen, 1_000_000_000);
+    let after = r.pipe.cx.interfaces[uplink as usize];
+    assert_eq!(after.tx_packets - before.tx_packets, 10);
+    assert_eq!(after.tx_bytes - before.tx_bytes, 10 * (len + 50));
+    assert_eq!(r.pipe.cx.interfaces[vm1 as usize].rx_packets, 12);
+    // Interfaces changed: a new generation, and the flow is offered again.
+    r.fake.s.borrow_mut().changed = true;
+    r.run("vm1", &c.input, 3);
+    assert_eq!(r.fast.counters.installed, 2);
+    let generation = r.fake.s.borrow().generation;
+    assert_eq!(r.fake.s.borrow().entries[&key].1, generation);
+    // The flow deleted in user space (the API): its entry goes at the next sweep.
+    r.pipe.cx.flows.remove(id);
+    r.fast.sync_all(&mut r.pipe.cx);
+    assert!(r.fake.s.borrow().entries.is_empty());
+    assert_eq!(r.fast.counters.removed, 1);
+}
+
+#[test]
+fn receive_drops_while_redirecting_leave_the_egress_to_user_space() {
+    let c = &cases()[0];
+    let mut r = rig();
+    let vm1 = r.names.interfaces["vm1"];
+    r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 0)];
+    r.run("vm1", &c.input, 1);
+    let key = *r.fake.s.borrow().entries.keys().next().expect("entry");
+    // The fast path redirected 5 frames and the receiving interface dropped 5.
+    r.fake
+        .s
+        .borrow_mut()
+        .entries
+        .get_mut(&key)
+        .expect("entry")
+        .2
+        .packets = 5;
+    r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
+    r.run("vm1", &c.input, 1_000_000_000);
+    assert_eq!(r.fast.counters.redirect_failed, 5);
+    assert!(r.fake.s.borrow().entries.is_empty());
+    // The flow's packets now stay in user space.
+    r.run("vm1", &c.input, 1_200_000_000);
+    r.fake.s.borrow_mut().changed = true;
+    r.run("vm1", &c.input, 1_300_000_000);
+    assert!(r.fake.s.borrow().entries.is_empty());
+}
+
+/// The same workload frame on another flow (another source port; the pipeline does not
+/// check transport checksums, the fast path's description does not depend on them).
+fn other_flow(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[35] ^= 0x55;
+    f
+}
+
+#[test]
+fn workers_share_one_generation_whoever_sees_the_change() {
+    let c = &cases()[0];
+    let (fake, shared) = (Fake::default(), Shared::default());
+    let (mut a, mut b) = (worker_rig(&fake, &shared), worker_rig(&fake, &shared));
+    let (fa, fb) = (c.input.clone(), other_flow(&c.input));
+    // b's tables are one change ahead of a's (a has not entered the new ones yet).
+    b.change_tables();
+    assert!(later(b.epoch(), a.epoch()));
+    a.run("vm1", &fa, 1);
+    let g1 = fake.s.borrow().generation;
+    b.run("vm1", &fb, 1);
+    let g2 = fake.s.borrow().generation;
+    assert_ne!(g1, g2);
+    let (ka, kb) = (a.key(), b.key());
+    assert_ne!(ka, kb);
+    assert_eq!(fake.s.borrow().entries[&kb].1, g2);
+    // a, behind the generation, installs nothing and starts nothing.
+    a.run("vm1", &fa, 2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g1);
+    assert_eq!(a.fast.counters.installed, 1);
+    // a catches up: it takes up b's generation and offers its flow again.
+    a.change_tables();
+    a.run("vm1", &fa, 3);
+    assert_eq!(fake.s.borrow().generation, g2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g2);
+    assert_eq!(fake.s.borrow().refreshed, 2);
+    // An interface change, taken by one worker: one new generation for both.
+    fake.s.borrow_mut().changed = true;
+    b.run("vm1", &fb, 4);
+    a.run("vm1", &fa, 4);
+    let g3 = fake.s.borrow().generation;
+    assert_ne!(g3, g2);
+    assert_eq!(fake.s.borrow().entries[&ka].1, g3);
+    assert_eq!(fake.s.borrow().entries[&kb].1, g3);
+    // Each generation was started once, by one of them.
+    let started = a.fast.counters.invalidations + b.fast.counters.invalidations;
+    assert_eq!((started, fake.s.borrow().refreshed), (3, 3));
+    assert_eq!(a.fast.counters.installed + b.fast.counters.installed, 5);
+}
+
+#[test]
+fn workers_count_a_redirect_loss_once_and_all_avoid_the_egress() {
+    let c = &cases()[0];
+    let (fake, shared) = (Fake::default(), Shared::default());
+    let (mut a, mut b, mut d) = (
+        worker_rig(&fake, &shared),
+        worker_rig(&fake, &shared),
+        worker_rig(&fake, &shared),
+    );
+    let (fa, fb) = (c.input.clone(), other_flow(&c.input));
+    let mut fd = other_flow(&c.input);
+    fd[34] ^= 0x55;
+    let vm1 = a.names.interfaces["vm1"];
+    fake.s.borrow_mut().rx_dropped = vec![(vm1, 0)];
+    a.run("vm1", &fa, 1);
+    b.run("vm1", &fb, 1);
+    d.run("vm1", &fd, 1);
+    // a's and b's flows were redirected from vm1 (5 frames each), d's carried nothing;
+    // vm1 dropped 5.
+    for k in [a.key(), b.key()] {
+        fake.s
+            .borrow_mut()
+            .entries
+            .get_mut(&k)
+            .expect("entry")
+            .2
+            .packets = 5;
+    }
+    fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
+    a.run("vm1", &fa, 1_000_000_000);
+    b.run("vm1", &fb, 1_000_000_000);
+    d.run("vm1", &fd, 1_000_000_000);
+    let failed: Vec<u64> = [&a, &b, &d]
+        .iter()
+        .map(|r| r.fast.counters.redirect_failed)
+        .collect();
+    assert_eq!(failed, [5, 0, 0]);
+    // Every worker's entries towards that egress went, d's too (it learnt of the egress
+    // from the others), and none is offered again while it is avoided.
+    assert!(fake.s.borrow().entries.is_empty());
+    d.run("vm1", &fd, 1_100_000_000);
+    assert!(fake.s.borrow().entries.is_empty());
+    assert!(d.fast.counters.refused > 0);
+}

@@ -1,0 +1,380 @@
+//! The XDP backend: one copy of bpf/ovr_xdp.c loaded once and attached to every
+//! interface ovrd forwards on, so that every interface's program shares the flow map,
+//! the egress map and the AF_XDP socket map (each interface has its own slots in it,
+//! named in its `ovr_ifaces` entry). One load rather than pinned maps: nothing to clean
+//! up on bpffs after a crash, and the kernel detaches everything when ovrd exits.
+//!
+//! With several workers, each worker attaches the program to the interfaces it receives
+//! from (through its clone of [`Xdp`]) and owns a `FastPath` over another clone: the
+//! maps are shared, behind one lock taken only to change or read them (never per
+//! packet in user space).
+
+use crate::layout::{
+    ACTION_LEN, Action, ActionBytes, COUNTER_NAMES, IFACE_LEN, Iface, IfaceBytes, KEY_LEN, Key,
+    KeyBytes, MAX_ADDRS, NO_XSK, Usage,
+};
+use crate::{Offload, OffloadError};
+use aya::Ebpf;
+use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, XskMap};
+use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ovr_xdp.o"));
+const PROGRAM: &str = "ovr_xdp";
+/// AF_XDP socket slots per interface (one per receive queue).
+const XSK_SLOTS: u32 = 64;
+const XSK_MAP_LEN: u32 = 4096;
+
+fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
+    OffloadError::Xdp {
+        op,
+        message: e.to_string(),
+    }
+}
+
+/// An error with its sources, so that "attach failed" also says what the kernel said.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+struct Inner {
+    ebpf: Ebpf,
+    flows: BpfHashMap<MapData, KeyBytes, ActionBytes>,
+    ifaces: BpfHashMap<MapData, u32, IfaceBytes>,
+    xsks: XskMap<MapData>,
+    tx: DevMapHash<MapData>,
+    generation: Array<MapData, u32>,
+    counters: PerCpuArray<MapData, u64>,
+    /// Attached interfaces: ovr's interface id → (ifindex, its entry).
+    attached: HashMap<u32, (u32, Iface)>,
+    /// Their names (for their statistics in sysfs).
+    names: HashMap<u32, String>,
+    /// Their AF_XDP sockets (whose receive drops the device counts too).
+    xsk_fds: HashMap<u32, Vec<RawFd>>,
+    /// Free blocks of AF_XDP slots.
+    free_slots: Vec<u32>,
+}
+
+/// The loaded program and its maps; clones share them (one per worker).
+#[derive(Clone)]
+pub struct Xdp {
+    inner: Arc<Mutex<Inner>>,
+    /// Interfaces were attached or detached since the last `take_changed` (looked at
+    /// every loop iteration, without the lock).
+    changed: Arc<AtomicBool>,
+}
+
+impl Xdp {
+    /// Loads the program (not attached anywhere yet).
+    pub fn load() -> Result<Self, OffloadError> {
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load XDP object", chain(&e)))?;
+        let prog: &mut XdpProgram = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| err("find XDP program", PROGRAM))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
+        prog.load()
+            .map_err(|e| err("load XDP program", chain(&e)))?;
+        fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+            ebpf: &mut Ebpf,
+            name: &'static str,
+        ) -> Result<T, OffloadError> {
+            let m = ebpf.take_map(name).ok_or_else(|| err("find map", name))?;
+            T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", chain(&e))))
+        }
+        let inner = Inner {
+            flows: take(&mut ebpf, "ovr_flows")?,
+            ifaces: take(&mut ebpf, "ovr_ifaces")?,
+            xsks: take(&mut ebpf, "ovr_xsks")?,
+            tx: take(&mut ebpf, "ovr_tx")?,
+            generation: take(&mut ebpf, "ovr_gen")?,
+            counters: take(&mut ebpf, "ovr_counters")?,
+            ebpf,
+            attached: HashMap::new(),
+            names: HashMap::new(),
+            xsk_fds: HashMap::new(),
+            free_slots: (0..XSK_MAP_LEN / XSK_SLOTS)
+                .rev()
+                .map(|b| b * XSK_SLOTS)
+                .collect(),
+        };
+        Ok(Self {
+            inner: Arc::new(Mutex::new(inner)),
+            changed: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock would be a bug; the maps are still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Attaches the program to interface `name` (ovr's interface `id`) in native mode,
+    /// makes it an egress of the fast path and, if `af_xdp`, gives it socket slots.
+    /// The fast path itself starts once [`Offload::refresh`] has described the
+    /// interface from the tables. Dropping the attachment detaches the program.
+    pub fn attach(&self, name: &str, id: u32, af_xdp: bool) -> Result<Attachment, OffloadError> {
+        let ifindex = ovr_io::if_index(name).ok_or_else(|| err("find interface", name))?;
+        let mut g = self.lock();
+        let xsk_base = if af_xdp {
+            g.free_slots
+                .pop()
+                .ok_or_else(|| err("AF_XDP slots", "all taken"))?
+        } else {
+            NO_XSK
+        };
+        let entry = Iface {
+            kind: 0,
+            xsk_base,
+            addrs: [[0; 4]; MAX_ADDRS],
+            mac: [0; 6],
+        };
+        let attached = (|| {
+            g.ifaces
+                .insert(ifindex, entry.encode(), 0)
+                .map_err(|e| err("insert interface", chain(&e)))?;
+            g.tx.insert(ifindex, ifindex, None, 0)
+                .map_err(|e| err("insert egress", chain(&e)))?;
+            let prog: &mut XdpProgram = g
+                .ebpf
+                .program_mut(PROGRAM)
+                .ok_or_else(|| err("find XDP program", PROGRAM))?
+                .try_into()
+                .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
+            let link = prog
+                .attach_to_if_index(ifindex, XdpMode::Driver)
+                .map_err(|e| err("attach XDP program (native mode)", chain(&e)))?;
+            prog.take_link(link)
+                .map_err(|e| err("take XDP link", chain(&e)))
+        })();
+        match attached {
+            Ok(link) => {
+                g.attached.insert(id, (ifindex, entry));
+                g.names.insert(id, name.to_string());
+                self.changed.store(true, Ordering::Release);
+                Ok(Attachment {
+                    xdp: self.clone(),
+                    id,
+                    ifindex,
+                    xsk_base,
+                    link: Some(link),
+                })
+            }
+            Err(e) => {
+                let _ = g.ifaces.remove(&ifindex);
+                let _ = g.tx.remove(ifindex);
+                if xsk_base != NO_XSK {
+                    g.free_slots.push(xsk_base);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The program's counters by name (summed over CPUs).
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let g = self.lock();
+        COUNTER_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let v = g
+                    .counters
+                    .get(&(i as u32), 0)
+                    .map(|v| v.iter().sum())
+                    .unwrap_or(0);
+                (*name, v)
+            })
+            .collect()
+    }
+}
+
+/// The program attached to one interface. Dropped: detached, and the interface is no
+/// longer an egress of the fast path.
+pub struct Attachment {
+    xdp: Xdp,
+    id: u32,
+    ifindex: u32,
+    xsk_base: u32,
+    link: Option<XdpLink>,
+}
+
+impl ovr_io::XskSlots for Attachment {
+    fn insert(&mut self, queue: u32, fd: RawFd) -> Result<(), String> {
+        if self.xsk_base == NO_XSK || queue >= XSK_SLOTS {
+            return Err(format!("no AF_XDP slot for queue {queue}"));
+        }
+        let mut g = self.xdp.lock();
+        g.xsks
+            .set(self.xsk_base + queue, fd, 0)
+            .map_err(|e| chain(&e))?;
+        g.xsk_fds.entry(self.id).or_default().push(fd);
+        Ok(())
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        // Detach first, then forget the interface.
+        drop(self.link.take());
+        let mut g = self.xdp.lock();
+        let _ = g.ifaces.remove(&self.ifindex);
+        let _ = g.tx.remove(self.ifindex);
+        if self.xsk_base != NO_XSK {
+            for q in 0..XSK_SLOTS {
+                let _ = g.xsks.unset(self.xsk_base + q);
+            }
+            g.free_slots.push(self.xsk_base);
+        }
+        g.attached.remove(&self.id);
+        g.names.remove(&self.id);
+        g.xsk_fds.remove(&self.id);
+        self.xdp.changed.store(true, Ordering::Release);
+    }
+}
+
+impl Offload for Xdp {
+    fn ifindex(&self, id: ovr_tables::ids::InterfaceId) -> Option<u32> {
+        self.lock().attached.get(&id.0).map(|(i, _)| *i)
+    }
+
+    fn take_changed(&mut self) -> bool {
+        self.changed.load(Ordering::Relaxed) && self.changed.swap(false, Ordering::AcqRel)
+    }
+
+    fn refresh(&mut self, st: &ovr_tables::state::ForwardingState) -> Result<(), OffloadError> {
+        use ovr_tables::interface::InterfaceKind;
+        let mut g = self.lock();
+        let ids: Vec<u32> = g.attached.keys().copied().collect();
+        for id in ids {
+            let Some((ifindex, mut entry)) = g.attached.get(&id).copied() else {
+                continue;
+            };
+            let iface = st.interface(ovr_tables::ids::InterfaceId(id));
+            entry.kind = match iface.map(|i| i.kind) {
+                Some(InterfaceKind::Underlay) => crate::layout::KIND_UNDERLAY,
+                Some(_) => crate::layout::KIND_WORKLOAD,
+                None => 0,
+            };
+            entry.addrs = [[0; 4]; MAX_ADDRS];
+            if let Some(i) = iface {
+                entry.mac = i.mac.0;
+                let v4 = i.addresses.iter().filter_map(|a| match a.addr {
+                    core::net::IpAddr::V4(v) => Some(v.octets()),
+                    _ => None,
+                });
+                for (slot, a) in entry.addrs.iter_mut().zip(v4) {
+                    *slot = a;
+                }
+                if !i.admin_up {
+                    entry.kind = 0;
+                }
+            }
+            g.ifaces
+                .insert(ifindex, entry.encode(), 0)
+                .map_err(|e| err("update interface", chain(&e)))?;
+            g.attached.insert(id, (ifindex, entry));
+        }
+        Ok(())
+    }
+
+    fn set_generation(&mut self, generation: u32) -> Result<(), OffloadError> {
+        self.lock()
+            .generation
+            .set(0, generation, 0)
+            .map_err(|e| err("set generation", chain(&e)))
+    }
+
+    /// The device's receive drops less its AF_XDP sockets' (a full socket fails the
+    /// redirect too): what is left are frames the fast path's redirects lost.
+    fn rx_dropped(&self) -> Vec<(ovr_tables::ids::InterfaceId, u64)> {
+        let g = self.lock();
+        g.names
+            .iter()
+            .filter_map(|(id, name)| {
+                let path = format!("/sys/class/net/{name}/statistics/rx_dropped");
+                let dev: u64 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+                let xsk: u64 = g
+                    .xsk_fds
+                    .get(id)
+                    .map(|fds| fds.iter().filter_map(|&fd| ovr_io::xsk_rx_drops(fd)).sum())
+                    .unwrap_or(0);
+                Some((ovr_tables::ids::InterfaceId(*id), dev.saturating_sub(xsk)))
+            })
+            .collect()
+    }
+
+    fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError> {
+        self.lock()
+            .flows
+            .insert(key.encode(), action.encode(generation), 0)
+            .map_err(|e| err("install flow", chain(&e)))
+    }
+
+    fn remove(&mut self, key: &Key) -> Result<(), OffloadError> {
+        match self.lock().flows.remove(&key.encode()) {
+            Ok(()) => Ok(()),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(err("remove flow", chain(&e))),
+        }
+    }
+
+    fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError> {
+        match self.lock().flows.get(&key.encode(), 0) {
+            Ok(v) => Ok(Some(Usage::decode(&v))),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(err("read flow", chain(&e))),
+        }
+    }
+}
+
+const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
+
+/// Workers attach interfaces and own fast paths on their own threads.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<Xdp>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's verifier accepts the program and every map has the type and sizes
+    /// the Rust side expects (needs root, as every test here is run).
+    #[test]
+    fn program_loads_and_maps_match() {
+        let x = Xdp::load().unwrap_or_else(|e| panic!("{e}"));
+        let mut x2 = x.clone();
+        x2.set_generation(7).unwrap_or_else(|e| panic!("{e}"));
+        let key = Key {
+            ifindex: 1,
+            ..Key::default()
+        };
+        let action = Action {
+            egress: 1,
+            strip: 0,
+            push: 0,
+            max_len: 1514,
+            flags: 0,
+            mac: [0; 12],
+            template: [0; crate::layout::TPL_LEN],
+        };
+        x2.install(&key, &action, 7)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(x2.usage(&key).ok().flatten(), Some(Usage::default()));
+        x2.remove(&key).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(x2.usage(&key).ok().flatten(), None);
+        assert_eq!(x.counters().len(), COUNTER_NAMES.len());
+    }
+}
