@@ -15,8 +15,9 @@ forward  The suite's two-host ovr lab (bench/suite.py, `ovrctl lab`), generator 
          without churn and with churn, interleaved (A B B A ...), medians. Churn, on h1's
          API, for the whole trial: batches of unrelated routes created and deleted, and the
          route the traffic uses (it is sent to the gateway MAC: routed) pointed back and
-         forth between two equivalent next hops. Each trial counts frames lost (the generator's count against the sink's,
-         which also reports the sequence range).
+         forth between two equivalent next hops. Each trial counts frames lost (the
+         generator's count against the sink's, which also reports the sequence range).
+         --client-nice N runs the churn client's thread at nice N.
 
     bash bench/churn.sh [--quick] [rate|forward|all] [--prefix P] [--out DIR]
 
@@ -193,9 +194,10 @@ class Churn(threading.Thread):
     pointed at the other of two equivalent next hops. `first`: where the unrelated routes
     start (carried from one trial to the next)."""
 
-    def __init__(self, sock, batch, keep, first, nexthops):
+    def __init__(self, sock, batch, keep, first, nexthops, nice=0):
         super().__init__(daemon=True)
         self.api, self.batch, self.keep, self.nexthops = Api(sock), batch, keep, nexthops
+        self.nice = nice
         self.stop, self.updates, self.rounds, self.next = threading.Event(), 0, 0, first
         self.error = None
 
@@ -208,6 +210,8 @@ class Churn(threading.Thread):
         return add, rm
 
     def run(self):
+        # Linux keeps a nice value per thread: this one alone yields to the generator.
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
         try:
             while not self.stop.is_set():
                 add, rm = self.bodies()
@@ -235,7 +239,8 @@ def trial(a, made, s, rate_pps, seconds, churn):
     sink.stderr.readline()
     c = None
     if churn:
-        c = Churn(s.h1_sock, a.churn_batch, a.churn_keep, s.churn_next, ["h2-t1-alt", "h2-t1"])
+        c = Churn(s.h1_sock, a.churn_batch, a.churn_keep, s.churn_next, ["h2-t1-alt", "h2-t1"],
+                  a.client_nice)
         c.start()
         time.sleep(0.3)
     gen = made.spawn(["ip", "netns", "exec", s.src, a.ovrctl, "bench", "gen", "--iface", "eth0",
@@ -332,6 +337,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--churn-batch", type=int, default=1000)
     ap.add_argument("--churn-keep", type=int, default=20_000)
+    ap.add_argument("--client-nice", type=int, default=0,
+                    help="nice value of the churn client's thread (it stands in for a "
+                         "controller on another machine; here it shares the CPUs)")
     ap.add_argument("--cleanup", action="store_true")
     a = ap.parse_args()
     if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
