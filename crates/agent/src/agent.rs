@@ -370,7 +370,9 @@ impl Agent {
             && let Err(e) = self.writer.commit(ops)
         {
             self.model.undo(log);
-            let path = origins.get(e.index).cloned().unwrap_or_default();
+            // Each origin is an object of the request (or its body).
+            let origin = origins.get(e.index).map_or("", String::as_str);
+            let path = ovr_config::refused_at(origin, true, &e.error);
             return Err(ApiError::invalid(path, e.error.to_string()));
         }
         spent.commit = lap(&mut t);
@@ -428,7 +430,8 @@ impl Agent {
         spent.diff = lap(&mut t);
         if n > 0 {
             self.writer.commit(d.ops).map_err(|e| {
-                let path = d.origins.get(e.index).cloned().unwrap_or_default();
+                let origin = d.origins.get(e.index).map_or("", String::as_str);
+                let path = ovr_config::refused_at(origin, origin.ends_with(']'), &e.error);
                 config_error(
                     &ConfigError::Invalid {
                         path,

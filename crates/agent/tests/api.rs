@@ -254,6 +254,21 @@ async fn refusals_name_the_field_and_change_nothing() {
             StatusCode::UNPROCESSABLE_ENTITY,
             Some("vni"),
         ),
+        // A missing field is named, also inside a nested object.
+        (
+            "POST",
+            "/api/v1/tunnels",
+            r#"{"name":"t9","remote":"192.0.2.9"}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("underlay"),
+        ),
+        (
+            "POST",
+            "/api/v1/batch",
+            r#"{"changes":[{"create":{"route":{"network":"red","nexthop":"b-red"}}}]}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("changes[0].create.route.prefix"),
+        ),
         (
             "POST",
             "/api/v1/networks",
@@ -273,7 +288,7 @@ async fn refusals_name_the_field_and_change_nothing() {
             "/api/v1/networks",
             r#"{"vni":7}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("name"),
         ),
         (
             "POST",
@@ -288,14 +303,14 @@ async fn refusals_name_the_field_and_change_nothing() {
             "/api/v1/networks",
             r#"{"name":"green","vni":100}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("vni"),
         ),
         (
             "POST",
             "/api/v1/networks",
             r#"{"name":"green","vni":16777216}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("vni"),
         ),
         (
             "POST",
@@ -316,14 +331,14 @@ async fn refusals_name_the_field_and_change_nothing() {
             "/api/v1/labels",
             r#"{"label":3,"nexthop":"b-red"}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("label"),
         ),
         (
             "POST",
             "/api/v1/interfaces",
             r#"{"name":"vm9","network":"red","mtu":40}"#,
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("mtu"),
         ),
         (
             "PUT",

@@ -85,7 +85,7 @@ async fn the_trace_is_added_to_listed_and_cleared() {
             StatusCode::UNPROCESSABLE_ENTITY,
             Some("packets"),
         ),
-        (json!({}), StatusCode::UNPROCESSABLE_ENTITY, Some("(body)")),
+        (json!({}), StatusCode::UNPROCESSABLE_ENTITY, Some("packets")),
         (
             json!({"packets": 1, "colour": 2}),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -208,7 +208,7 @@ async fn capture_refusals_name_the_field_and_start_nothing() {
         (
             json!({"path": file("x.pcap")}),
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("(body)"),
+            Some("interface"),
         ),
     ];
     if !root {

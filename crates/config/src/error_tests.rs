@@ -100,12 +100,12 @@ fn each_mistake_is_reported_at_its_field() {
         &format!(
             "{BASE}nexthops: [{{ name: d, kind: drop }}]\nlabels: [{{ label: 3, nexthop: d }}]"
         ),
-        "labels[0]",
+        "labels[0].label",
         "reserved",
     );
     assert_error(
         "networks: [{ name: red, vni: 16777216 }]",
-        "networks[0]",
+        "networks[0].vni",
         "VNI 16777216",
     );
     assert_error("flows: { capacity: 0 }", "flows.capacity", "above 0");
@@ -272,19 +272,19 @@ fn values_are_checked_where_they_are_written() {
 fn what_the_tables_refuse_is_traced_to_its_field() {
     assert_error(
         "networks: [{ name: red, vni: 7 }, { name: blue, vni: 7 }]",
-        "networks[1]",
+        "networks[1].vni",
         "VNI 7 is already used",
     );
     assert_error(
         &format!(
             "{BASE}nexthops: [{{ name: d, kind: drop }}]\nbridge: [{{ network: red, mac: '01:00:5e:00:00:01', nexthop: d }}]"
         ),
-        "bridge[0]",
+        "bridge[0].mac",
         "group address",
     );
     assert_error(
         "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, mtu: 60 }]",
-        "interfaces[0]",
+        "interfaces[0].mtu",
         "MTU 60",
     );
 }

@@ -16,7 +16,7 @@ pub mod values;
 
 pub use error::ConfigError;
 pub use model::{Config, FlowSettings};
-pub use translate::{Names, Translation};
+pub use translate::{Names, Translation, refused_at};
 
 use ovr_tables::state::{TablesReader, TablesWriter, new_tables};
 use std::path::Path;

@@ -17,7 +17,7 @@ use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceKind};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyError, PolicyRule, PortRange};
 use ovr_tables::prefix::IpPrefix;
-use ovr_tables::state::{TableOp, TablesWriter};
+use ovr_tables::state::{TableError, TableOp, TablesWriter};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
 use ovr_wire::ethernet::MacAddr;
 use std::collections::BTreeMap;
@@ -72,10 +72,41 @@ impl Translation {
     /// came from.
     pub fn apply(&self, writer: &mut TablesWriter) -> Result<(), ConfigError> {
         writer.commit(self.ops.clone()).map_err(|e| {
-            let path = self.origins.get(e.index).cloned().unwrap_or_default();
-            ConfigError::invalid(path, e.error.to_string())
+            let origin = self.origins.get(e.index).map_or("", String::as_str);
+            ConfigError::invalid(
+                refused_at(origin, origin.ends_with(']'), &e.error),
+                e.error.to_string(),
+            )
         })
     }
+}
+
+/// Where a table refusal points: at the change's origin and, when that is an object
+/// (`object`: "routes[3]", a request's body, not already one of its fields), at the
+/// field the refusal is about, if it is about one.
+pub fn refused_at(origin: &str, object: bool, e: &TableError) -> String {
+    match (object, field_of(e)) {
+        (true, Some(f)) if origin.is_empty() || origin == "(body)" => f.to_string(),
+        (true, Some(f)) => format!("{origin}.{f}"),
+        _ => origin.to_string(),
+    }
+}
+
+/// The configuration's field a table refusal is about, where it is about one field of
+/// the object (the tables know values, not the document's names).
+fn field_of(e: &TableError) -> Option<&'static str> {
+    Some(match e {
+        TableError::MtuTooSmall(_) => "mtu",
+        TableError::VniOutOfRange(_) | TableError::VniTaken { .. } => "vni",
+        TableError::BadLabel(_) => "label",
+        TableError::InterfaceNameTaken { .. } | TableError::EmptyName { .. } => "name",
+        TableError::InterfaceNeedsVrf { .. } => "network",
+        TableError::GroupMac(_) => "mac",
+        TableError::BadMemberCount
+        | TableError::DuplicateMember(_)
+        | TableError::NestedComposite(_) => "members",
+        _ => return None,
+    })
 }
 
 pub(crate) type R<T> = Result<T, ConfigError>;

@@ -52,8 +52,8 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let inner = e.into_inner();
         match inner.classify() {
             serde_json::error::Category::Data => ApiError::Invalid {
+                field: field_of(&path, &inner.to_string()),
                 message: inner.to_string(),
-                field: if path == "." { "(body)".into() } else { path },
             },
             _ => ApiError::BadRequest {
                 message: format!("the body is not valid JSON: {inner}"),
@@ -61,4 +61,18 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             },
         }
     })
+}
+
+/// The field a data error is about. serde's path stops at the object for a missing
+/// field, so its name is taken from the message ("missing field `x`").
+fn field_of(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.split('`').next());
+    match (path, missing) {
+        (".", Some(f)) => f.to_string(),
+        (".", None) => "(body)".to_string(),
+        (p, Some(f)) => format!("{p}.{f}"),
+        (p, None) => p.to_string(),
+    }
 }
