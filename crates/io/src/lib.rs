@@ -198,3 +198,15 @@ impl Poller {
         sys::poll_readable(&mut self.fds, timeout_ms)
     }
 }
+
+/// An error with its sources, so that "attach failed" also says what the kernel said.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

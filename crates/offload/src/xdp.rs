@@ -17,6 +17,7 @@ use crate::{Offload, OffloadError};
 use aya::Ebpf;
 use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
+use ovr_io::error_chain;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,18 +34,6 @@ fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
         op,
         message: e.to_string(),
     }
-}
-
-/// An error with its sources, so that "attach failed" also says what the kernel said.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }
 
 struct Inner {
@@ -77,20 +66,20 @@ pub struct Xdp {
 impl Xdp {
     /// Loads the program (not attached anywhere yet).
     pub fn load() -> Result<Self, OffloadError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load XDP object", chain(&e)))?;
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load XDP object", error_chain(&e)))?;
         let prog: &mut XdpProgram = ebpf
             .program_mut(PROGRAM)
             .ok_or_else(|| err("find XDP program", PROGRAM))?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
         prog.load()
-            .map_err(|e| err("load XDP program", chain(&e)))?;
+            .map_err(|e| err("load XDP program", error_chain(&e)))?;
         fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,
             name: &'static str,
         ) -> Result<T, OffloadError> {
             let m = ebpf.take_map(name).ok_or_else(|| err("find map", name))?;
-            T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", chain(&e))))
+            T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", error_chain(&e))))
         }
         let inner = Inner {
             flows: take(&mut ebpf, "ovr_flows")?,
@@ -142,9 +131,9 @@ impl Xdp {
         let attached = (|| {
             g.ifaces
                 .insert(ifindex, entry.encode(), 0)
-                .map_err(|e| err("insert interface", chain(&e)))?;
+                .map_err(|e| err("insert interface", error_chain(&e)))?;
             g.tx.insert(ifindex, ifindex, None, 0)
-                .map_err(|e| err("insert egress", chain(&e)))?;
+                .map_err(|e| err("insert egress", error_chain(&e)))?;
             let prog: &mut XdpProgram = g
                 .ebpf
                 .program_mut(PROGRAM)
@@ -153,9 +142,9 @@ impl Xdp {
                 .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
             let link = prog
                 .attach_to_if_index(ifindex, XdpMode::Driver)
-                .map_err(|e| err("attach XDP program (native mode)", chain(&e)))?;
+                .map_err(|e| err("attach XDP program (native mode)", error_chain(&e)))?;
             prog.take_link(link)
-                .map_err(|e| err("take XDP link", chain(&e)))
+                .map_err(|e| err("take XDP link", error_chain(&e)))
         })();
         match attached {
             Ok(link) => {
@@ -217,7 +206,7 @@ impl ovr_io::XskSlots for Attachment {
         let mut g = self.xdp.lock();
         g.xsks
             .set(self.xsk_base + queue, fd, 0)
-            .map_err(|e| chain(&e))?;
+            .map_err(|e| error_chain(&e))?;
         g.xsk_fds.entry(self.id).or_default().push(fd);
         Ok(())
     }
@@ -282,7 +271,7 @@ impl Offload for Xdp {
             }
             g.ifaces
                 .insert(ifindex, entry.encode(), 0)
-                .map_err(|e| err("update interface", chain(&e)))?;
+                .map_err(|e| err("update interface", error_chain(&e)))?;
             g.attached.insert(id, (ifindex, entry));
         }
         Ok(())
@@ -292,7 +281,7 @@ impl Offload for Xdp {
         self.lock()
             .generation
             .set(0, generation, 0)
-            .map_err(|e| err("set generation", chain(&e)))
+            .map_err(|e| err("set generation", error_chain(&e)))
     }
 
     /// The device's receive drops less its AF_XDP sockets' (a full socket fails the
@@ -318,14 +307,14 @@ impl Offload for Xdp {
         self.lock()
             .flows
             .insert(key.encode(), action.encode(generation), 0)
-            .map_err(|e| err("install flow", chain(&e)))
+            .map_err(|e| err("install flow", error_chain(&e)))
     }
 
     fn remove(&mut self, key: &Key) -> Result<(), OffloadError> {
         match self.lock().flows.remove(&key.encode()) {
             Ok(()) => Ok(()),
             Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(err("remove flow", chain(&e))),
+            Err(e) => Err(err("remove flow", error_chain(&e))),
         }
     }
 
@@ -333,7 +322,7 @@ impl Offload for Xdp {
         match self.lock().flows.get(&key.encode(), 0) {
             Ok(v) => Ok(Some(Usage::decode(&v))),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(e) => Err(err("read flow", chain(&e))),
+            Err(e) => Err(err("read flow", error_chain(&e))),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! (bpf/xsk_redirect.c, built by build.rs), loaded with aya: one copy per interface, so
 //! that each interface has its own socket map keyed by receive queue.
 
+use crate::error_chain;
 use aya::Ebpf;
 use aya::maps::XskMap;
 use aya::programs::{Xdp, XdpMode};
@@ -46,16 +47,4 @@ impl Attached {
         xsks.set(queue, fd, 0)
             .map_err(|e| ("insert socket into XSK map", error_chain(&e)))
     }
-}
-
-/// An error with its sources, so that "attach failed" also says what the kernel said.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }
