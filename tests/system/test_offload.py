@@ -168,14 +168,15 @@ def run_frames(offload, tmp_path, workers=1):
                   user_space_share(lab, "h2", "uplink", "underlay-input"))
         flows = {h: lab.json(h, "flows", "--port", "9999")["flows"] +
                  lab.json(h, "flows", "--port", "9998")["flows"] for h in ("h1", "h2")}
+        counters = {h: (lab.json(h, "counters"), lab.api(h, "counters")) for h in ("h1", "h2")}
         log = lab.ctl("down").stdout
-    return u, w, shares, flows, log
+    return u, w, shares, flows, counters, log
 
 
 @WORKERS
 def test_same_packets_with_and_without_offload(tmp_path, workers):
-    u_off, w_off, _, _, _ = run_frames(False, tmp_path)
-    u_on, w_on, (h1, h2), flows, log = run_frames(True, tmp_path, workers)
+    u_off, w_off, _, _, off_counters, _ = run_frames(False, tmp_path)
+    u_on, w_on, (h1, h2), flows, counters, log = run_frames(True, tmp_path, workers)
     assert len(u_off) == 180 and len(w_off) == 180, (len(u_off), len(w_off))
     # Field by field (scapy's decoding) and byte for byte: the outer IP id is 0 both ways.
     assert [fields(p) for p in u_on] == [fields(p) for p in u_off]
@@ -196,6 +197,17 @@ def test_same_packets_with_and_without_offload(tmp_path, workers):
     assert h1_rx >= 180 and h1_user <= 20, h1
     assert h2_rx >= 180 and h2_user <= 20, h2
     assert "fast path: flows" in log and " hit " in log
+    # The API's counters say what the fast path did (summed over the workers): on each
+    # host it holds the three flows (and reverses) and carried all but the first packets
+    # of the 180 sent, plus some of the 60 RSTs w2's stack answers the TCP segments with
+    # (their flow is offloaded too); without it, all zero.
+    for host, (c, text) in counters.items():
+        fp = c["fast_path"]
+        assert 3 <= fp["flows"] <= 6 and fp["installed"] >= 3, (host, fp)
+        assert 180 - 20 <= fp["packets"] <= 180 + 60, (host, fp)
+        assert f"fast path: {fp['flows']} flows (installed {fp['installed']}," in text, text
+    for c, text in off_counters.values():
+        assert set(c["fast_path"].values()) == {0} and "fast path" not in text, (c, text)
     # The fast path's packets are in the flows the API shows (merged from every worker):
     # each of the three flows counts all 60 packets on both hosts.
     for host, fl in flows.items():

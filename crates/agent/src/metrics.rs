@@ -171,13 +171,59 @@ pub fn render(s: &Snapshot) -> String {
     ] {
         o.single(name, "counter", help, v);
     }
+    let fp = &s.fast_path;
+    o.single(
+        "ovr_fast_path_flows",
+        "gauge",
+        "Flows carried by the fast path below the pipeline now (ovrd --offload)",
+        fp.flows,
+    );
+    for (name, help, v) in [
+        (
+            "ovr_fast_path_installed_total",
+            "Fast-path entries installed (again after each table change)",
+            fp.installed,
+        ),
+        (
+            "ovr_fast_path_refused_total",
+            "Flows the fast path cannot reproduce (they stay in user space)",
+            fp.refused,
+        ),
+        (
+            "ovr_fast_path_invalidations_total",
+            "Fast-path generations started (table or interface changes)",
+            fp.invalidations,
+        ),
+        (
+            "ovr_fast_path_redirect_failed_total",
+            "Frames the fast path redirected to an egress that dropped them",
+            fp.redirect_failed,
+        ),
+        (
+            "ovr_fast_path_errors_total",
+            "Errors from the fast path's backend",
+            fp.errors,
+        ),
+        (
+            "ovr_fast_path_packets_total",
+            "Packets the fast path carried (also in the flows' and interfaces' counts)",
+            fp.packets,
+        ),
+        (
+            "ovr_fast_path_bytes_total",
+            "Bytes the fast path carried",
+            fp.bytes,
+        ),
+    ] {
+        o.single(name, "counter", help, v);
+    }
     o.0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ovr_dataplane::context::OffloadCounters;
+    use ovr_dataplane::context::{FastPathCounters, OffloadCounters};
     use ovr_dataplane::counters::FlowSnapshot;
 
     #[test]
@@ -214,6 +260,11 @@ mod tests {
                 segments: 45,
                 checksums: 0,
             },
+            fast_path: FastPathCounters {
+                flows: 3,
+                packets: 900,
+                ..FastPathCounters::default()
+            },
         };
         let t = render(&s);
         assert!(
@@ -223,6 +274,8 @@ mod tests {
         assert!(t.contains("ovr_drops_total{reason=\"ttl-expired\"} 2\n"));
         assert!(t.contains("ovr_flows_active 4\n"));
         assert!(t.contains("ovr_offload_segments_total 45\n"));
+        assert!(t.contains("ovr_fast_path_flows 3\n"));
+        assert!(t.contains("ovr_fast_path_packets_total 900\n"));
         assert!(t.contains("ovr_flows_refused_total{cause=\"quota\"} 5\n"));
         assert!(t.contains("# TYPE ovr_flows_aged_total counter\n"));
         assert!(t.contains("ovr_node_packets_total{node=\"flow\"} 10\n"));
@@ -233,7 +286,7 @@ mod tests {
         let mut unique = families.clone();
         unique.dedup();
         assert_eq!(families.len(), unique.len());
-        assert_eq!(families.len(), 17, "{t}");
+        assert_eq!(families.len(), 25, "{t}");
         // Every sample line is "name{labels} value" or "name value".
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.contains(' '), "{l}");

@@ -73,6 +73,64 @@ pub struct OffloadCounters {
     pub checksums: u64,
 }
 
+/// What a fast path below the pipeline (`ovr_offload`, `ovrd --offload xdp`) did; all
+/// zero without one. Its owner keeps them here so that they are read with the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FastPathCounters {
+    /// Flows offloaded now.
+    pub flows: u64,
+    /// Entries installed (again after each table change).
+    pub installed: u64,
+    /// Flows whose packets the fast path cannot reproduce (they stay in user space).
+    pub refused: u64,
+    /// Entries removed because their flow went.
+    pub removed: u64,
+    /// Backend errors (logged once).
+    pub errors: u64,
+    /// Generations started (table changes, interfaces coming and going).
+    pub invalidations: u64,
+    /// Frames the fast path redirected to an egress that dropped them (counted by the
+    /// receiving interface; the egress is then left to user space for a while).
+    pub redirect_failed: u64,
+    /// Packets and bytes (as received) the fast path carried, merged into the flows.
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl FastPathCounters {
+    /// Adds another owner's counters (one per worker).
+    pub fn merge(&mut self, o: &Self) {
+        self.flows += o.flows;
+        self.installed += o.installed;
+        self.refused += o.refused;
+        self.removed += o.removed;
+        self.errors += o.errors;
+        self.invalidations += o.invalidations;
+        self.redirect_failed += o.redirect_failed;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
+
+impl std::fmt::Display for FastPathCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
+             redirect_failed {}), carried {} packets {} bytes",
+            self.flows,
+            self.installed,
+            self.refused,
+            self.removed,
+            self.invalidations,
+            self.errors,
+            self.redirect_failed,
+            self.packets,
+            self.bytes
+        )
+    }
+}
+
 pub struct Cx {
     pub pool: PacketPool<Meta>,
     pub flows: FlowTable,
@@ -85,6 +143,7 @@ pub struct Cx {
     pub tx: Vec<Vec<u32>>,
     pub flow_counters: FlowCounters,
     pub offload_counters: OffloadCounters,
+    pub fast_path: FastPathCounters,
     /// Now, in nanoseconds of the driver's clock (replay: the capture's timestamps).
     pub now: u64,
 }
@@ -102,6 +161,7 @@ impl Cx {
             tx: Vec::new(),
             flow_counters: FlowCounters::default(),
             offload_counters: OffloadCounters::default(),
+            fast_path: FastPathCounters::default(),
             now: 0,
         }
     }

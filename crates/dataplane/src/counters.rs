@@ -1,7 +1,7 @@
 //! A snapshot of a pipeline's counters: per interface, per node, per drop reason and for
 //! flows, printable as tables or serialisable (JSON for scripts, later Prometheus).
 
-use crate::context::OffloadCounters;
+use crate::context::{FastPathCounters, OffloadCounters};
 use crate::drop::DropReason;
 use crate::pipeline::Pipeline;
 use ovr_tables::ids::InterfaceId;
@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub drops: BTreeMap<&'static str, u64>,
     pub flows: FlowSnapshot,
     pub offload: OffloadCounters,
+    /// The fast path below the pipeline, if there is one (all zero if not).
+    pub fast_path: FastPathCounters,
 }
 
 impl Pipeline {
@@ -102,6 +104,7 @@ impl Pipeline {
                 refused_quota: fs.refused_quota,
             },
             offload: cx.offload_counters,
+            fast_path: cx.fast_path,
         }
     }
 }
@@ -116,6 +119,7 @@ impl Snapshot {
             drops,
             flows,
             offload,
+            fast_path,
         } = other;
         for i in interfaces {
             match self.interfaces.iter_mut().find(|m| m.id == i.id) {
@@ -156,6 +160,7 @@ impl Snapshot {
         o.large_frames += offload.large_frames;
         o.segments += offload.segments;
         o.checksums += offload.checksums;
+        self.fast_path.merge(&fast_path);
     }
 }
 
@@ -211,7 +216,11 @@ impl fmt::Display for Snapshot {
             f,
             "offload: {} large frames cut into {} segments, {} checksums finished",
             o.large_frames, o.segments, o.checksums
-        )
+        )?;
+        if self.fast_path != FastPathCounters::default() {
+            writeln!(f, "fast path: {}", self.fast_path)?;
+        }
+        Ok(())
     }
 }
 
@@ -248,6 +257,11 @@ mod tests {
                 refused_quota: 0,
             },
             offload: OffloadCounters::default(),
+            fast_path: FastPathCounters {
+                flows: 1,
+                packets: rx,
+                ..FastPathCounters::default()
+            },
         }
     }
 
@@ -270,5 +284,7 @@ mod tests {
         assert_eq!(n.ns_per_packet, (30.0 * 10.0 + 10.0 * 50.0) / 40.0);
         assert_eq!(a.drops["no_route"], 3);
         assert_eq!((a.flows.active, a.flows.created), (4, 2));
+        assert_eq!((a.fast_path.flows, a.fast_path.packets), (2, 15));
+        assert!(a.to_string().contains("fast path: flows 2 "), "{a}");
     }
 }

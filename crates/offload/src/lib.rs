@@ -37,6 +37,7 @@ pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
 
 use ovr_dataplane::context::Cx;
+pub use ovr_dataplane::context::FastPathCounters;
 use ovr_dataplane::meta::{Meta, flags as mf};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::InterfaceId;
@@ -72,41 +73,6 @@ pub trait Offload {
     /// A redirect the egress cannot take (a veth whose peer runs no NAPI) is dropped
     /// and counted there, on the receiving interface.
     fn rx_dropped(&self) -> Vec<(InterfaceId, u64)>;
-}
-
-/// What the fast path's owner did (ovrd prints them with its counters).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FastPathCounters {
-    /// Entries installed (again after each table change).
-    pub installed: u64,
-    /// Flows whose packets the fast path cannot reproduce (they stay in user space).
-    pub refused: u64,
-    /// Entries removed because their flow went.
-    pub removed: u64,
-    /// Backend errors (logged once).
-    pub errors: u64,
-    /// Generations started (table changes, interfaces coming and going).
-    pub invalidations: u64,
-    /// Frames the fast path redirected to an egress that dropped them (counted by the
-    /// receiving interface; the egress is then left to user space for a while).
-    pub redirect_failed: u64,
-    /// Packets and bytes (as received) the fast path carried, merged into the flows.
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-impl FastPathCounters {
-    /// Adds another owner's counters (one per worker).
-    pub fn merge(&mut self, o: &Self) {
-        self.installed += o.installed;
-        self.refused += o.refused;
-        self.removed += o.removed;
-        self.errors += o.errors;
-        self.invalidations += o.invalidations;
-        self.redirect_failed += o.redirect_failed;
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-    }
 }
 
 /// What every owner of one backend shares (clones share it): the generation in force
@@ -224,6 +190,14 @@ impl<O: Offload> FastPath<O> {
 
     pub fn backend(&self) -> &O {
         &self.backend
+    }
+
+    /// Its counters with the flows offloaded now (`counters.flows` is filled only here).
+    pub fn totals(&self) -> FastPathCounters {
+        FastPathCounters {
+            flows: self.installed.len() as u64,
+            ..self.counters
+        }
     }
 
     /// Flows offloaded now (in any generation).
@@ -557,6 +531,7 @@ impl<O: Offload> FastPath<O> {
         for id in batch {
             self.check(cx, id);
         }
+        cx.fast_path = self.totals();
     }
 
     /// Sweeps everything now: before the flows or counters are read, and after flows
@@ -566,6 +541,8 @@ impl<O: Offload> FastPath<O> {
         for id in ids {
             self.check(cx, id);
         }
+        // Read with the pipeline's counters (ovrd's exit, the API).
+        cx.fast_path = self.totals();
     }
 }
 

@@ -256,20 +256,16 @@ fn run(a: &Args) -> Result<(), String> {
     })?;
     info!("stopped: every interface let go");
     let mut total = snapshots.into_iter();
-    let first = total.next().ok_or("no worker")?;
-    let (mut sum, mut fast) = (first.counters, first.fast);
+    let mut sum = total.next().ok_or("no worker")?;
     for s in total {
-        sum.merge(s.counters);
-        if let (Some((c, n)), Some((more, m))) = (fast.as_mut(), s.fast) {
-            c.merge(&more);
-            *n += m;
-        }
+        sum.merge(s);
     }
-    let fast_line = match (fast, &xdp) {
-        (Some((c, n)), Some(x)) => format!("\nfast path: {}", worker::fast_path_line(&c, n, x)),
-        _ => String::new(),
-    };
-    eprintln!("{COUNTERS_AT_EXIT}\n{sum}{fast_line}");
+    // The fast path's counters are in the sum; its program's are the whole ovrd's.
+    let program = xdp
+        .as_ref()
+        .map(|x| format!("fast path {}\n", worker::program_line(x)))
+        .unwrap_or_default();
+    eprintln!("{COUNTERS_AT_EXIT}\n{sum}{program}");
     Ok(())
 }
 

@@ -13,8 +13,8 @@ use crate::ports::{Ports, Share};
 use ovr_agent::worker::Requests;
 use ovr_dataplane::Pipeline;
 use ovr_dataplane::counters::Snapshot;
+use ovr_offload::FastPath;
 use ovr_offload::xdp::Xdp;
-use ovr_offload::{FastPath, FastPathCounters};
 use ovr_tables::nexthop::{Inner, NextHop};
 use ovr_tables::state::{ForwardingState, TablesReader};
 use ovr_wire::offload::VNET_HDR_LEN;
@@ -44,14 +44,6 @@ pub struct Worker {
     pub fast: Option<FastPath<Xdp>>,
 }
 
-/// What a worker leaves when it stops.
-pub struct Stopped {
-    /// Its counters, interfaces named.
-    pub counters: Snapshot,
-    /// Its fast path's counters and how many flows it had offloaded.
-    pub fast: Option<(FastPathCounters, usize)>,
-}
-
 impl Worker {
     /// Forwards until `stop`; returns the counters (interfaces named; the fast path's
     /// merged in) and closes the interfaces.
@@ -61,7 +53,7 @@ impl Worker {
         o: &Options,
         start: Instant,
         stop: &AtomicBool,
-    ) -> Result<Stopped, String> {
+    ) -> Result<Snapshot, String> {
         let mut last_stats = Instant::now();
         let mut last_traffic = Instant::now() - o.spin;
         while !stop.load(Ordering::Relaxed) {
@@ -109,8 +101,9 @@ impl Worker {
                 if let Some(f) = self.fast.as_ref() {
                     info!(
                         worker = self.share.index,
-                        "fast path: {}",
-                        fast_path_line(&f.counters, f.len(), f.backend())
+                        "fast path: {}; {}",
+                        f.totals(),
+                        program_line(f.backend())
                     );
                 }
                 info!(
@@ -120,10 +113,9 @@ impl Worker {
                 );
             }
         }
-        let fast = self.fast.as_mut().map(|f| {
+        if let Some(f) = self.fast.as_mut() {
             f.sync_all(&mut self.pipe.cx);
-            (f.counters, f.len())
-        });
+        }
         let snap = reader.enter().map(|st| snapshot(&self.pipe, &st));
         if let Some((_, out)) = &self.handoff {
             info!(
@@ -134,10 +126,7 @@ impl Worker {
             );
         }
         self.ports.close();
-        Ok(Stopped {
-            counters: snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)),
-            fast,
-        })
+        Ok(snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)))
     }
 
     /// Sleeps until a frame arrives (or another worker hands some over).
@@ -231,21 +220,10 @@ pub fn snapshot(pipe: &Pipeline, st: &ForwardingState) -> Snapshot {
     pipe.snapshot(|i| st.interface(i).map(|x| x.name.clone()))
 }
 
-/// A fast path's counters (one worker's or all workers' summed) and its program's, on
-/// one line.
-pub fn fast_path_line(c: &FastPathCounters, flows: usize, program: &Xdp) -> String {
-    let mut s = format!(
-        "flows {flows} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
-         redirect_failed {}), carried {} packets {} bytes; program:",
-        c.installed,
-        c.refused,
-        c.removed,
-        c.invalidations,
-        c.errors,
-        c.redirect_failed,
-        c.packets,
-        c.bytes
-    );
+/// The XDP program's own counters (the whole ovrd's: every worker shares it), on one
+/// line.
+pub fn program_line(program: &Xdp) -> String {
+    let mut s = "program:".to_string();
     for (name, v) in program.counters() {
         s.push_str(&format!(" {name} {v}"));
     }

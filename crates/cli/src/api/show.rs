@@ -220,4 +220,21 @@ pub fn counters(v: &Value) {
         f["refused_bucket"],
         f["refused_quota"]
     );
+    // Only with a fast path below the pipeline (ovrd --offload).
+    let fp = &v["fast_path"];
+    if fp["installed"].as_u64().unwrap_or(0) + fp["refused"].as_u64().unwrap_or(0) > 0 {
+        println!(
+            "fast path: {} flows (installed {}, refused {}, removed {}, invalidations {}, \
+             errors {}, redirect_failed {}), carried {} packets {} bytes",
+            fp["flows"],
+            fp["installed"],
+            fp["refused"],
+            fp["removed"],
+            fp["invalidations"],
+            fp["errors"],
+            fp["redirect_failed"],
+            fp["packets"],
+            fp["bytes"]
+        );
+    }
 }
