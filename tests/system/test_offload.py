@@ -213,6 +213,8 @@ def test_same_packets_with_and_without_offload(tmp_path, workers):
     for host, fl in flows.items():
         fwd = [f for f in fl if f["dst_port"] in (9999, 9998)]
         assert sorted(f["packets"] for f in fwd) == [60, 60, 60], (host, fl)
+        # ...and the dump says the fast path carries them.
+        assert all(f["offloaded"] for f in fwd), (host, fl)
         if workers > 1:
             # Ids are local id × workers + worker: the flows' hashes put the routed one in
             # worker 0 and the two bridged ones in worker 1, each with its reverse, so
@@ -247,13 +249,18 @@ def test_policy_change_stops_an_offloaded_flow(workers):
         sender = subprocess.Popen(["ip", "netns", "exec", lab.ns("h1-t1-w1"), "python3", "-c", send])
         time.sleep(2)
         before = user_space_share(lab, "h2", "uplink", "underlay-input")
+        carried = lab.json("h2", "flows", "--port", "9999")["flows"]
         lab.api("h2", "policies", "set", "t1",
                 '[{"action":"deny","protocol":"udp","dst_ports":"9999"}]')
         changed = time.time()
         sender.wait(timeout=20)
         times = [float(t) for t in rx.communicate(timeout=20)[0].split()]
         drops = lab.json("h2", "dropstats")
-    # Flowing before, through the fast path (user space saw a handful of the packets).
+        after = lab.json("h2", "flows", "--port", "9999")["flows"]
+    # Flowing before, through the fast path (user space saw a handful of the packets),
+    # which the flow dump said; after the change, no flow is carried there.
+    assert any(f["offloaded"] and f["dst_port"] == 9999 for f in carried), carried
+    assert after and not any(f["offloaded"] for f in after), after
     assert len([t for t in times if t < changed]) > 100, len(times)
     assert before[0] > 100 and before[1] < 10, before
     # The new policy applies to the offloaded flow within the worker's poll interval.

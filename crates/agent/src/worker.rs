@@ -64,6 +64,9 @@ pub struct FlowRecord {
     pub drop_reason: Option<&'static str>,
     pub reverse: Option<u32>,
     pub denied: bool,
+    /// A fast path below the pipeline carries it now (`ovrd --offload`): its packets
+    /// are counted here as the fast path reports them.
+    pub offloaded: bool,
     pub packets: u64,
     pub bytes: u64,
     pub age_ms: u64,
@@ -283,6 +286,7 @@ fn dump(pipe: &Pipeline, f: &FlowFilter) -> FlowDump {
             drop_reason,
             reverse: e.reverse.map(|r| r.0),
             denied: e.flags & flags::DENIED != 0,
+            offloaded: e.flags & flags::OFFLOADED != 0,
             packets: e.packets,
             bytes: e.bytes,
             age_ms: ms(e.created),

@@ -39,7 +39,7 @@ pub use layout::{Action, Key, Usage};
 use ovr_dataplane::context::Cx;
 pub use ovr_dataplane::context::FastPathCounters;
 use ovr_dataplane::meta::{Meta, flags as mf};
-use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::ForwardingState;
 use std::collections::HashMap;
@@ -124,6 +124,8 @@ struct Installed {
     growth: i64,
     /// The backend's counters already merged.
     seen: Usage,
+    /// The generation it was installed in (only the current one is used).
+    generation: u32,
 }
 
 /// Merge the counters of this many entries per sweep step at most...
@@ -158,6 +160,8 @@ pub struct FastPath<O: Offload> {
     /// Egress interfaces that dropped redirected frames, until when they are avoided
     /// (a copy of `Shared`'s, taken at each sweep step).
     bad_egress: HashMap<u32, u64>,
+    /// Flows marked `OFFLOADED` in the flow table at the last `sync_all`.
+    marked: Vec<u32>,
     pub counters: FastPathCounters,
 }
 
@@ -184,6 +188,7 @@ impl<O: Offload> FastPath<O> {
             failing: false,
             rx_dropped: HashMap::new(),
             bad_egress: HashMap::new(),
+            marked: Vec::new(),
             counters: FastPathCounters::default(),
         }
     }
@@ -338,6 +343,7 @@ impl<O: Offload> FastPath<O> {
                 strip: u64::from(action.strip),
                 growth: action.growth(),
                 seen: Usage::default(),
+                generation: self.generation,
             },
         );
     }
@@ -543,6 +549,28 @@ impl<O: Offload> FastPath<O> {
         }
         // Read with the pipeline's counters (ovrd's exit, the API).
         cx.fast_path = self.totals();
+        self.mark(cx);
+    }
+
+    /// Marks the flows carried now (entries of the current generation) in the flow
+    /// table, for the flow dump; unmarks those marked before.
+    fn mark(&mut self, cx: &mut Cx) {
+        for id in self.marked.drain(..) {
+            if let Some(e) = cx.flows.get_mut(FlowId(id)) {
+                e.flags &= !flow_flags::OFFLOADED;
+            }
+        }
+        for (id, rec) in &self.installed {
+            if rec.generation != self.generation || self.generation == 0 {
+                continue;
+            }
+            if let Some(e) = cx.flows.get_mut(FlowId(*id))
+                && e.key == rec.flow
+            {
+                e.flags |= flow_flags::OFFLOADED;
+                self.marked.push(*id);
+            }
+        }
     }
 }
 

@@ -110,6 +110,7 @@ pub fn flows(v: &Value) {
         "packets",
         "bytes",
         "idle ms",
+        "fast path",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -149,6 +150,12 @@ pub fn flows(v: &Value) {
                 cell(&f["packets"]),
                 cell(&f["bytes"]),
                 cell(&f["idle_ms"]),
+                if f["offloaded"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "-"
+                }
+                .to_string(),
             ]
         })
         .collect();

@@ -39,6 +39,9 @@ pub mod flags {
     pub const DENIED: u8 = 0x01;
     /// This is the reverse (reply) direction of a pair.
     pub const REVERSE: u8 = 0x02;
+    /// A fast path below the pipeline carries this flow now (its owner marks it when the
+    /// flows are read; the table itself never looks at it).
+    pub const OFFLOADED: u8 = 0x04;
 }
 
 /// One flow. Cache-line aligned so that the key, which every lookup compares, never
