@@ -148,19 +148,25 @@ pub fn drain(requests: &Requests, pipe: &mut Pipeline) {
     drain_with(requests, pipe, |_| {});
 }
 
-/// Like [`drain`], with `around` called just before and just after each request is
-/// answered (a fast path below the pipeline merges its counters into the flows before
-/// they are read, and takes deleted flows out after).
-pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut around: impl FnMut(&mut Pipeline)) {
+/// Like [`drain`], with `sync` called just before a request reads the counters or the
+/// flows, and just after one deletes flows (a fast path below the pipeline merges its
+/// counters into the flows before they are read, and takes deleted flows out after).
+pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut sync: impl FnMut(&mut Pipeline)) {
     if !pipe.taps.is_empty() {
         pipe.taps.expire(Instant::now());
     }
     for _ in 0..PER_ITERATION {
         match requests.try_recv() {
             Ok(r) => {
-                around(pipe);
+                let reads = matches!(r, Request::Counters(_) | Request::Flows(..));
+                let deletes = matches!(r, Request::DeleteFlows(..));
+                if reads {
+                    sync(pipe);
+                }
                 serve(pipe, r);
-                around(pipe);
+                if deletes {
+                    sync(pipe);
+                }
             }
             Err(_) => return,
         }
