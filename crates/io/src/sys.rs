@@ -47,16 +47,7 @@ pub fn packet_socket(
     frames: usize,
 ) -> io::Result<(OwnedFd, RxRing)> {
     // Protocol 0 until bound: nothing is queued before the ring exists.
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let fd = check(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
-    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = raw_packet_socket()?;
     set_int(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)?;
     set_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
     set_int(
@@ -77,10 +68,9 @@ pub fn packet_socket(
     Ok((fd, ring))
 }
 
-/// A non-blocking AF_PACKET raw socket for sending on interface `index` only: bound with
-/// protocol 0, it receives nothing. Frames carry a virtio-net header as with
-/// `packet_socket`.
-pub fn packet_send_socket(index: u32) -> io::Result<OwnedFd> {
+/// A non-blocking AF_PACKET raw socket with protocol 0 (it receives nothing until bound
+/// with another).
+fn raw_packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) with constant arguments; the result is checked.
     let fd = check(unsafe {
         libc::socket(
@@ -91,6 +81,14 @@ pub fn packet_send_socket(index: u32) -> io::Result<OwnedFd> {
     })?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(fd)
+}
+
+/// A non-blocking AF_PACKET raw socket for sending on interface `index` only: bound with
+/// protocol 0, it receives nothing. Frames carry a virtio-net header as with
+/// `packet_socket`.
+pub fn packet_send_socket(index: u32) -> io::Result<OwnedFd> {
+    let fd = raw_packet_socket()?;
     set_int(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
     let _ = set_int(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
     bind_packet(&fd, index, 0)?;
