@@ -58,11 +58,6 @@ impl Node<Cx, ForwardingState> for EncapMpls {
     }
 
     fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
-        let m = cx.pool.meta(pkt);
-        Some(format!(
-            "{}, {} bytes",
-            crate::describe::nexthop(st, m.next_hop),
-            cx.pool.len(pkt)
-        ))
+        Rewrites::trace(cx, st, pkt)
     }
 }

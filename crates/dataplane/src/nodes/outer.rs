@@ -147,6 +147,16 @@ pub struct Rewrites {
 }
 
 impl Rewrites {
+    /// What an encapsulation node says of a traced packet: the tunnel and the result.
+    pub fn trace(cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {
+        let m = cx.pool.meta(pkt);
+        Some(format!(
+            "{}, {} bytes",
+            crate::describe::nexthop(st, m.next_hop),
+            cx.pool.len(pkt)
+        ))
+    }
+
     /// An encapsulation node's loop: every packet's next hop must be a tunnel for which
     /// `shim` gives the header (others are this node's mistake: `nexthop_unsupported`).
     pub fn process(
