@@ -81,23 +81,28 @@ class Host:
         return json.loads(self.ctl("--json", *args).stdout)
 
 
+def two_vms(lab):
+    """Namespace `a` (the host) with two workloads on veths: vm1 10.1.0.5/24 and vm2
+    10.2.0.5/24, each routed through its gateway (.1); returns the three namespaces."""
+    a, vm1, vm2 = lab.ns("a"), lab.ns("vm1"), lab.ns("vm2")
+    lab.veth(a, "vm1", vm1, "eth0", None, VM1_MAC)
+    lab.veth(a, "vm2", vm2, "eth0", None, VM2_MAC)
+    for ns, net in ((vm1, "10.1.0"), (vm2, "10.2.0")):
+        sh("ip", "addr", "add", f"{net}.5/24", "dev", "eth0", ns=ns)
+        sh("ip", "route", "add", "default", "via", f"{net}.1", ns=ns)
+        # ovr forwards what it receives as it is: checksums must be complete.
+        sh("ethtool", "-K", "eth0", "tx", "off", ns=ns)
+    return a, vm1, vm2
+
+
 @pytest.fixture
 def host(tmp_path):
     ovrd, ovrctl = binaries()
     lab = Lab("ag")
     h = None
     try:
-        a, vm1, vm2 = lab.ns("a"), lab.ns("vm1"), lab.ns("vm2")
-        lab.veth(a, "vm1", vm1, "eth0", None, VM1_MAC)
-        lab.veth(a, "vm2", vm2, "eth0", None, VM2_MAC)
-        sh("ip", "addr", "add", "10.1.0.5/24", "dev", "eth0", ns=vm1)
-        sh("ip", "route", "add", "default", "via", "10.1.0.1", ns=vm1)
-        sh("ip", "addr", "add", "10.2.0.5/24", "dev", "eth0", ns=vm2)
+        a, vm1, vm2 = two_vms(lab)
         sh("ip", "addr", "add", "10.9.0.5/32", "dev", "eth0", ns=vm2)
-        sh("ip", "route", "add", "default", "via", "10.2.0.1", ns=vm2)
-        # ovr forwards what it receives as it is: checksums must be complete.
-        for ns in (vm1, vm2):
-            sh("ethtool", "-K", "eth0", "tx", "off", ns=ns)
         h = Host(ovrd, ovrctl, a, tmp_path)
         h.vm1, h.vm2 = vm1, vm2
         h.start()

@@ -20,9 +20,8 @@ from scapy.all import IP, Ether, rdpcap
 
 from conftest import ROOT
 from system.netns import Lab, sh
-from system.test_agent import Host
+from system.test_agent import VM1_MAC, VM2_MAC, Host, two_vms
 
-VM1_MAC, VM2_MAC = "02:00:00:00:01:05", "02:00:00:00:02:05"
 GW_MAC = "02:00:00:00:00:01"
 
 CONFIG = f"""
@@ -48,15 +47,7 @@ def host(tmp_path, request):
     lab.prefix = f"ovrob{os.getpid() % 10000}"
     h = None
     try:
-        a, vm1, vm2 = lab.ns("a"), lab.ns("vm1"), lab.ns("vm2")
-        lab.veth(a, "vm1", vm1, "eth0", None, VM1_MAC)
-        lab.veth(a, "vm2", vm2, "eth0", None, VM2_MAC)
-        sh("ip", "addr", "add", "10.1.0.5/24", "dev", "eth0", ns=vm1)
-        sh("ip", "route", "add", "default", "via", "10.1.0.1", ns=vm1)
-        sh("ip", "addr", "add", "10.2.0.5/24", "dev", "eth0", ns=vm2)
-        sh("ip", "route", "add", "default", "via", "10.2.0.1", ns=vm2)
-        for ns in (vm1, vm2):
-            sh("ethtool", "-K", "eth0", "tx", "off", ns=ns)
+        a, vm1, vm2 = two_vms(lab)
         debug = ROOT / "target" / "debug"
         h = Host(debug / "ovrd", debug / "ovrctl", a, tmp_path, "--workers", workers)
         h.config.write_text(CONFIG)

@@ -269,11 +269,9 @@ def test_policy_change_stops_an_offloaded_flow(workers):
     assert drops.get("policy_denied", 0) > 100, drops
 
 
-TRANSFER_SERVER = r"""
-import hashlib, socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', 7001)); s.listen(1); s.settimeout(30)
-c, _ = s.accept(); c.settimeout(30)
+# One side of a TCP transfer over `c`: 'send' sends 8 MiB and prints their digest,
+# 'recv' prints the digest and length of what arrived.
+TRANSFER = r"""
 if sys.argv[1] == 'send':
     data = bytes(hashlib.sha256(str(i).encode()).digest()[i % 32] for i in range(1 << 16)) * 128
     c.sendall(data); c.close(); print(hashlib.sha256(data).hexdigest())
@@ -286,20 +284,17 @@ else:
     print(h.hexdigest(), n)
 """
 
-TRANSFER_CLIENT = r"""
+TRANSFER_SERVER = r"""
 import hashlib, socket, sys
-c = socket.create_connection(('%s', 7001), timeout=30)
-if sys.argv[1] == 'send':
-    data = bytes(hashlib.sha256(str(i).encode()).digest()[i %% 32] for i in range(1 << 16)) * 128
-    c.sendall(data); c.close(); print(hashlib.sha256(data).hexdigest())
-else:
-    h = hashlib.sha256(); n = 0
-    while True:
-        b = c.recv(1 << 16)
-        if not b: break
-        h.update(b); n += len(b)
-    print(h.hexdigest(), n)
-"""
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', 7001)); s.listen(1); s.settimeout(30)
+c, _ = s.accept(); c.settimeout(30)
+""" + TRANSFER
+
+
+def transfer_client(server_ip):
+    return ("import hashlib, socket, sys\n"
+            f"c = socket.create_connection(('{server_ip}', 7001), timeout=30)\n" + TRANSFER)
 
 
 def transfer(lab, client, server_ns, server_ip, direction):
@@ -308,7 +303,7 @@ def transfer(lab, client, server_ns, server_ip, direction):
                             "send" if direction == "down" else "recv"],
                            stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
-    cli = sh("python3", "-c", TRANSFER_CLIENT % server_ip,
+    cli = sh("python3", "-c", transfer_client(server_ip),
              "recv" if direction == "down" else "send", ns=lab.ns(client))
     out = srv.communicate(timeout=60)[0].split()
     mine = cli.stdout.split()
