@@ -6,21 +6,24 @@
 use libfuzzer_sys::fuzz_target;
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::ids::InterfaceId;
-use ovr_wire::offload::{self, VNET_HDR_LEN, VnetHdr};
+use ovr_wire::offload::{self, Joined, VNET_HDR_LEN, VnetHdr};
 
 #[path = "common.rs"]
 mod common;
 use common::tables;
 
 fuzz_target!(|data: &[u8]| {
-    // The same bytes as a run of frames to join: a joined frame cuts back into as many
-    // segments as it took.
+    // The same bytes as a run of frames to join (TCP segments, or datagrams): a joined
+    // frame cuts back into as many segments as it took.
     let frames: Vec<&[u8]> = data.chunks(data.len().div_ceil(3).max(1)).collect();
-    let mut joined = Vec::new();
-    if let Some((h, n)) = offload::coalesce(&frames, &mut joined) {
-        assert!(n >= 2 && n <= frames.len());
-        let cut = offload::segment(&joined, &h, &mut Vec::new(), |_, _| {});
-        assert_eq!(cut, Ok(n));
+    let mut joined = Joined::default();
+    for join in [offload::coalesce, offload::coalesce_datagrams] {
+        if let Some((h, n)) = join(&frames, &mut joined) {
+            assert!(n >= 2 && n <= frames.len());
+            let frame: Vec<u8> = joined.parts(&frames[..n]).flatten().copied().collect();
+            let cut = offload::segment(&frame, &h, &mut Vec::new(), |_, _| {});
+            assert_eq!(cut, Ok(n));
+        }
     }
     if let Ok(h) = VnetHdr::parse(data) {
         let frame = &data[VNET_HDR_LEN..];

@@ -20,7 +20,7 @@
 //! receives them as one, as from GRO, and the kernel cuts them again where a device needs.
 
 use crate::{Driver, DriverKind, DriverStats, IoError, sys};
-use ovr_wire::offload::{self, VNET_HDR_LEN};
+use ovr_wire::offload::{self, Joined, VNET_HDR_LEN};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Frames received into the ring's slots: room for a 1500-byte MTU frame, its
@@ -63,8 +63,11 @@ pub struct AfPacket {
 /// The sending half: runs of segments joined into large frames, a batch per call.
 #[derive(Default)]
 struct Tx {
-    /// Large frames joined from runs of segments, reused from batch to batch.
-    joined: Vec<Vec<u8>>,
+    /// Headers of large frames joined from runs of segments, reused from batch to batch.
+    joined: Vec<Joined>,
+    /// Whether runs of UDP datagrams of one flow are joined too (tunnel packets toward
+    /// one peer, `offload::coalesce_datagrams`).
+    datagrams: bool,
 }
 
 /// A send-only AF_PACKET socket on an interface another worker receives from (it
@@ -117,6 +120,11 @@ impl Driver for PacketSender {
         self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
     }
 
+    fn join_datagrams(&mut self) -> bool {
+        self.tx.datagrams = true;
+        true
+    }
+
     fn vnet_hdr(&self) -> bool {
         true
     }
@@ -134,6 +142,8 @@ impl Driver for PacketSender {
 enum Message {
     Frame(usize),
     Joined {
+        /// The first frame of the run, and the index of its `Joined`.
+        first: usize,
         buf: usize,
         header: [u8; VNET_HDR_LEN],
         segments: usize,
@@ -239,17 +249,22 @@ impl Tx {
         if frames.is_empty() {
             return Ok(());
         }
+        let datagrams = self.datagrams;
         let mut plan = Vec::with_capacity(frames.len());
         let (mut i, mut buf) = (0, 0);
         while i < frames.len() {
             if self.joined.len() <= buf {
-                self.joined.push(Vec::new());
+                self.joined.push(Joined::default());
             }
-            match offload::coalesce(&frames[i..], &mut self.joined[buf]) {
+            let (rest, out) = (&frames[i..], &mut self.joined[buf]);
+            let joined = offload::coalesce(rest, out)
+                .or_else(|| datagrams.then(|| offload::coalesce_datagrams(rest, out))?);
+            match joined {
                 Some((h, n)) => {
                     let mut header = [0; VNET_HDR_LEN];
                     h.emit(&mut header);
                     plan.push(Message::Joined {
+                        first: i,
                         buf,
                         header,
                         segments: n,
@@ -263,14 +278,26 @@ impl Tx {
                 }
             }
         }
-        let messages: Vec<(&[u8], &[u8])> = plan
-            .iter()
-            .map(|m| match m {
-                Message::Frame(i) => (&PLAIN[..], frames[*i]),
-                Message::Joined { buf, header, .. } => (&header[..], &self.joined[*buf][..]),
-            })
-            .collect();
-        let sent = sys::send_batch(fd, &messages).map_err(|source| IoError::Os {
+        // Joined frames are gathered from the frames themselves: their payloads are not
+        // copied in user space.
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(frames.len() * 2 + 2 * buf);
+        let mut ends = Vec::with_capacity(plan.len());
+        for m in &plan {
+            match m {
+                Message::Frame(i) => parts.extend([&PLAIN[..], frames[*i]]),
+                Message::Joined {
+                    first,
+                    buf,
+                    header,
+                    segments,
+                } => {
+                    parts.push(&header[..]);
+                    parts.extend(self.joined[*buf].parts(&frames[*first..*first + *segments]));
+                }
+            }
+            ends.push(parts.len());
+        }
+        let sent = sys::send_batch(fd, &parts, &ends).map_err(|source| IoError::Os {
             name: name.to_string(),
             op: "sendmmsg",
             source,
@@ -338,6 +365,11 @@ impl Driver for AfPacket {
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
         self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
+    }
+
+    fn join_datagrams(&mut self) -> bool {
+        self.tx.datagrams = true;
+        true
     }
 
     fn vnet_hdr(&self) -> bool {

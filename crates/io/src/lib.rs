@@ -93,6 +93,12 @@ pub trait Driver {
     /// Queues frames for transmission; those that cannot be taken are counted as
     /// dropped.
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError>;
+    /// Sends runs of UDP datagrams of one flow (tunnel packets toward one peer) as one
+    /// large frame for the kernel or the NIC to cut, where the driver and the interface
+    /// can; returns whether this driver can.
+    fn join_datagrams(&mut self) -> bool {
+        false
+    }
     /// Descriptors that become readable when frames arrive (for poll(2)).
     fn fds(&self) -> Vec<RawFd>;
     /// The counters, including those the kernel keeps for the driver's sockets.

@@ -244,31 +244,27 @@ pub fn recv_one(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     Ok(((r as usize) <= buf.len()).then_some(r as usize))
 }
 
-/// Sends messages, each a header the socket expects and a frame, in one call (more if
-/// the kernel takes fewer); returns how many it took.
-pub fn send_batch(fd: &OwnedFd, frames: &[(&[u8], &[u8])]) -> io::Result<usize> {
-    let mut iovs: Vec<[libc::iovec; 2]> = frames
+/// Sends messages in one call (more if the kernel takes fewer); returns how many it
+/// took. Message `i` is gathered from `parts[ends[i - 1]..ends[i]]` (a header the
+/// socket expects, then the frame's pieces).
+pub fn send_batch(fd: &OwnedFd, parts: &[&[u8]], ends: &[usize]) -> io::Result<usize> {
+    let mut iovs: Vec<libc::iovec> = parts
         .iter()
-        .map(|(prefix, f)| {
-            [
-                libc::iovec {
-                    iov_base: prefix.as_ptr().cast_mut().cast(),
-                    iov_len: prefix.len(),
-                },
-                libc::iovec {
-                    iov_base: f.as_ptr().cast_mut().cast(),
-                    iov_len: f.len(),
-                },
-            ]
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr().cast_mut().cast(),
+            iov_len: p.len(),
         })
         .collect();
     // SAFETY: mmsghdr is plain data; all-zero is valid.
-    let mut msgs: Vec<libc::mmsghdr> = (0..frames.len())
+    let mut msgs: Vec<libc::mmsghdr> = (0..ends.len())
         .map(|_| unsafe { core::mem::zeroed() })
         .collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov.as_mut_ptr();
-        m.msg_hdr.msg_iovlen = 2;
+    let mut start = 0;
+    for (m, &end) in msgs.iter_mut().zip(ends) {
+        let end = end.clamp(start, iovs.len());
+        m.msg_hdr.msg_iov = iovs[start..].as_mut_ptr();
+        m.msg_hdr.msg_iovlen = end - start;
+        start = end;
     }
     let mut sent = 0;
     while sent < msgs.len() {

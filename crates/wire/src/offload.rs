@@ -178,6 +178,20 @@ pub fn segment(
     frame: &[u8],
     h: &VnetHdr,
     scratch: &mut Vec<u8>,
+    out: impl FnMut(&[u8], &[u8]),
+) -> Result<usize, WireError> {
+    segment_with(frame, h, true, scratch, out)
+}
+
+/// Like [`segment`]; with `udp_checksums` false, UDP datagrams are left with a zero
+/// checksum ("none") instead of a summed one. Only for datagrams that their receiver
+/// consumes without looking at it: tunnel packets ovr decapsulates itself, whose frame
+/// the local kernel handed over as already trusted (`NEEDS_CSUM`).
+pub fn segment_with(
+    frame: &[u8],
+    h: &VnetHdr,
+    udp_checksums: bool,
+    scratch: &mut Vec<u8>,
     mut out: impl FnMut(&[u8], &[u8]),
 ) -> Result<usize, WireError> {
     let l = layout(frame, h)?;
@@ -247,6 +261,10 @@ pub fn segment(
             l.l4 + 6
         };
         s[csum_at..csum_at + 2].fill(0);
+        if !l.tcp && !udp_checksums {
+            out(scratch, chunk);
+            continue;
+        }
         // Each piece starts at an even offset from the transport header (its header is a
         // multiple of four bytes long), so their sums add.
         let c = !fold(accumulate(accumulate(pseudo, &s[l.l4..]), chunk));
@@ -257,8 +275,36 @@ pub fn segment(
     Ok(count)
 }
 
+/// A large frame joined from a run of frames without copying their payloads (`coalesce`,
+/// `coalesce_datagrams`): its headers — the first frame's, with the whole run's lengths
+/// and a partial checksum — then each frame's payload, `frames[k][payloads[k]]`.
+#[derive(Debug, Default)]
+pub struct Joined {
+    pub headers: Vec<u8>,
+    pub payloads: Vec<core::ops::Range<usize>>,
+}
+
+impl Joined {
+    /// The joined frame's pieces in order, for a gathering send.
+    pub fn parts<'a>(&'a self, frames: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
+        core::iter::once(&self.headers[..]).chain(
+            self.payloads
+                .iter()
+                .zip(frames)
+                .map(|(r, f)| f.get(r.clone()).unwrap_or_default()),
+        )
+    }
+
+    fn clear(&mut self) {
+        self.headers.clear();
+        self.payloads.clear();
+    }
+}
+
 mod coalesce;
+mod datagrams;
 pub use coalesce::coalesce;
+pub use datagrams::{MAX_DATAGRAMS, coalesce_datagrams};
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 
 use crate::field::{read_u16, write_u16};
 use crate::{WireError, checksum, ip_proto};
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 mod field {
     pub const SRC_PORT: usize = 0;
@@ -69,6 +69,23 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
                 checksum::pseudo_header_v4(src, dst, ip_proto::UDP, self.length()),
                 self.datagram(),
             )
+    }
+
+    /// Whether the checksum field holds only the pseudo-header sum (not inverted): what
+    /// Linux leaves in a datagram whose checksum is for the device to finish
+    /// (`CHECKSUM_PARTIAL`). A veth never finishes it, and hands such a datagram to an
+    /// XDP program (an AF_XDP socket) as it is; only a local sender makes one.
+    pub fn checksum_left_to_device(&self, src: IpAddr, dst: IpAddr) -> bool {
+        let pseudo = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_header_v4(s, d, ip_proto::UDP, self.length())
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_header_v6(s, d, ip_proto::UDP, u32::from(self.length()))
+            }
+            _ => return false,
+        };
+        self.checksum() == checksum::fold(pseudo)
     }
 
     /// Over IPv6 the checksum is mandatory (RFC 8200 section 8.1): zero is refused.

@@ -8,7 +8,7 @@
 //! checksums equal, sequence numbers contiguous, every segment but the last as long as
 //! the first.
 
-use super::{F_NEEDS_CSUM, VnetHdr, gso};
+use super::{F_NEEDS_CSUM, Joined, VnetHdr, gso};
 use crate::checksum::{accumulate, fold, pseudo_header_v4, pseudo_header_v6};
 use crate::ethernet::ethertype;
 use crate::ip_proto;
@@ -104,7 +104,7 @@ impl<'a> Seg<'a> {
 /// large frame in `out`, with the virtio-net header that asks the receiver to treat it
 /// as those segments; returns the header and how many frames it took, or `None` when the
 /// first frame joins with nothing (send it as it is).
-pub fn coalesce(frames: &[&[u8]], out: &mut Vec<u8>) -> Option<(VnetHdr, usize)> {
+pub fn coalesce(frames: &[&[u8]], out: &mut Joined) -> Option<(VnetHdr, usize)> {
     let first = Seg::parse(frames.first()?)?;
     if first.flags & PSH != 0 {
         return None;
@@ -134,13 +134,13 @@ pub fn coalesce(frames: &[&[u8]], out: &mut Vec<u8>) -> Option<(VnetHdr, usize)>
         return None;
     }
     out.clear();
-    out.extend_from_slice(&first.frame[..first.data]);
+    out.headers.extend_from_slice(&first.frame[..first.data]);
     for f in &frames[..n] {
         // Parsed once already: this cannot fail, and is cheaper than keeping the runs.
         let s = Seg::parse(f)?;
-        out.extend_from_slice(&s.frame[s.data..]);
+        out.payloads.push(s.data..s.frame.len());
     }
-    Some((finish(out, &first, total, psh), n))
+    Some((finish(&mut out.headers, &first, total, psh), n))
 }
 
 /// Sets the joined frame's lengths, flags and partial checksum; returns its header.

@@ -119,12 +119,12 @@ fn segments_join_into_the_large_frame_scapy_makes_and_cut_back_into_them() {
         case!("coalesce_tcp6", ["0", "1"]),
     ];
     for (input, segs) in &cases {
-        let mut out = Vec::new();
+        let mut out = Joined::default();
         let (h, n) = coalesce(segs, &mut out).unwrap();
         assert_eq!(n, segs.len());
         let mut joined = vec![0u8; VNET_HDR_LEN];
         h.emit((&mut joined[..]).try_into().unwrap());
-        joined.extend_from_slice(&out);
+        joined.extend(out.parts(segs).flatten());
         assert_eq!(joined.as_slice(), *input);
         assert_eq!(
             finished(&joined),
@@ -134,10 +134,83 @@ fn segments_join_into_the_large_frame_scapy_makes_and_cut_back_into_them() {
 }
 
 #[test]
+fn tunnel_datagrams_join_into_the_frame_scapy_makes_and_cut_back_into_them() {
+    let cases = [
+        case!("coalesce_udp4", ["0", "1", "2", "3"]),
+        case!("coalesce_udp6", ["0", "1", "2", "3"]),
+    ];
+    for (input, dgrams) in &cases {
+        let mut out = Joined::default();
+        let (h, n) = coalesce_datagrams(dgrams, &mut out).unwrap();
+        assert_eq!(n, dgrams.len());
+        let mut joined = vec![0u8; VNET_HDR_LEN];
+        h.emit((&mut joined[..]).try_into().unwrap());
+        joined.extend(out.parts(dgrams).flatten());
+        assert_eq!(joined.as_slice(), *input);
+        // Cut back, each with its checksum summed, as the kernel does.
+        assert_eq!(
+            finished(&joined),
+            dgrams.iter().map(|s| s.to_vec()).collect::<Vec<_>>()
+        );
+        // Cut for ovr's own decapsulation: the same datagrams without a UDP checksum.
+        let h = VnetHdr::parse(&joined).unwrap();
+        let mut cut = Vec::new();
+        segment_with(
+            &joined[VNET_HDR_LEN..],
+            &h,
+            false,
+            &mut Vec::new(),
+            |hdr, p| {
+                cut.push([hdr, p].concat());
+            },
+        )
+        .unwrap();
+        let udp = if dgrams[0][12..14] == [0x08, 0x00] {
+            34
+        } else {
+            54
+        };
+        for (c, d) in cut.iter().zip(dgrams.iter()) {
+            assert_eq!(c[udp + 6..udp + 8], [0, 0]);
+            assert_eq!(c[..udp + 6], d[..udp + 6]);
+            assert_eq!(c[udp + 8..], d[udp + 8..]);
+        }
+    }
+}
+
+#[test]
+fn only_datagrams_of_one_flow_and_one_size_join() {
+    let (_, d) = case!("coalesce_udp4", ["0", "1", "2", "3"]);
+    let mut out = Joined::default();
+    let join = |frames: &[&[u8]], out: &mut Joined| coalesce_datagrams(frames, out).map(|(_, n)| n);
+    // The shorter datagram ends a run; it cannot start one.
+    assert_eq!(join(&[d[0], d[3], d[1]], &mut out), Some(2));
+    assert_eq!(join(&[d[3], d[0]], &mut out), None);
+    // Another port, a longer datagram, a TCP segment: the run stops there.
+    let mut other_port = d[1].to_vec();
+    other_port[34 + 1] ^= 1;
+    assert_eq!(join(&[d[0], &other_port], &mut out), None);
+    let (_, tcp) = case!("coalesce_tcp4", ["0", "1"]);
+    assert_eq!(join(&[d[0], tcp[0]], &mut out), None);
+    // At most MAX_DATAGRAMS per frame, and no more than an IP length can say.
+    assert_eq!(
+        join(&vec![d[3]; MAX_DATAGRAMS + 5], &mut out),
+        Some(MAX_DATAGRAMS)
+    );
+    let fit = (0xffff - 20 - 8) / (d[0].len() - 42);
+    assert_eq!(join(&vec![d[0]; MAX_DATAGRAMS], &mut out), Some(fit));
+    // Cut short anywhere: never a panic.
+    for len in 0..d[0].len() {
+        let _ = join(&[&d[0][..len], d[1]], &mut out);
+        let _ = join(&[d[0], &d[1][..len]], &mut out);
+    }
+}
+
+#[test]
 fn only_contiguous_segments_of_one_connection_join() {
     let (_, segs) = case!("coalesce_tcp4", ["0", "1", "2"]);
-    let mut out = Vec::new();
-    let join = |frames: &[&[u8]], out: &mut Vec<u8>| coalesce(frames, out).map(|(_, n)| n);
+    let mut out = Joined::default();
+    let join = |frames: &[&[u8]], out: &mut Joined| coalesce(frames, out).map(|(_, n)| n);
     // A run stops at a segment that does not follow, or belongs to another connection.
     assert_eq!(join(&[segs[0], segs[2]], &mut out), None);
     let mut other_port = segs[1].to_vec();
