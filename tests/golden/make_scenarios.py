@@ -175,6 +175,18 @@ def from_vtep(src=B_IP, src_mac=B_MAC, dst=A_IP, dst_mac=A_MAC, ident=0x100, **k
     return Ether(src=src_mac, dst=dst_mac) / IP(src=src, dst=dst, ttl=64, id=ident, tos=0, **kw)
 
 
+def partial_udp_sum(pkt):
+    """The UDP checksum field Linux leaves for a device to finish (CHECKSUM_PARTIAL): the
+    pseudo-header sum alone, not inverted, computed here from the header's addresses."""
+    pkt = Ether(bytes(pkt))
+    ip = pkt.payload  # the outer IP header (the inner packet has one too)
+    addrs = bytes(ip)[12:20] if ip.version == 4 else bytes(ip)[8:40]
+    s = sum(struct.unpack(f"!{len(addrs) // 2}H", addrs)) + 17 + pkt[UDP].len
+    while s > 0xFFFF:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
 def vxlan_in(inner, vni=100, sport=50000, ident=0x100, chksum=0, **kw):
     u = UDP(sport=sport, dport=4789) if chksum is None else UDP(sport=sport, dport=4789, chksum=chksum)
     return from_vtep(ident=ident, **kw) / u / VXLAN(flags=0x08, vni=vni) / inner
@@ -705,6 +717,10 @@ def s_malformed():
     good_csum = Ether(bytes(good_csum))
     bad = good_csum[UDP].chksum ^ 0x00FF
     s.send("uplink", vxlan_in(q, ident=0xc06, chksum=bad), drop="udp_bad_checksum")
+    # A checksum still to be finished by a device (a sender on this host, through a veth)
+    # is taken, as the kernel takes it.
+    s.send("uplink", vxlan_in(q, ident=0xc08, chksum=partial_udp_sum(vxlan_in(q, ident=0xc08))),
+           [("vm1", q)])
     s.send("uplink", vxlan_in(q, ident=0xc07, flags="MF", frag=0), drop="outer_fragment")
     return s
 
@@ -750,6 +766,8 @@ def s_ipv6_underlay():
            [("vm1", Ether(src=RMAC, dst=VM1_MAC) / ip)])
     bad = Ether(bytes(in6(VXLAN(flags=0x08, vni=100), q, 4789, chksum=None)))[UDP].chksum ^ 0x0F0F
     s.send("uplink", in6(VXLAN(flags=0x08, vni=100), q, 4789, chksum=bad), drop="udp_bad_checksum")
+    left = partial_udp_sum(in6(VXLAN(flags=0x08, vni=100), q, 4789))
+    s.send("uplink", in6(VXLAN(flags=0x08, vni=100), q, 4789, chksum=left), [("vm1", q)])
     return s
 
 

@@ -23,6 +23,10 @@ pub mod flags {
     pub const REPLICA: u16 = 1 << 7;
     /// The tunnel is GRE (underlay-input to mpls-decap).
     pub const OUTER_GRE: u16 = 1 << 8;
+    /// ovr wrote the transport checksum itself on receipt (a frame whose sender left it
+    /// to the NIC, finished or cut by `receive_offloaded`): there is nothing to verify,
+    /// as the kernel trusts a `CHECKSUM_PARTIAL` packet.
+    pub const L4_CHECKSUM_MADE: u16 = 1 << 9;
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -121,9 +121,22 @@ impl Pipeline {
             };
             let r = VnetHdr::parse(f).and_then(|h| {
                 if h.is_gso() {
-                    let n = offload::segment(frame, &h, &mut scratch, |hdr, payload| {
-                        self.admit(at, &[hdr, payload]);
-                    })?;
+                    // Datagrams cut from a frame on the underlay are tunnel packets that
+                    // underlay-input decapsulates or drops: their UDP checksum would be
+                    // summed for nobody to read.
+                    let udp_sums = at.0 != self.underlay_entry;
+                    let n = offload::segment_with(
+                        frame,
+                        &h,
+                        udp_sums,
+                        &mut scratch,
+                        |hdr, payload| {
+                            if let Some(p) = self.alloc(at, &[hdr, payload]) {
+                                self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
+                                self.graph.enqueue(at.0, &[p]);
+                            }
+                        },
+                    )?;
                     self.cx.offload_counters.large_frames += 1;
                     self.cx.offload_counters.segments += n as u64;
                     Ok(())
@@ -135,6 +148,7 @@ impl Pipeline {
                     match offload::finish_checksum(self.cx.pool.data_mut(p), start, offset) {
                         Ok(()) => {
                             self.cx.offload_counters.checksums += 1;
+                            self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
                             self.graph.enqueue(at.0, &[p]);
                         }
                         Err(e) => {

@@ -82,7 +82,10 @@ impl Port {
         offload: Option<&Xdp>,
     ) -> Result<(), ovr_io::IoError> {
         if !self.rx {
-            let d = ovr_io::open_sender(&self.name)?;
+            let mut d = ovr_io::open_sender(&self.name)?;
+            if self.kind == InterfaceKind::Underlay {
+                d.join_datagrams();
+            }
             debug!(interface = %self.name, id = self.id.0, "opened for sending");
             self.ifindex = d.ifindex();
             self.driver = Some(d);
@@ -107,7 +110,8 @@ impl Port {
             }
         }
         let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
-        let (d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared) {
+        let (mut d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared)
+        {
             Ok(d) => d,
             Err(e) => {
                 // No driver to read the frames the program passes on: detach it.
@@ -117,6 +121,10 @@ impl Port {
         };
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
+        }
+        // Tunnel packets toward one peer go as one large frame where they can.
+        if !offloading {
+            d.join_datagrams();
         }
         info!(interface = %self.name, id = self.id.0, driver = %d.kind().name(), "attached");
         self.ifindex = d.ifindex();
