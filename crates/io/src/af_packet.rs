@@ -18,6 +18,8 @@
 //! left to the NIC (the pipeline finishes it). Sent, it lets runs of TCP segments of one
 //! connection go as one large frame (`ovr_wire::offload::coalesce`): a local stack then
 //! receives them as one, as from GRO, and the kernel cuts them again where a device needs.
+//! On the underlay, runs of tunnel datagrams toward one peer go the same way, as one
+//! frame with UDP segmentation offload (`coalesce_datagrams`, see `Driver::join_datagrams`).
 
 use crate::{Driver, DriverKind, DriverStats, IoError, sys};
 use ovr_wire::offload::{self, Joined, VNET_HDR_LEN};
