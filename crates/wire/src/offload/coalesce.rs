@@ -31,28 +31,7 @@ struct Seg<'a> {
 
 impl<'a> Seg<'a> {
     fn parse(frame: &'a [u8]) -> Option<Self> {
-        let et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-        let (ipv4, l4, end) = match et {
-            ethertype::IPV4 => {
-                let ip = frame.get(L3..L3 + 20)?;
-                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-                // No options, not a fragment (DF alone may be set), TCP.
-                let frag = u16::from_be_bytes([ip[6], ip[7]]) & !0x4000;
-                if ip[0] != 0x45 || frag != 0 || ip[9] != ip_proto::TCP {
-                    return None;
-                }
-                (true, L3 + 20, L3 + total)
-            }
-            ethertype::IPV6 => {
-                let ip = frame.get(L3..L3 + 40)?;
-                let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-                if ip[6] != ip_proto::TCP {
-                    return None;
-                }
-                (false, L3 + 40, L3 + 40 + plen)
-            }
-            _ => return None,
-        };
+        let (ipv4, l4, end) = untagged_ip(frame, ip_proto::TCP)?;
         let frame = frame.get(..end)?;
         let tcp = frame.get(l4..l4 + 20)?;
         let data = l4 + usize::from(tcp[12] >> 4) * 4;
@@ -78,7 +57,42 @@ impl<'a> Seg<'a> {
     /// options (everything but sequence number, flags and checksum).
     fn same_flow(&self, o: &Seg) -> bool {
         let (a, b) = (self.frame, o.frame);
-        let ip_same = if self.ipv4 {
+        let t = self.l4;
+        self.ipv4 == o.ipv4
+            && self.data == o.data
+            && same_ip(a, b, self.ipv4)
+            && a[t..t + 4] == b[t..t + 4]
+            && a[t + 8..t + 12] == b[t + 8..t + 12]
+            && a[t + 14..t + 16] == b[t + 14..t + 16]
+            && a[t + 18..self.data] == b[t + 18..o.data]
+    }
+}
+
+/// Where an untagged IPv4 (no options, not a fragment: DF alone may be set) or IPv6 (no
+/// extension header) packet of transport `proto` has its transport header, and where
+/// the packet ends (Ethernet padding excluded): `(ipv4, l4, end)`.
+pub(super) fn untagged_ip(frame: &[u8], proto: u8) -> Option<(bool, usize, usize)> {
+    match u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]) {
+        ethertype::IPV4 => {
+            let ip = frame.get(L3..L3 + 20)?;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let frag = u16::from_be_bytes([ip[6], ip[7]]) & !0x4000;
+            (ip[0] == 0x45 && frag == 0 && ip[9] == proto).then_some((true, L3 + 20, L3 + total))
+        }
+        ethertype::IPV6 => {
+            let ip = frame.get(L3..L3 + 40)?;
+            let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            (ip[6] == proto).then_some((false, L3 + 40, L3 + 40 + plen))
+        }
+        _ => None,
+    }
+}
+
+/// Whether two such packets have the same Ethernet header and IP fields but lengths,
+/// IPv4 identification and checksum.
+pub(super) fn same_ip(a: &[u8], b: &[u8], ipv4: bool) -> bool {
+    a[..14] == b[..14]
+        && if ipv4 {
             // TOS, flags, TTL, protocol, addresses.
             a[L3 + 1] == b[L3 + 1]
                 && a[L3 + 6] & 0xe0 == b[L3 + 6] & 0xe0
@@ -87,16 +101,23 @@ impl<'a> Seg<'a> {
         } else {
             // Traffic class and flow label, next header and hop limit, addresses.
             a[L3..L3 + 4] == b[L3..L3 + 4] && a[L3 + 6..L3 + 40] == b[L3 + 6..L3 + 40]
-        };
-        let t = self.l4;
-        self.ipv4 == o.ipv4
-            && self.data == o.data
-            && a[..12] == b[..12]
-            && ip_same
-            && a[t..t + 4] == b[t..t + 4]
-            && a[t + 8..t + 12] == b[t + 8..t + 12]
-            && a[t + 14..t + 16] == b[t + 14..t + 16]
-            && a[t + 18..self.data] == b[t + 18..o.data]
+        }
+}
+
+/// Sets a joined frame's IP length (and IPv4 header checksum) for `l4_len` bytes of
+/// transport; returns the pseudo-header sum for its transport checksum.
+pub(super) fn set_lengths(out: &mut [u8], ipv4: bool, l4: usize, l4_len: usize, proto: u8) -> u64 {
+    if ipv4 {
+        out[L3 + 2..L3 + 4].copy_from_slice(&((l4 - L3 + l4_len) as u16).to_be_bytes());
+        out[L3 + 10..L3 + 12].fill(0);
+        let c = !fold(accumulate(0, &out[L3..l4]));
+        out[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
+        let a = |o: usize| Ipv4Addr::new(out[o], out[o + 1], out[o + 2], out[o + 3]);
+        pseudo_header_v4(a(L3 + 12), a(L3 + 16), proto, l4_len as u16)
+    } else {
+        out[L3 + 4..L3 + 6].copy_from_slice(&((l4 - L3 - 40 + l4_len) as u16).to_be_bytes());
+        let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&out[o..o + 16]).unwrap_or([0; 16]));
+        pseudo_header_v6(a(L3 + 8), a(L3 + 24), proto, l4_len as u32)
     }
 }
 
@@ -146,19 +167,7 @@ pub fn coalesce(frames: &[&[u8]], out: &mut Joined) -> Option<(VnetHdr, usize)> 
 /// Sets the joined frame's lengths, flags and partial checksum; returns its header.
 fn finish(out: &mut [u8], first: &Seg, total: usize, psh: bool) -> VnetHdr {
     let (l4, data) = (first.l4, first.data);
-    let l4_len = data - l4 + total;
-    let pseudo = if first.ipv4 {
-        out[L3 + 2..L3 + 4].copy_from_slice(&((20 + l4_len) as u16).to_be_bytes());
-        out[L3 + 10..L3 + 12].fill(0);
-        let c = !fold(accumulate(0, &out[L3..L3 + 20]));
-        out[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
-        let a = |o: usize| Ipv4Addr::new(out[o], out[o + 1], out[o + 2], out[o + 3]);
-        pseudo_header_v4(a(L3 + 12), a(L3 + 16), ip_proto::TCP, l4_len as u16)
-    } else {
-        out[L3 + 4..L3 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-        let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&out[o..o + 16]).unwrap_or([0; 16]));
-        pseudo_header_v6(a(L3 + 8), a(L3 + 24), ip_proto::TCP, l4_len as u32)
-    };
+    let pseudo = set_lengths(out, first.ipv4, l4, data - l4 + total, ip_proto::TCP);
     if psh {
         out[l4 + 13] |= PSH;
     }

@@ -18,13 +18,11 @@
 //! identification and checksum, and ports; every datagram's payload as long as the
 //! first's but the last, which may be shorter.
 
+use super::coalesce::{same_ip, set_lengths, untagged_ip};
 use super::{F_NEEDS_CSUM, Joined, VnetHdr, gso};
-use crate::checksum::{accumulate, fold, pseudo_header_v4, pseudo_header_v6};
-use crate::ethernet::ethertype;
+use crate::checksum::fold;
 use crate::ip_proto;
-use core::net::{Ipv4Addr, Ipv6Addr};
 
-const L3: usize = 14;
 /// The most datagrams one frame carries: the limit the kernel sets on its own UDP
 /// segmentation (`UDP_MAX_SEGMENTS`).
 pub const MAX_DATAGRAMS: usize = 64;
@@ -39,27 +37,7 @@ struct Dgram<'a> {
 
 impl<'a> Dgram<'a> {
     fn parse(frame: &'a [u8]) -> Option<Self> {
-        let et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-        let (ipv4, l4, end) = match et {
-            ethertype::IPV4 => {
-                let ip = frame.get(L3..L3 + 20)?;
-                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-                let frag = u16::from_be_bytes([ip[6], ip[7]]) & !0x4000;
-                if ip[0] != 0x45 || frag != 0 || ip[9] != ip_proto::UDP {
-                    return None;
-                }
-                (true, L3 + 20, L3 + total)
-            }
-            ethertype::IPV6 => {
-                let ip = frame.get(L3..L3 + 40)?;
-                if ip[6] != ip_proto::UDP {
-                    return None;
-                }
-                let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-                (false, L3 + 40, L3 + 40 + plen)
-            }
-            _ => return None,
-        };
+        let (ipv4, l4, end) = untagged_ip(frame, ip_proto::UDP)?;
         let frame = frame.get(..end)?;
         let udp = frame.get(l4..l4 + 8)?;
         // The UDP length must be the IP payload's, and the payload not empty.
@@ -77,18 +55,8 @@ impl<'a> Dgram<'a> {
     /// ports.
     fn same_flow(&self, o: &Dgram) -> bool {
         let (a, b) = (self.frame, o.frame);
-        let ip_same = if self.ipv4 {
-            // TOS, flags, TTL, protocol, addresses.
-            a[L3 + 1] == b[L3 + 1]
-                && a[L3 + 6] & 0xe0 == b[L3 + 6] & 0xe0
-                && a[L3 + 8..L3 + 10] == b[L3 + 8..L3 + 10]
-                && a[L3 + 12..L3 + 20] == b[L3 + 12..L3 + 20]
-        } else {
-            a[L3..L3 + 4] == b[L3..L3 + 4] && a[L3 + 6..L3 + 40] == b[L3 + 6..L3 + 40]
-        };
         self.ipv4 == o.ipv4
-            && a[..14] == b[..14]
-            && ip_same
+            && same_ip(a, b, self.ipv4)
             && a[self.l4..self.l4 + 4] == b[o.l4..o.l4 + 4]
     }
 }
@@ -127,18 +95,7 @@ pub fn coalesce_datagrams(frames: &[&[u8]], out: &mut Joined) -> Option<(VnetHdr
     }
     let (l4, out) = (first.l4, &mut out.headers);
     let udp_len = (8 + total) as u16;
-    let pseudo = if first.ipv4 {
-        out[L3 + 2..L3 + 4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-        out[L3 + 10..L3 + 12].fill(0);
-        let c = !fold(accumulate(0, &out[L3..L3 + 20]));
-        out[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
-        let a = |o: usize| Ipv4Addr::new(out[o], out[o + 1], out[o + 2], out[o + 3]);
-        pseudo_header_v4(a(L3 + 12), a(L3 + 16), ip_proto::UDP, udp_len)
-    } else {
-        out[L3 + 4..L3 + 6].copy_from_slice(&udp_len.to_be_bytes());
-        let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&out[o..o + 16]).unwrap_or([0; 16]));
-        pseudo_header_v6(a(L3 + 8), a(L3 + 24), ip_proto::UDP, u32::from(udp_len))
-    };
+    let pseudo = set_lengths(out, first.ipv4, l4, usize::from(udp_len), ip_proto::UDP);
     out[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
     // What a sender leaves for checksum offload: the pseudo-header sum, not inverted.
     out[l4 + 6..l4 + 8].copy_from_slice(&fold(pseudo).to_be_bytes());
