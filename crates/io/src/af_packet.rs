@@ -122,9 +122,8 @@ impl Driver for PacketSender {
         self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
     }
 
-    fn join_datagrams(&mut self) -> bool {
+    fn join_datagrams(&mut self) {
         self.tx.datagrams = true;
-        true
     }
 
     fn vnet_hdr(&self) -> bool {
@@ -144,8 +143,9 @@ impl Driver for PacketSender {
 enum Message {
     Frame(usize),
     Joined {
-        /// The first frame of the run, and the index of its `Joined`.
+        /// The run's first frame.
         first: usize,
+        /// Its headers and payload ranges: `Tx::joined[buf]`.
         buf: usize,
         header: [u8; VNET_HDR_LEN],
         segments: usize,
@@ -369,9 +369,8 @@ impl Driver for AfPacket {
         self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
     }
 
-    fn join_datagrams(&mut self) -> bool {
+    fn join_datagrams(&mut self) {
         self.tx.datagrams = true;
-        true
     }
 
     fn vnet_hdr(&self) -> bool {

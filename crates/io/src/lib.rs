@@ -94,11 +94,8 @@ pub trait Driver {
     /// dropped.
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError>;
     /// Sends runs of UDP datagrams of one flow (tunnel packets toward one peer) as one
-    /// large frame for the kernel or the NIC to cut, where the driver and the interface
-    /// can; returns whether this driver can.
-    fn join_datagrams(&mut self) -> bool {
-        false
-    }
+    /// large frame for the kernel or the NIC to cut, where the driver can (AF_PACKET).
+    fn join_datagrams(&mut self) {}
     /// Descriptors that become readable when frames arrive (for poll(2)).
     fn fds(&self) -> Vec<RawFd>;
     /// The counters, including those the kernel keeps for the driver's sockets.
