@@ -81,9 +81,17 @@ impl Port {
         batch: usize,
         offload: Option<&Xdp>,
     ) -> Result<(), ovr_io::IoError> {
+        // Tunnel packets toward one peer go as one large frame (`Driver::join_datagrams`)
+        // only on an AF_PACKET underlay without the fast path, from every worker alike.
+        // With AF_XDP there (the default), a peer like this ovrd reads with an XDP
+        // program, which makes the kernel cut such frames again on the way; a peer's fast
+        // path carries only VXLAN without a UDP checksum, and a cut datagram has one.
+        let join = self.kind == InterfaceKind::Underlay
+            && pref == Preference::Only(ovr_io::DriverKind::AfPacket)
+            && offload.is_none();
         if !self.rx {
             let mut d = ovr_io::open_sender(&self.name)?;
-            if self.kind == InterfaceKind::Underlay {
+            if join {
                 d.join_datagrams();
             }
             debug!(interface = %self.name, id = self.id.0, "opened for sending");
@@ -122,8 +130,7 @@ impl Port {
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
-        // Tunnel packets toward one peer go as one large frame where they can.
-        if !offloading {
+        if join {
             d.join_datagrams();
         }
         info!(interface = %self.name, id = self.id.0, driver = %d.kind().name(), "attached");
