@@ -7,7 +7,6 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::ip::{self, IpHeader};
 use crate::meta::{Meta, flags};
-use core::net::IpAddr;
 use ovr_graph::{Node, Vector, next_nodes};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::Interface;
@@ -107,20 +106,8 @@ fn tunnel(meta: &mut Meta, rx: &Interface, o: &IpHeader, ip: &[u8]) -> Next {
                 Ok(u) => u,
                 Err(e) => return drop(meta, e, Next::Drop),
             };
-            // A UDP checksum, when the sender set one, must hold (zero means none; IPv6
-            // tunnels may send zero, RFC 6935). One ovr has just written holds. One
-            // still to be finished by a device comes from a sender on this host through
-            // a veth (ovr's own joined tunnel packets, the kernel's vxlan device) and is
-            // taken as the kernel takes it: a random corruption passes that test as
-            // rarely (1 in 65536) as it passes the checksum itself.
-            let valid = meta.has(flags::L4_CHECKSUM_MADE)
-                || udp.checksum() == 0
-                || match (o.src, o.dst) {
-                    (IpAddr::V4(s), IpAddr::V4(d)) => udp.verify_v4(s, d),
-                    (IpAddr::V6(s), IpAddr::V6(d)) => udp.verify_v6(s, d),
-                    _ => false,
-                }
-                || udp.checksum_left_to_device(o.src, o.dst);
+            // One ovr has just written itself holds (`L4_CHECKSUM_MADE`).
+            let valid = meta.has(flags::L4_CHECKSUM_MADE) || udp.verify_tunnel(o.src, o.dst);
             if !valid {
                 return drop(meta, WireError::UdpBadChecksum, Next::Drop);
             }
