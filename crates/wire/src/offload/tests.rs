@@ -112,6 +112,21 @@ fn inconsistent_headers_are_refused_not_trusted() {
     );
 }
 
+/// `coalesce` or `coalesce_datagrams`.
+type Join = fn(&[&[u8]], &mut Joined) -> Option<(VnetHdr, usize)>;
+
+/// All of `frames` joined by `join` (which must take them all), as a packet socket is
+/// handed the result: virtio-net header, then the frame gathered from its parts.
+fn joined_whole(join: Join, frames: &[&[u8]]) -> Vec<u8> {
+    let mut out = Joined::default();
+    let (h, n) = join(frames, &mut out).unwrap();
+    assert_eq!(n, frames.len());
+    let mut joined = vec![0u8; VNET_HDR_LEN];
+    h.emit((&mut joined[..]).try_into().unwrap());
+    joined.extend(out.parts(frames).flatten());
+    joined
+}
+
 #[test]
 fn segments_join_into_the_large_frame_scapy_makes_and_cut_back_into_them() {
     let cases = [
@@ -119,12 +134,7 @@ fn segments_join_into_the_large_frame_scapy_makes_and_cut_back_into_them() {
         case!("coalesce_tcp6", ["0", "1"]),
     ];
     for (input, segs) in &cases {
-        let mut out = Joined::default();
-        let (h, n) = coalesce(segs, &mut out).unwrap();
-        assert_eq!(n, segs.len());
-        let mut joined = vec![0u8; VNET_HDR_LEN];
-        h.emit((&mut joined[..]).try_into().unwrap());
-        joined.extend(out.parts(segs).flatten());
+        let joined = joined_whole(coalesce, segs);
         assert_eq!(joined.as_slice(), *input);
         assert_eq!(
             finished(&joined),
@@ -140,12 +150,7 @@ fn tunnel_datagrams_join_into_the_frame_scapy_makes_and_cut_back_into_them() {
         case!("coalesce_udp6", ["0", "1", "2", "3"]),
     ];
     for (input, dgrams) in &cases {
-        let mut out = Joined::default();
-        let (h, n) = coalesce_datagrams(dgrams, &mut out).unwrap();
-        assert_eq!(n, dgrams.len());
-        let mut joined = vec![0u8; VNET_HDR_LEN];
-        h.emit((&mut joined[..]).try_into().unwrap());
-        joined.extend(out.parts(dgrams).flatten());
+        let joined = joined_whole(coalesce_datagrams, dgrams);
         assert_eq!(joined.as_slice(), *input);
         // Cut back, each with its checksum summed, as the kernel does.
         assert_eq!(
