@@ -322,8 +322,8 @@ class Ovs(System):
 class Ovr(System):
     """ovrctl lab --prefix P up --hosts 2 --tenants 1: one ovrd per host namespace, with
     the AF_XDP driver on every interface and workloads without offloads (ovr), AF_PACKET
-    everywhere (ovr-afp), or ovrd's default (ovr-auto: AF_PACKET with virtio-net headers
-    for the workloads, which keep their offloads; AF_XDP on the underlay)."""
+    everywhere (ovr-afp), or ovrd's default (ovr-auto: today the same as ovr-afp, which
+    stays to pin the driver should the default change; workloads keep their offloads)."""
 
     def __init__(self, made, prefix, ovrctl, name, extra=()):
         super().__init__(made, prefix)

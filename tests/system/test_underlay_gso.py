@@ -7,7 +7,8 @@ AF_PACKET, so runs of VXLAN packets toward B leave A as one frame. B reads its u
 with AF_PACKET (the frame arrives whole and B cuts it) or with AF_XDP (B's XDP program
 takes segmentation offload away from A's veth: A's kernel cuts the frame, and B sees
 datagrams whose UDP checksum was left to the veth, which it must accept).
-Both workloads leave checksums and segmentation to their NIC (a container's default).
+A's workload leaves checksums and segmentation to its NIC (a container's default), and so
+does B's unless B reads it with AF_XDP, which needs complete frames.
 """
 
 import hashlib
@@ -58,7 +59,7 @@ CLIENT = ("import socket,hashlib,random;s=socket.create_connection(('{ip}',5001)
           "print(f.readline().decode().strip());print(hashlib.sha256(f.read()).hexdigest())")
 
 
-@pytest.mark.parametrize("b_driver", ["af-packet", "auto"])
+@pytest.mark.parametrize("b_driver", ["af-packet", "af-xdp"])
 def test_joined_tunnel_packets_reach_an_ovr_peer_whole_and_in_order(tmp_path, b_driver):
     lab = Lab("g")
     ovrds = {}
@@ -72,11 +73,13 @@ def test_joined_tunnel_packets_reach_an_ovr_peer_whole_and_in_order(tmp_path, b_
             sh("ip", "addr", "add", f"{ip}/24", "dev", "eth0", ns=vm_ns[h])
             # Room for the VXLAN headers within the underlay's 1500 bytes.
             sh("ip", "link", "set", "eth0", "mtu", "1450", ns=vm_ns[h])
+        if b_driver == "af-xdp":
+            sh("ethtool", "-K", "eth0", "tx", "off", ns=vm_ns["b"])
         for h, peer, driver in (("a", "b", "af-packet"), ("b", "a", b_driver)):
             cfg = tmp_path / f"{h}.yaml"
             cfg.write_text(config(h, peer))
             ovrds[h] = Ovrd(hosts[h], tmp_path / f"{h}.log", "--config", cfg, "--driver", driver)
-        expected = "af_packet" if b_driver == "af-packet" else "af_xdp"
+        expected = b_driver.replace("-", "_")
         assert re.search(rf"attached interface=uplink .*driver={expected}", ovrds["b"].text())
 
         server = subprocess.Popen(

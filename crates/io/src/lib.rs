@@ -116,8 +116,9 @@ pub fn xsk_rx_drops(fd: RawFd) -> Option<u64> {
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {
-    /// AF_PACKET where senders may leave checksums or segmentation to the NIC (see
-    /// `open`), AF_XDP elsewhere where it can be set up, AF_PACKET where it cannot.
+    /// AF_PACKET, except on an interface that already has ovr's fast-path program and
+    /// whose senders send complete frames (the underlay with `--offload xdp`): there
+    /// AF_XDP where it can be set up, AF_PACKET where it cannot. See `open`.
     Auto,
     Only(DriverKind),
 }
@@ -128,12 +129,17 @@ pub enum Preference {
 /// is left to the NIC, or larger than the MTU for the NIC to segment (a container's veth
 /// or a VM's TAP with its default settings). Only AF_PACKET learns that from the kernel
 /// (its virtio-net header); an XDP program sees such frames as they are, and forwarding
-/// them would put broken checksums on the wire. So `Auto` takes AF_PACKET for those and
-/// AF_XDP for the others; forcing AF_XDP is for workloads known to send complete frames
-/// (`ethtool -K eth0 tx off`).
+/// them would put broken checksums on the wire. Forcing AF_XDP is for workloads known
+/// to send complete frames (`ethtool -K eth0 tx off`).
 ///
-/// With `Auto`, an interface where AF_XDP cannot be set up falls back to AF_PACKET; the
-/// AF_XDP error is returned beside the driver so that the caller can say why.
+/// `Auto` takes AF_PACKET where no fast-path program is attached (`shared` is None),
+/// the underlay included: AF_XDP reads 64-byte frames at a higher rate, but its XDP
+/// program takes segmentation offload away from the interface's peer (a veth's), so a
+/// bulk TCP stream crosses the underlay as one packet per segment instead of as large
+/// frames, at about half the rate (bench/RESULTS.md). With the fast path the program is
+/// there anyway, and `Auto` reads the underlay with AF_XDP; an interface where AF_XDP
+/// cannot be set up falls back to AF_PACKET, and the AF_XDP error is returned beside the
+/// driver so that the caller can say why.
 pub fn open(
     name: &str,
     pref: Preference,
@@ -166,7 +172,9 @@ pub fn open_with(
         Preference::Only(DriverKind::AfPacket) => {
             Ok((Box::new(AfPacket::open(name, batch)?), None))
         }
-        Preference::Auto if offloading => Ok((Box::new(AfPacket::open(name, batch)?), None)),
+        Preference::Auto if offloading || shared.is_none() => {
+            Ok((Box::new(AfPacket::open(name, batch)?), None))
+        }
         Preference::Auto => match AfXdp::open_with(name, batch, shared) {
             Ok(d) => Ok((Box::new(d), None)),
             Err(e @ IoError::NoSuchInterface { .. }) => Err(e),

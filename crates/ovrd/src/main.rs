@@ -43,9 +43,10 @@ struct Args {
     api_token_file: Option<PathBuf>,
     /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
     /// shared memory), AF_PACKET (raw sockets that also learn of checksum and
-    /// segmentation offload), or auto: AF_PACKET for workloads and TAPs, whose senders
-    /// may use offloads, AF_XDP for the underlay (AF_PACKET where AF_XDP cannot be set
-    /// up). Forcing af-xdp is for workloads that send complete frames (tx offloads off).
+    /// segmentation offload), or auto: AF_PACKET, and with `--offload xdp` AF_XDP for the
+    /// underlay (AF_PACKET where AF_XDP cannot be set up). af-xdp everywhere reads small
+    /// frames fastest but keeps TCP to a packet per segment; forcing it is for workloads
+    /// that send complete frames (tx offloads off).
     #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
     driver: DriverArg,
     /// Frames read from an interface at a time.

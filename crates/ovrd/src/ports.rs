@@ -83,11 +83,11 @@ impl Port {
     ) -> Result<(), ovr_io::IoError> {
         // Tunnel packets toward one peer go as one large frame (`Driver::join_datagrams`)
         // only on an AF_PACKET underlay without the fast path, from every worker alike.
-        // With AF_XDP there (the default), a peer like this ovrd reads with an XDP
-        // program, which makes the kernel cut such frames again on the way; a peer's fast
-        // path carries only VXLAN without a UDP checksum, and a cut datagram has one.
+        // With AF_XDP there, a peer like this ovrd reads with an XDP program, which makes
+        // the kernel cut such frames again on the way; a peer's fast path carries only
+        // VXLAN without a UDP checksum, and a cut datagram has one.
         let join = self.kind == InterfaceKind::Underlay
-            && pref == Preference::Only(ovr_io::DriverKind::AfPacket)
+            && pref != Preference::Only(ovr_io::DriverKind::AfXdp)
             && offload.is_none();
         if !self.rx {
             let mut d = ovr_io::open_sender(&self.name)?;
