@@ -90,14 +90,9 @@ impl Port {
             && pref != Preference::Only(ovr_io::DriverKind::AfXdp)
             && offload.is_none();
         if !self.rx {
-            let mut d = ovr_io::open_sender(&self.name)?;
-            if join {
-                d.join_datagrams();
-            }
+            let d = ovr_io::open_sender(&self.name)?;
             debug!(interface = %self.name, id = self.id.0, "opened for sending");
-            self.ifindex = d.ifindex();
-            self.driver = Some(d);
-            self.failing = false;
+            self.hold(d, join);
             return Ok(());
         }
         let offloading = self.kind != InterfaceKind::Underlay;
@@ -118,8 +113,7 @@ impl Port {
             }
         }
         let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
-        let (mut d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared)
-        {
+        let (d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared) {
             Ok(d) => d,
             Err(e) => {
                 // No driver to read the frames the program passes on: detach it.
@@ -130,14 +124,19 @@ impl Port {
         if let Some(why) = fallback {
             warn!(interface = %self.name, "AF_XDP unavailable, using AF_PACKET: {why}");
         }
+        info!(interface = %self.name, id = self.id.0, driver = %d.kind().name(), "attached");
+        self.hold(d, join);
+        Ok(())
+    }
+
+    /// Makes `d` the interface's driver.
+    fn hold(&mut self, mut d: Box<dyn Driver>, join: bool) {
         if join {
             d.join_datagrams();
         }
-        info!(interface = %self.name, id = self.id.0, driver = %d.kind().name(), "attached");
         self.ifindex = d.ifindex();
         self.driver = Some(d);
         self.failing = false;
-        Ok(())
     }
 
     fn detach(&mut self, why: &str) {
