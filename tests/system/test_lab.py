@@ -2,6 +2,9 @@
 addresses, in each of the three encapsulations. Traffic really crosses the namespaces;
 the underlay is captured and dissected by tshark."""
 
+import json
+import os
+import pathlib
 import subprocess
 import time
 
@@ -133,3 +136,26 @@ def test_ovr_hosts_and_a_kernel_vxlan_host_talk_both_ways(lab):
         server.kill()
     # Tenant 2 has no way to the kernel host's tenant-1 workload.
     assert run_in("h1-t2-w1", "ping", "-c", "1", "-W", "1", "10.1.0.31").returncode != 0
+
+
+def worker_cpus(pid):
+    """The CPUs each forwarding thread of process `pid` may run on, by thread name."""
+    cpus = {}
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        name = (task / "comm").read_text().strip()
+        status = (task / "status").read_text()
+        allowed = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                       if line.startswith("Cpus_allowed_list"))
+        if name.startswith("ovr-worker"):
+            cpus[name] = allowed
+    return cpus
+
+
+@pytest.mark.parametrize("lab", ["vxlan"], indirect=True)
+def test_each_hosts_worker_is_pinned_to_its_own_cpu(lab):
+    # An unpinned worker moving between CPUs can reorder a flow's frames on a veth
+    # (docs/io.md, "Workers"): the lab pins each host's worker, the hosts in turn.
+    state = json.loads(pathlib.Path("/run/ovr-lab/state.json").read_text())
+    available = sorted(os.sched_getaffinity(0))
+    pinned = [worker_cpus(h["ovrd_pid"]) for h in state["hosts"]]
+    assert pinned == [{"ovr-worker-0": str(available[i % len(available)])} for i in range(2)]

@@ -445,6 +445,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         }
     }
     let offload_arg = a.offload.then_some("--offload=xdp");
+    let mut cpus = Pinning::new(&a.ovrd_args);
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);
         let host = &s.hosts[h - 1];
@@ -463,6 +464,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg("--state")
             .arg(host.config.with_extension("state.json"))
             .args(offload_arg)
+            .args(cpus.next_host())
             .args(&a.ovrd_args)
             .stdin(Stdio::null())
             .stdout(log)
@@ -474,6 +476,57 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         wait_for(&s.hosts[h - 1].log, "forwarding", Duration::from_secs(10))?;
     }
     Ok(())
+}
+
+/// Which CPUs each host's ovrd pins its workers to: the next ones of the lab's CPUs in
+/// turn, so that the hosts' workers spread over them. Pinned because a worker that moves
+/// between CPUs can reorder a flow's packets on a veth (each CPU's backlog is processed
+/// on its own), which the workloads' TCP takes for loss. Nothing is added when the
+/// ovrd arguments already say `--cpu`.
+struct Pinning {
+    cpus: Vec<usize>,
+    workers: usize,
+    next: usize,
+}
+
+impl Pinning {
+    fn new(ovrd_args: &[String]) -> Self {
+        let given = |name: &str| {
+            ovrd_args.iter().enumerate().find_map(|(i, x)| {
+                let value = x.strip_prefix(name)?;
+                match value.strip_prefix('=') {
+                    Some(v) => Some(v.to_string()),
+                    None if value.is_empty() => ovrd_args.get(i + 1).cloned(),
+                    None => None,
+                }
+            })
+        };
+        let cpus = if given("--cpu").is_some() {
+            Vec::new()
+        } else {
+            rustix::thread::sched_getaffinity(None)
+                .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+                .unwrap_or_default()
+        };
+        let workers = given("--workers").and_then(|w| w.parse().ok()).unwrap_or(1);
+        Self {
+            cpus,
+            workers,
+            next: 0,
+        }
+    }
+
+    /// `--cpu=A,B,..` for the next host's ovrd (one CPU per worker), or nothing.
+    fn next_host(&mut self) -> Option<String> {
+        if self.cpus.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = (0..self.workers)
+            .map(|j| self.cpus[(self.next + j) % self.cpus.len()].to_string())
+            .collect();
+        self.next += self.workers;
+        Some(format!("--cpu={}", list.join(",")))
+    }
 }
 
 /// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one

@@ -65,7 +65,8 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     workers: u16,
     /// Pin the workers to these CPUs, one each in order (keeps their caches warm and
-    /// their latency steady when other work shares the host).
+    /// their latency steady when other work shares the host; an unpinned worker that
+    /// moves between CPUs can reorder a flow's frames on a veth, docs/io.md "Workers").
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<usize>,
     /// The fast path for established flows: xdp (an XDP program on every interface
