@@ -493,15 +493,18 @@ class Bench:
         c = subprocess.run(["ip", "netns", "exec", s.src, "iperf3", "-c", s.dst_ip, "-t",
                             str(self.a.tcp_seconds), "-J"], capture_output=True, text=True,
                            timeout=self.a.tcp_seconds + 30)
-        gbit = 0.0
+        gbit, retransmits = 0.0, None
         try:
-            gbit = json.loads(c.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+            end = json.loads(c.stdout)["end"]
+            gbit = end["sum_received"]["bits_per_second"] / 1e9
+            # Segments the sender sent again: loss, or reordering it took for loss.
+            retransmits = end["sum_sent"].get("retransmits")
         except (ValueError, KeyError):
             pass
         stop_pid(srv.pid, start_time(srv.pid), "iperf3 -s")
         self.made.forget(srv.pid)
-        log(f"  [{s.name:6}] tcp {gbit:.2f} Gbit/s")
-        self.record("point_tcp", s, gbit=gbit)
+        log(f"  [{s.name:6}] tcp {gbit:.2f} Gbit/s, {retransmits} retransmitted")
+        self.record("point_tcp", s, gbit=gbit, retransmits=retransmits)
 
 
 # ---------------------------------------------------------------------------------------
