@@ -56,9 +56,11 @@ struct Args {
     #[arg(long)]
     busy_poll: bool,
     /// After traffic, keep polling without sleeping for this long (µs) before going back
-    /// to poll(2): a reply that follows soon is picked up without a wakeup, while an idle
-    /// ovrd still sleeps.
-    #[arg(long, default_value_t = 50)]
+    /// to poll(2): frames that follow within it are picked up without a wakeup (on a
+    /// busy host a wakeup can take milliseconds), while an idle ovrd still sleeps. Traffic
+    /// steadier than this keeps the worker's CPU busy (it yields to other threads between
+    /// looks); 0 sleeps at once (docs/io.md, "Waiting for frames").
+    #[arg(long, default_value_t = 500)]
     spin_us: u64,
     /// Forwarding workers (threads). Each receives from its share of the interfaces and
     /// owns the flows that hash to it; frames of another worker's flows are handed over.
