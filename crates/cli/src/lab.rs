@@ -505,7 +505,11 @@ impl Pinning {
             Vec::new()
         } else {
             rustix::thread::sched_getaffinity(None)
-                .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+                .map(|set| {
+                    (0..rustix::thread::CpuSet::MAX_CPU)
+                        .filter(|&c| set.is_set(c))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let workers = given("--workers").and_then(|w| w.parse().ok()).unwrap_or(1);
