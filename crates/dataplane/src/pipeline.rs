@@ -110,6 +110,9 @@ impl Pipeline {
         frames: impl IntoIterator<Item = &'a [u8]>,
     ) {
         let at = self.entry(st, rx);
+        // Datagrams cut from a frame on the underlay are tunnel packets that underlay-input
+        // decapsulates or drops: their UDP checksum would be summed for nobody to read.
+        let udp_sums = at.is_ok_and(|e| e.0 != self.underlay_entry);
         let mut scratch = core::mem::take(&mut self.scratch);
         for f in frames {
             let frame = f.get(VNET_HDR_LEN..).unwrap_or_default();
@@ -121,10 +124,6 @@ impl Pipeline {
             };
             let r = VnetHdr::parse(f).and_then(|h| {
                 if h.is_gso() {
-                    // Datagrams cut from a frame on the underlay are tunnel packets that
-                    // underlay-input decapsulates or drops: their UDP checksum would be
-                    // summed for nobody to read.
-                    let udp_sums = at.0 != self.underlay_entry;
                     let n = offload::segment_with(
                         frame,
                         &h,
@@ -132,8 +131,7 @@ impl Pipeline {
                         &mut scratch,
                         |hdr, payload| {
                             if let Some(p) = self.alloc(at, &[hdr, payload]) {
-                                self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
-                                self.graph.enqueue(at.0, &[p]);
+                                self.enqueue_checksum_made(at, p);
                             }
                         },
                     )?;
@@ -148,8 +146,7 @@ impl Pipeline {
                     match offload::finish_checksum(self.cx.pool.data_mut(p), start, offset) {
                         Ok(()) => {
                             self.cx.offload_counters.checksums += 1;
-                            self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
-                            self.graph.enqueue(at.0, &[p]);
+                            self.enqueue_checksum_made(at, p);
                         }
                         Err(e) => {
                             self.cx.pool.free(&[p]);
@@ -219,6 +216,12 @@ impl Pipeline {
         if let Some(p) = self.alloc(at, parts) {
             self.graph.enqueue(at.0, &[p]);
         }
+    }
+
+    /// Queues a packet whose transport checksum ovr has just written (nothing to verify).
+    fn enqueue_checksum_made(&mut self, at: Entry, p: u32) {
+        self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
+        self.graph.enqueue(at.0, &[p]);
     }
 
     /// Runs everything received through the graph, then ages the slice of the flows that
