@@ -113,6 +113,10 @@ pub fn xsk_rx_drops(fd: RawFd) -> Option<u64> {
     sys::xsk_rx_drops(fd).ok()
 }
 
+/// Reads entries of the BPF map `fd` in batches (BPF_MAP_LOOKUP_BATCH; aya 0.14 has no
+/// batch call, and one bpf(2) call per entry costs a microsecond each).
+pub use sys::bpf_map_lookup_batch;
+
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preference {

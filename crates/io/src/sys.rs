@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -371,4 +371,71 @@ pub fn xsk_rx_drops(fd: RawFd) -> io::Result<u64> {
         )
     })?;
     Ok(st.rx_dropped + st.rx_ring_full)
+}
+
+/// `union bpf_attr` as BPF_MAP_LOOKUP_BATCH reads it (`batch` member).
+#[repr(C)]
+#[derive(Default)]
+struct BpfBatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+
+/// Copies up to `keys.len() / key_size` entries of the BPF map `fd` from `cursor` on
+/// (None: from the start) into `keys` and `values`; returns how many, and the cursor to
+/// continue from (None: the map was read to its end). A hash map's cursor is a bucket
+/// index (4 bytes); the kernel returns whole buckets only.
+pub fn bpf_map_lookup_batch(
+    fd: BorrowedFd<'_>,
+    cursor: Option<u32>,
+    keys: &mut [u8],
+    key_size: usize,
+    values: &mut [u8],
+    value_size: usize,
+) -> io::Result<(usize, Option<u32>)> {
+    let max = (keys.len() / key_size.max(1)).min(values.len() / value_size.max(1));
+    let in_batch = cursor.unwrap_or(0);
+    let mut out_batch = 0u32;
+    let mut attr = BpfBatchAttr {
+        in_batch: if cursor.is_some() {
+            (&raw const in_batch) as u64
+        } else {
+            0
+        },
+        out_batch: (&raw mut out_batch) as u64,
+        keys: keys.as_mut_ptr() as u64,
+        values: values.as_mut_ptr() as u64,
+        count: max as u32,
+        map_fd: fd.as_raw_fd() as u32,
+        ..Default::default()
+    };
+    // SAFETY: `attr` is the batch member of bpf_attr, its size given; the kernel writes
+    // at most `count` keys and values into `keys` and `values` (each checked above to
+    // hold that many), 4 bytes into `out_batch`, and `count` back into `attr`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_LOOKUP_BATCH,
+            &raw mut attr,
+            core::mem::size_of::<BpfBatchAttr>(),
+        )
+    };
+    let n = (attr.count as usize).min(max);
+    if r == 0 {
+        return Ok((n, Some(out_batch)));
+    }
+    let e = io::Error::last_os_error();
+    // ENOENT: the end of the map (with the last entries, if any).
+    if e.raw_os_error() == Some(libc::ENOENT) {
+        return Ok((n, None));
+    }
+    Err(e)
 }

@@ -57,6 +57,21 @@ impl Key {
         b[26] = self.protocol;
         b
     }
+
+    /// The key [`Key::encode`] made `b` from (entries read back from the map).
+    pub fn decode(b: &KeyBytes) -> Self {
+        let at = |i: usize| -> [u8; 4] { [b[i], b[i + 1], b[i + 2], b[i + 3]] };
+        Self {
+            ifindex: u32::from_ne_bytes(at(0)),
+            vni: u32::from_ne_bytes(at(4)),
+            src: at(8),
+            dst: at(12),
+            src_port: u16::from_be_bytes([b[16], b[17]]),
+            dst_port: u16::from_be_bytes([b[18], b[19]]),
+            dst_mac: [b[20], b[21], b[22], b[23], b[24], b[25]],
+            protocol: b[26],
+        }
+    }
 }
 
 /// What the fast path does to a matching frame (`struct ovr_action`, less counters).

@@ -69,6 +69,15 @@ pub trait Offload {
     fn remove(&mut self, key: &Key) -> Result<(), OffloadError>;
     /// The entry's counters, or None if it is not installed.
     fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError>;
+    /// Reads about `max` entries (every owner's) with their counters into `out`, from
+    /// `cursor` on (None: the start); returns where to go on (None: the table was read
+    /// to its end). Many entries per call: one call per entry costs more than the read.
+    fn scan(
+        &self,
+        cursor: Option<u32>,
+        max: usize,
+        out: &mut Vec<(Key, Usage)>,
+    ) -> Result<Option<u32>, OffloadError>;
     /// Per interface the fast path is on: frames the host dropped on receipt so far.
     /// A redirect the egress cannot take (a veth whose peer runs no NAPI) is dropped
     /// and counted there, on the receiving interface.
@@ -128,11 +137,15 @@ struct Installed {
     generation: u32,
 }
 
-/// Merge the counters of this many entries per sweep step at most...
-const SWEEP_MAX: usize = 8192;
-/// ...once per this long: 80K entries a second, so a 256K-flow table is swept in about
-/// 3 s, well within the flows' idle timeout.
-const SWEEP_EVERY_NS: u64 = 100_000_000;
+/// How often receive drops and other owners' avoided egresses are looked at.
+const CHECK_EVERY_NS: u64 = 100_000_000;
+/// Most entries one sweep step reads; the worker forwards nothing meanwhile, so the
+/// sweep goes in small paced steps (see [`sweep_pass_ns`]), not in bursts that would
+/// stall this worker's packets and, on a small host, whatever shares its core...
+const SWEEP_STEP_MAX: usize = 1024;
+/// ...and fewest: a step is one batch read (per entry, a read costs more than the
+/// entry), so time is saved up for this many.
+const SWEEP_STEP_MIN: usize = 64;
 /// How long an egress that dropped redirected frames is left to user space.
 const EGRESS_BACKOFF_NS: u64 = 30_000_000_000;
 
@@ -152,13 +165,22 @@ pub struct FastPath<O: Offload> {
     installed: HashMap<u32, Installed>,
     /// Which flow an installed key belongs to.
     owner: HashMap<Key, u32>,
-    sweep: Vec<u32>,
+    /// Where the sweep reads the backend's table next (None: from the start).
+    cursor: Option<u32>,
+    /// Entries read in this pass, and in the whole table at the last complete pass.
+    pass_read: usize,
+    table_len: usize,
+    /// Time up to which the sweep has read its share of entries.
     swept_at: Option<u64>,
+    checked_at: Option<u64>,
     failing: bool,
     /// Receive drops per interface at the last check.
     rx_dropped: HashMap<u32, u64>,
+    /// Per receiving interface, the egresses its entries redirected to since the last
+    /// check (merged by the check or by the sweep in between).
+    redirected: HashMap<u32, Vec<u32>>,
     /// Egress interfaces that dropped redirected frames, until when they are avoided
-    /// (a copy of `Shared`'s, taken at each sweep step).
+    /// (a copy of `Shared`'s, taken at each check).
     bad_egress: HashMap<u32, u64>,
     /// Flows marked `OFFLOADED` in the flow table at the last `sync_all`.
     marked: Vec<u32>,
@@ -183,10 +205,14 @@ impl<O: Offload> FastPath<O> {
             tried: Vec::new(),
             installed: HashMap::new(),
             owner: HashMap::new(),
-            sweep: Vec::new(),
+            cursor: None,
+            pass_read: 0,
+            table_len: 0,
             swept_at: None,
+            checked_at: None,
             failing: false,
             rx_dropped: HashMap::new(),
+            redirected: HashMap::new(),
             bad_egress: HashMap::new(),
             marked: Vec::new(),
             counters: FastPathCounters::default(),
@@ -358,17 +384,17 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Adds what the backend counted since the last merge to the flow and interfaces;
-    /// returns the packets added.
-    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) -> u64 {
-        let now = match self.backend.usage(&rec.key) {
-            Ok(Some(u)) => u,
-            Ok(None) => return 0,
-            Err(e) => {
-                self.failed(e);
-                return 0;
-            }
-        };
+    /// Adds what the backend counted since the last merge to the flow and interfaces.
+    fn merge(&mut self, cx: &mut Cx, id: u32, rec: Installed) {
+        match self.backend.usage(&rec.key) {
+            Ok(Some(u)) => self.add_usage(cx, id, rec, u),
+            Ok(None) => {}
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// [`Self::merge`] with the entry's counters `now` already read.
+    fn add_usage(&mut self, cx: &mut Cx, id: u32, rec: Installed, now: Usage) {
         // Counters restart at zero when an entry is installed again.
         let base = if now.packets < rec.seen.packets {
             Usage::default()
@@ -383,7 +409,11 @@ impl<O: Offload> FastPath<O> {
             r.seen = now;
         }
         if dp == 0 {
-            return 0;
+            return;
+        }
+        let to = self.redirected.entry(rec.rx_if).or_default();
+        if !to.contains(&rec.tx_if) {
+            to.push(rec.tx_if);
         }
         self.counters.packets += dp;
         self.counters.bytes += db;
@@ -401,7 +431,6 @@ impl<O: Offload> FastPath<O> {
         tx.tx_bytes = tx
             .tx_bytes
             .saturating_add_signed(db as i64 + dp as i64 * rec.growth);
-        dp
     }
 
     /// Whether an interface dropped frames on receipt while the fast path redirected
@@ -420,12 +449,10 @@ impl<O: Offload> FastPath<O> {
                 .filter(|(_, r)| r.rx_if == id.0)
                 .map(|(i, r)| (*i, *r))
                 .collect();
-            let mut suspects = Vec::new();
             for (i, r) in from_here {
-                if self.merge(cx, i, r) > 0 && !suspects.contains(&r.tx_if) {
-                    suspects.push(r.tx_if);
-                }
+                self.merge(cx, i, r);
             }
+            let suspects = self.redirected.remove(&id.0).unwrap_or_default();
             if suspects.is_empty() {
                 continue;
             }
@@ -460,6 +487,7 @@ impl<O: Offload> FastPath<O> {
                 self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
             }
         }
+        self.redirected.clear();
     }
 
     /// Removes entries (after their counters were merged) and lets their flows be
@@ -507,37 +535,90 @@ impl<O: Offload> FastPath<O> {
         let Some(rec) = self.installed.get(&id).copied() else {
             return;
         };
-        let alive = cx.flows.get(FlowId(id)).is_some_and(|e| e.key == rec.flow);
-        if alive {
+        if alive(cx, id, &rec) {
             self.merge(cx, id, rec);
         } else {
-            self.installed.remove(&id);
-            self.drop_entry(id, rec.key);
-            self.counters.removed += 1;
+            self.retire(id, rec);
         }
     }
 
-    /// A slice of the sweep, at most every [`SWEEP_EVERY_NS`] of `cx.now`.
+    /// Removes the entry of a flow gone in user space.
+    fn retire(&mut self, id: u32, rec: Installed) {
+        self.installed.remove(&id);
+        self.drop_entry(id, rec.key);
+        self.counters.removed += 1;
+    }
+
+    /// Looks at receive drops and avoided egresses (every [`CHECK_EVERY_NS`]) and
+    /// checks the share of installed entries that the time since the last call earned.
     pub fn maintain(&mut self, cx: &mut Cx) {
         if self
-            .swept_at
-            .is_some_and(|t| cx.now.saturating_sub(t) < SWEEP_EVERY_NS)
+            .checked_at
+            .is_none_or(|t| cx.now.saturating_sub(t) >= CHECK_EVERY_NS)
         {
+            self.checked_at = Some(cx.now);
+            self.check_redirects(cx);
+            self.follow_bad_egress(cx);
+        }
+        self.sweep_step(cx);
+        cx.fast_path = self.totals();
+    }
+
+    /// Reads the backend's table at a pace that goes through it once per
+    /// [`sweep_pass_ns`], and checks this owner's entries among those read (the others'
+    /// are skipped: the table is one for all owners, and reading it in batches costs
+    /// less than reading only one's own entry by entry).
+    fn sweep_step(&mut self, cx: &mut Cx) {
+        let now = cx.now;
+        let entries = if self.installed.is_empty() {
+            0
+        } else {
+            self.table_len.max(self.installed.len()) as u128
+        };
+        if entries == 0 {
+            self.swept_at = Some(now);
             return;
         }
-        self.swept_at = Some(cx.now);
-        self.check_redirects(cx);
-        self.follow_bad_egress(cx);
-        if self.sweep.is_empty() {
-            self.sweep.extend(self.installed.keys().copied());
+        let pass = u128::from(sweep_pass_ns(cx.settings.idle_timeout_ns));
+        // Time owed is capped at one pass (after a long sleep, one pass, not several).
+        let last = self
+            .swept_at
+            .unwrap_or(now)
+            .max(now.saturating_sub(pass as u64));
+        self.swept_at = Some(last);
+        let owed = u128::from(now.saturating_sub(last)) * entries / pass;
+        let n = (owed as usize).min(SWEEP_STEP_MAX);
+        if n == 0 || n < SWEEP_STEP_MIN.min(entries as usize) {
+            return;
         }
-        let n = self.sweep.len().min(SWEEP_MAX);
-        let start = self.sweep.len() - n;
-        let batch: Vec<u32> = self.sweep.drain(start..).collect();
-        for id in batch {
-            self.check(cx, id);
+        let mut read = Vec::with_capacity(n);
+        let next = match self.backend.scan(self.cursor, n, &mut read) {
+            Ok(next) => next,
+            Err(e) => {
+                self.cursor = None;
+                return self.failed(e);
+            }
+        };
+        // Time not yet paid for in entries read is kept for the next step.
+        self.swept_at = Some(last + (read.len().max(1) as u128 * pass / entries) as u64);
+        self.pass_read += read.len();
+        if next.is_none() {
+            self.table_len = std::mem::take(&mut self.pass_read);
         }
-        cx.fast_path = self.totals();
+        self.cursor = next;
+        for (key, usage) in read {
+            let Some(&id) = self.owner.get(&key) else {
+                continue;
+            };
+            let Some(rec) = self.installed.get(&id).copied() else {
+                continue;
+            };
+            if alive(cx, id, &rec) {
+                self.add_usage(cx, id, rec, usage);
+            } else {
+                self.retire(id, rec);
+            }
+        }
     }
 
     /// Sweeps everything now: before the flows or counters are read, and after flows
@@ -572,6 +653,19 @@ impl<O: Offload> FastPath<O> {
             }
         }
     }
+}
+
+/// Whether the user-space flow an entry was installed for is still there.
+fn alive(cx: &Cx, id: u32, rec: &Installed) -> bool {
+    cx.flows.get(FlowId(id)).is_some_and(|e| e.key == rec.flow)
+}
+
+/// How long one pass of the sweep over every installed entry takes: a quarter of the
+/// flows' idle timeout, so that a flow the fast path alone carries has its counters
+/// merged (and its user-space flow kept alive) well before it could age; at most 15 s
+/// so that counters logged stay recent, at least 100 ms.
+pub fn sweep_pass_ns(idle_timeout_ns: u64) -> u64 {
+    (idle_timeout_ns / 4).clamp(100_000_000, 15_000_000_000)
 }
 
 #[cfg(test)]

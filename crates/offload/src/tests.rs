@@ -79,6 +79,8 @@ struct FakeState {
     changed: bool,
     refreshed: usize,
     rx_dropped: Vec<(InterfaceId, u64)>,
+    /// Entries' counters read (one by one or in a scan).
+    reads: usize,
 }
 
 impl Offload for Fake {
@@ -108,7 +110,23 @@ impl Offload for Fake {
         Ok(())
     }
     fn usage(&self, k: &Key) -> Result<Option<Usage>, OffloadError> {
+        self.s.borrow_mut().reads += 1;
         Ok(self.s.borrow().entries.get(k).map(|e| e.2))
+    }
+    fn scan(
+        &self,
+        cursor: Option<u32>,
+        max: usize,
+        out: &mut Vec<(Key, Usage)>,
+    ) -> Result<Option<u32>, OffloadError> {
+        let mut s = self.s.borrow_mut();
+        let mut keys: Vec<Key> = s.entries.keys().copied().collect();
+        keys.sort_by_key(|k| k.encode());
+        let from = (cursor.unwrap_or(0) as usize).min(keys.len());
+        let to = (from + max).min(keys.len());
+        out.extend(keys[from..to].iter().map(|k| (*k, s.entries[k].2)));
+        s.reads += to - from;
+        Ok((to < keys.len()).then_some(to as u32))
     }
     fn rx_dropped(&self) -> Vec<(InterfaceId, u64)> {
         self.s.borrow().rx_dropped.clone()
@@ -176,6 +194,15 @@ impl Rig {
         let k = mine.next().expect("an entry");
         assert!(mine.next().is_none());
         k
+    }
+
+    /// A loop iteration without frames at `now` (user-space aging and the sweep).
+    fn idle(&mut self, now: u64) {
+        let guard = self.reader.enter().expect("tables");
+        self.pipe.cx.now = now;
+        self.fast.begin(&guard);
+        self.pipe.run(&guard);
+        self.fast.maintain(&mut self.pipe.cx);
     }
 
     /// Runs one frame through the pipeline and the fast path's owner; returns what was
@@ -360,6 +387,31 @@ fn receive_drops_while_redirecting_leave_the_egress_to_user_space() {
     assert!(r.fake.s.borrow().entries.is_empty());
 }
 
+#[test]
+fn a_redirect_loss_is_counted_when_the_sweep_merged_the_packets_first() {
+    let c = &cases()[0];
+    let mut r = rig();
+    let vm1 = r.names.interfaces["vm1"];
+    r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 0)];
+    r.run("vm1", &c.input, 1);
+    let key = r.key();
+    r.fake
+        .s
+        .borrow_mut()
+        .entries
+        .get_mut(&key)
+        .expect("entry")
+        .2
+        .packets = 5;
+    // Merged between two checks (the API's read or the sweep), then vm1's drops seen.
+    r.fast.sync_all(&mut r.pipe.cx);
+    assert_eq!(r.fast.counters.packets, 5);
+    r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
+    r.idle(1_000_000_000);
+    assert_eq!(r.fast.counters.redirect_failed, 5);
+    assert!(r.fake.s.borrow().entries.is_empty());
+}
+
 /// The same workload frame on another flow (another source port; the pipeline does not
 /// check transport checksums, the fast path's description does not depend on them).
 fn other_flow(frame: &[u8]) -> Vec<u8> {
@@ -452,4 +504,58 @@ fn workers_count_a_redirect_loss_once_and_all_avoid_the_egress() {
     d.run("vm1", &fd, 1_100_000_000);
     assert!(fake.s.borrow().entries.is_empty());
     assert!(d.fast.counters.refused > 0);
+}
+
+#[test]
+fn the_sweep_reads_entries_at_a_pace_and_keeps_fast_path_flows_alive() {
+    let c = &cases()[0];
+    let mut r = rig();
+    const FLOWS: u64 = 200;
+    for i in 0..FLOWS {
+        let mut f = c.input.clone();
+        f[35] = i as u8;
+        r.run("vm1", &f, 1);
+    }
+    assert_eq!(r.fast.len(), FLOWS as usize);
+    let idle = r.pipe.cx.settings.idle_timeout_ns;
+    let pass = sweep_pass_ns(idle);
+    assert_eq!(pass, 15_000_000_000, "default 60 s idle timeout");
+    let reads = |r: &Rig| r.fake.s.borrow().reads;
+    // A tenth of a pass later: 20 entries owed, saved up for a batch of 64 or more.
+    let before = reads(&r);
+    r.idle(1 + pass / 10);
+    assert_eq!(reads(&r), before);
+    // Half a pass: half the entries, in one batch.
+    r.idle(1 + pass / 2);
+    assert_eq!(reads(&r) - before, FLOWS as usize / 2);
+    // Several passes without a wakeup (less than the idle timeout) owe one pass, not
+    // several: the rest of this one (a step ends at the table's end), then the next.
+    let t0 = 1 + pass / 2 + 20_000_000_000;
+    let before = reads(&r);
+    r.idle(t0);
+    assert_eq!(reads(&r) - before, FLOWS as usize / 2);
+    for _ in 0..3 {
+        r.idle(t0);
+    }
+    assert_eq!(reads(&r) - before, FLOWS as usize);
+    // Traffic that only the fast path carries, for three idle timeouts, with wakeups
+    // every 10 ms: no flow ages in user space, every packet is merged.
+    let mut carried = 0;
+    for step in 1..=3 * idle / 10_000_000 {
+        let t = t0 + step * 10_000_000;
+        if step % 100 == 0 {
+            carried += 1;
+            for e in r.fake.s.borrow_mut().entries.values_mut() {
+                e.2.packets = carried;
+            }
+        }
+        r.idle(t);
+    }
+    assert_eq!(carried, 180);
+    r.fast.sync_all(&mut r.pipe.cx);
+    assert_eq!(r.fast.len(), FLOWS as usize);
+    assert_eq!(r.fake.s.borrow().entries.len(), FLOWS as usize);
+    assert_eq!(r.pipe.cx.flow_counters.aged, 0);
+    assert_eq!(r.fast.counters.packets, FLOWS * carried);
+    assert_eq!(r.fast.counters.removed, 0);
 }

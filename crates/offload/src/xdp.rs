@@ -15,11 +15,13 @@ use crate::layout::{
 };
 use crate::{Offload, OffloadError};
 use aya::Ebpf;
-use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray, XskMap};
+use aya::maps::{
+    Array, DevMapHash, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray, XskMap,
+};
 use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
 use ovr_io::error_chain;
 use std::collections::HashMap;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,6 +30,8 @@ const PROGRAM: &str = "ovr_xdp";
 /// AF_XDP socket slots per interface (one per receive queue).
 const XSK_SLOTS: u32 = 64;
 const XSK_MAP_LEN: u32 = 4096;
+/// Entries asked for per batch read at least.
+const SCAN_MIN: usize = 64;
 
 fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
     OffloadError::Xdp {
@@ -325,6 +329,34 @@ impl Offload for Xdp {
             Err(e) => Err(err("read flow", error_chain(&e))),
         }
     }
+
+    fn scan(
+        &self,
+        cursor: Option<u32>,
+        max: usize,
+        out: &mut Vec<(Key, Usage)>,
+    ) -> Result<Option<u32>, OffloadError> {
+        // The kernel returns whole hash buckets only (ENOSPC if the first does not fit):
+        // room for a long one.
+        let max = max.max(SCAN_MIN);
+        let (mut keys, mut values) = (vec![0u8; max * KEY_LEN], vec![0u8; max * ACTION_LEN]);
+        let (n, next) = {
+            let g = self.lock();
+            let fd = g.flows.map().fd().as_fd();
+            ovr_io::bpf_map_lookup_batch(fd, cursor, &mut keys, KEY_LEN, &mut values, ACTION_LEN)
+                .map_err(|e| err("read flows", e))?
+        };
+        let entries = keys
+            .chunks_exact(KEY_LEN)
+            .zip(values.chunks_exact(ACTION_LEN));
+        for (k, v) in entries.take(n) {
+            let (Ok(k), Ok(v)) = (k.try_into(), v.try_into()) else {
+                continue;
+            };
+            out.push((Key::decode(k), Usage::decode(v)));
+        }
+        Ok(next)
+    }
 }
 
 const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
@@ -365,5 +397,61 @@ mod tests {
         x2.remove(&key).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(x2.usage(&key).ok().flatten(), None);
         assert_eq!(x.counters().len(), COUNTER_NAMES.len());
+    }
+
+    /// A batch read returns every entry once, whole keys, across several calls and to
+    /// the table's end; an empty table ends at once.
+    #[test]
+    fn scan_reads_the_table_in_batches() {
+        let mut x = Xdp::load().unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        assert_eq!(x.scan(None, 64, &mut out).ok(), Some(None));
+        assert!(out.is_empty());
+        let keys: Vec<Key> = (0..300u16)
+            .map(|i| Key {
+                ifindex: 7,
+                vni: 5000 + u32::from(i),
+                src: [10, 0, 0, 1],
+                dst: [10, 0, (i >> 8) as u8, i as u8],
+                src_port: 1000 + i,
+                dst_port: 80,
+                dst_mac: [2, 0, 0, 0, 0, i as u8],
+                protocol: 17,
+            })
+            .collect();
+        let action = Action {
+            egress: 1,
+            strip: 0,
+            push: 0,
+            max_len: 1514,
+            flags: 0,
+            mac: [0; 12],
+            template: [0; crate::layout::TPL_LEN],
+        };
+        for k in &keys {
+            x.install(k, &action, 1).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (mut cursor, mut calls) = (None, 0);
+        loop {
+            calls += 1;
+            cursor = x
+                .scan(cursor, 64, &mut out)
+                .unwrap_or_else(|e| panic!("{e}"));
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert!(calls >= 300 / 64, "{calls} calls");
+        let mut got: Vec<Key> = out
+            .iter()
+            .map(|(k, u)| {
+                assert_eq!(*u, Usage::default());
+                *k
+            })
+            .collect();
+        got.sort_by_key(|k| k.encode());
+        let mut want = keys.clone();
+        want.sort_by_key(|k| k.encode());
+        assert_eq!(got, want);
     }
 }
