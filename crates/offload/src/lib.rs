@@ -146,6 +146,9 @@ const SWEEP_STEP_MAX: usize = 1024;
 /// ...and fewest: a step is one batch read (per entry, a read costs more than the
 /// entry), so time is saved up for this many.
 const SWEEP_STEP_MIN: usize = 64;
+/// How far back redirects merged count as the cause of receive drops seen now: two
+/// checks, as the kernel may count a drop after the program counted the redirect.
+const SUSPECT_NS: u64 = 2 * CHECK_EVERY_NS;
 /// How long an egress that dropped redirected frames is left to user space.
 const EGRESS_BACKOFF_NS: u64 = 30_000_000_000;
 
@@ -176,9 +179,10 @@ pub struct FastPath<O: Offload> {
     failing: bool,
     /// Receive drops per interface at the last check.
     rx_dropped: HashMap<u32, u64>,
-    /// Per receiving interface, the egresses its entries redirected to since the last
-    /// check (merged by the check or by the sweep in between).
-    redirected: HashMap<u32, Vec<u32>>,
+    /// Per receiving interface, the egresses its entries redirected to and when that
+    /// was last merged (by a check or by the sweep in between): those of the last
+    /// [`SUSPECT_NS`] are suspects when the interface's drops grow.
+    redirected: HashMap<u32, Vec<(u32, u64)>>,
     /// Egress interfaces that dropped redirected frames, until when they are avoided
     /// (a copy of `Shared`'s, taken at each check).
     bad_egress: HashMap<u32, u64>,
@@ -412,8 +416,9 @@ impl<O: Offload> FastPath<O> {
             return;
         }
         let to = self.redirected.entry(rec.rx_if).or_default();
-        if !to.contains(&rec.tx_if) {
-            to.push(rec.tx_if);
+        match to.iter_mut().find(|(e, _)| *e == rec.tx_if) {
+            Some((_, at)) => *at = cx.now,
+            None => to.push((rec.tx_if, cx.now)),
         }
         self.counters.packets += dp;
         self.counters.bytes += db;
@@ -452,7 +457,13 @@ impl<O: Offload> FastPath<O> {
             for (i, r) in from_here {
                 self.merge(cx, i, r);
             }
-            let suspects = self.redirected.remove(&id.0).unwrap_or_default();
+            let since = cx.now.saturating_sub(SUSPECT_NS);
+            let suspects: Vec<u32> = self.redirected.get(&id.0).map_or(Vec::new(), |to| {
+                to.iter()
+                    .filter(|(_, at)| *at >= since)
+                    .map(|(e, _)| *e)
+                    .collect()
+            });
             if suspects.is_empty() {
                 continue;
             }
@@ -487,7 +498,11 @@ impl<O: Offload> FastPath<O> {
                 self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
             }
         }
-        self.redirected.clear();
+        let since = cx.now.saturating_sub(SUSPECT_NS);
+        self.redirected.retain(|_, to| {
+            to.retain(|(_, at)| *at >= since);
+            !to.is_empty()
+        });
     }
 
     /// Removes entries (after their counters were merged) and lets their flows be

@@ -403,11 +403,13 @@ fn a_redirect_loss_is_counted_when_the_sweep_merged_the_packets_first() {
         .expect("entry")
         .2
         .packets = 5;
-    // Merged between two checks (the API's read or the sweep), then vm1's drops seen.
+    // Merged between two checks (the API's read or the sweep), then vm1's drops seen
+    // at the next check, 100 ms after the first.
+    r.pipe.cx.now = 50_000_000;
     r.fast.sync_all(&mut r.pipe.cx);
     assert_eq!(r.fast.counters.packets, 5);
     r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
-    r.idle(1_000_000_000);
+    r.idle(110_000_000);
     assert_eq!(r.fast.counters.redirect_failed, 5);
     assert!(r.fake.s.borrow().entries.is_empty());
 }
