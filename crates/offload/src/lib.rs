@@ -585,15 +585,11 @@ impl<O: Offload> FastPath<O> {
     /// less than reading only one's own entry by entry).
     fn sweep_step(&mut self, cx: &mut Cx) {
         let now = cx.now;
-        let entries = if self.installed.is_empty() {
-            0
-        } else {
-            self.table_len.max(self.installed.len()) as u128
-        };
-        if entries == 0 {
+        if self.installed.is_empty() {
             self.swept_at = Some(now);
             return;
         }
+        let entries = self.table_len.max(self.installed.len()) as u128;
         let pass = u128::from(sweep_pass_ns(cx.settings.idle_timeout_ns));
         // Time owed is capped at one pass (after a long sleep, one pass, not several).
         let last = self

@@ -83,6 +83,19 @@ struct FakeState {
     reads: usize,
 }
 
+impl Fake {
+    /// Sets the packets the fast path carried on entry `key`.
+    fn set_packets(&self, key: &Key, packets: u64) {
+        self.s
+            .borrow_mut()
+            .entries
+            .get_mut(key)
+            .expect("entry")
+            .2
+            .packets = packets;
+    }
+}
+
 impl Offload for Fake {
     fn ifindex(&self, id: InterfaceId) -> Option<u32> {
         Some(100 + id.0)
@@ -368,14 +381,7 @@ fn receive_drops_while_redirecting_leave_the_egress_to_user_space() {
     r.run("vm1", &c.input, 1);
     let key = *r.fake.s.borrow().entries.keys().next().expect("entry");
     // The fast path redirected 5 frames and the receiving interface dropped 5.
-    r.fake
-        .s
-        .borrow_mut()
-        .entries
-        .get_mut(&key)
-        .expect("entry")
-        .2
-        .packets = 5;
+    r.fake.set_packets(&key, 5);
     r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
     r.run("vm1", &c.input, 1_000_000_000);
     assert_eq!(r.fast.counters.redirect_failed, 5);
@@ -395,14 +401,7 @@ fn a_redirect_loss_is_counted_when_the_sweep_merged_the_packets_first() {
     r.fake.s.borrow_mut().rx_dropped = vec![(vm1, 0)];
     r.run("vm1", &c.input, 1);
     let key = r.key();
-    r.fake
-        .s
-        .borrow_mut()
-        .entries
-        .get_mut(&key)
-        .expect("entry")
-        .2
-        .packets = 5;
+    r.fake.set_packets(&key, 5);
     // Merged between two checks (the API's read or the sweep), then vm1's drops seen
     // at the next check, 100 ms after the first.
     r.pipe.cx.now = 50_000_000;
@@ -483,13 +482,7 @@ fn workers_count_a_redirect_loss_once_and_all_avoid_the_egress() {
     // a's and b's flows were redirected from vm1 (5 frames each), d's carried nothing;
     // vm1 dropped 5.
     for k in [a.key(), b.key()] {
-        fake.s
-            .borrow_mut()
-            .entries
-            .get_mut(&k)
-            .expect("entry")
-            .2
-            .packets = 5;
+        fake.set_packets(&k, 5);
     }
     fake.s.borrow_mut().rx_dropped = vec![(vm1, 5)];
     a.run("vm1", &fa, 1_000_000_000);

@@ -371,6 +371,19 @@ const _: () = {
 mod tests {
     use super::*;
 
+    /// An action that forwards unchanged to ifindex 1.
+    fn forward_to_1() -> Action {
+        Action {
+            egress: 1,
+            strip: 0,
+            push: 0,
+            max_len: 1514,
+            flags: 0,
+            mac: [0; 12],
+            template: [0; crate::layout::TPL_LEN],
+        }
+    }
+
     /// The kernel's verifier accepts the program and every map has the type and sizes
     /// the Rust side expects (needs root, as every test here is run).
     #[test]
@@ -382,15 +395,7 @@ mod tests {
             ifindex: 1,
             ..Key::default()
         };
-        let action = Action {
-            egress: 1,
-            strip: 0,
-            push: 0,
-            max_len: 1514,
-            flags: 0,
-            mac: [0; 12],
-            template: [0; crate::layout::TPL_LEN],
-        };
+        let action = forward_to_1();
         x2.install(&key, &action, 7)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(x2.usage(&key).ok().flatten(), Some(Usage::default()));
@@ -419,15 +424,7 @@ mod tests {
                 protocol: 17,
             })
             .collect();
-        let action = Action {
-            egress: 1,
-            strip: 0,
-            push: 0,
-            max_len: 1514,
-            flags: 0,
-            mac: [0; 12],
-            template: [0; crate::layout::TPL_LEN],
-        };
+        let action = forward_to_1();
         for k in &keys {
             x.install(k, &action, 1).unwrap_or_else(|e| panic!("{e}"));
         }
