@@ -69,6 +69,8 @@ pub trait Offload {
     fn remove(&mut self, key: &Key) -> Result<(), OffloadError>;
     /// The entry's counters, or None if it is not installed.
     fn usage(&self, key: &Key) -> Result<Option<Usage>, OffloadError>;
+    /// Now on the clock of [`Usage::last_seen`].
+    fn clock_ns(&self) -> u64;
     /// Reads about `max` entries (every owner's) with their counters into `out`, from
     /// `cursor` on (None: the start); returns where to go on (None: the table was read
     /// to its end). Many entries per call: one call per entry costs more than the read.
@@ -173,6 +175,11 @@ pub struct FastPath<O: Offload> {
     /// Entries read in this pass, and in the whole table at the last complete pass.
     pass_read: usize,
     table_len: usize,
+    /// When this pass and the last complete one began (backend's clock): an entry
+    /// whose last packet came before the last pass began was read after it, and
+    /// merged, by that pass.
+    pass_began: u64,
+    last_pass_began: u64,
     /// Time up to which the sweep has read its share of entries.
     swept_at: Option<u64>,
     checked_at: Option<u64>,
@@ -212,6 +219,8 @@ impl<O: Offload> FastPath<O> {
             cursor: None,
             pass_read: 0,
             table_len: 0,
+            pass_began: 0,
+            last_pass_began: 0,
             swept_at: None,
             checked_at: None,
             failing: false,
@@ -567,6 +576,7 @@ impl<O: Offload> FastPath<O> {
     /// Looks at receive drops and avoided egresses (every [`CHECK_EVERY_NS`]) and
     /// checks the share of installed entries that the time since the last call earned.
     pub fn maintain(&mut self, cx: &mut Cx) {
+        self.follow_removals(cx);
         if self
             .checked_at
             .is_none_or(|t| cx.now.saturating_sub(t) >= CHECK_EVERY_NS)
@@ -577,6 +587,19 @@ impl<O: Offload> FastPath<O> {
         }
         self.sweep_step(cx);
         cx.fast_path = self.totals();
+    }
+
+    /// Removes the entries of flows the flow table removed (aged, deleted, replaced):
+    /// the sweep looks only at entries with new packets.
+    fn follow_removals(&mut self, cx: &mut Cx) {
+        cx.flows.log_removals();
+        for id in cx.flows.take_removed() {
+            if let Some(rec) = self.installed.get(&id).copied()
+                && !alive(cx, id, &rec)
+            {
+                self.retire(id, rec);
+            }
+        }
     }
 
     /// Reads the backend's table at a pace that goes through it once per
@@ -602,6 +625,9 @@ impl<O: Offload> FastPath<O> {
         if n == 0 || n < SWEEP_STEP_MIN.min(entries as usize) {
             return;
         }
+        if self.cursor.is_none() {
+            self.pass_began = self.backend.clock_ns();
+        }
         let mut read = Vec::with_capacity(n);
         let next = match self.backend.scan(self.cursor, n, &mut read) {
             Ok(next) => next,
@@ -617,7 +643,16 @@ impl<O: Offload> FastPath<O> {
             self.table_len = std::mem::take(&mut self.pass_read);
         }
         self.cursor = next;
+        let merged_before = self.last_pass_began;
+        if next.is_none() {
+            self.last_pass_began = self.pass_began;
+        }
         for (key, usage) in read {
+            // Most entries of a large table carry nothing new: skipped before ovr's
+            // records of them are looked up (those lookups are the sweep's main cost).
+            if usage.last_seen < merged_before {
+                continue;
+            }
             let Some(&id) = self.owner.get(&key) else {
                 continue;
             };

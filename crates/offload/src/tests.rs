@@ -81,18 +81,18 @@ struct FakeState {
     rx_dropped: Vec<(InterfaceId, u64)>,
     /// Entries' counters read (one by one or in a scan).
     reads: usize,
+    /// The backend's clock (the rigs set it to the pipeline's time).
+    clock: u64,
 }
 
 impl Fake {
-    /// Sets the packets the fast path carried on entry `key`.
+    /// Sets the packets the fast path carried on entry `key`, the last one now.
     fn set_packets(&self, key: &Key, packets: u64) {
-        self.s
-            .borrow_mut()
-            .entries
-            .get_mut(key)
-            .expect("entry")
-            .2
-            .packets = packets;
+        let mut s = self.s.borrow_mut();
+        let clock = s.clock;
+        let u = &mut s.entries.get_mut(key).expect("entry").2;
+        u.packets = packets;
+        u.last_seen = clock;
     }
 }
 
@@ -125,6 +125,9 @@ impl Offload for Fake {
     fn usage(&self, k: &Key) -> Result<Option<Usage>, OffloadError> {
         self.s.borrow_mut().reads += 1;
         Ok(self.s.borrow().entries.get(k).map(|e| e.2))
+    }
+    fn clock_ns(&self) -> u64 {
+        self.s.borrow().clock
     }
     fn scan(
         &self,
@@ -213,6 +216,7 @@ impl Rig {
     fn idle(&mut self, now: u64) {
         let guard = self.reader.enter().expect("tables");
         self.pipe.cx.now = now;
+        self.fake.s.borrow_mut().clock = now;
         self.fast.begin(&guard);
         self.pipe.run(&guard);
         self.fast.maintain(&mut self.pipe.cx);
@@ -225,6 +229,7 @@ impl Rig {
         let st = &*guard;
         let id = self.names.interfaces[iface];
         self.pipe.cx.now = now;
+        self.fake.s.borrow_mut().clock = now;
         self.fast.begin(st);
         self.pipe.receive(st, id, [frame]);
         self.pipe.run(st);
@@ -542,6 +547,7 @@ fn the_sweep_reads_entries_at_a_pace_and_keeps_fast_path_flows_alive() {
             carried += 1;
             for e in r.fake.s.borrow_mut().entries.values_mut() {
                 e.2.packets = carried;
+                e.2.last_seen = t;
             }
         }
         r.idle(t);
@@ -553,4 +559,14 @@ fn the_sweep_reads_entries_at_a_pace_and_keeps_fast_path_flows_alive() {
     assert_eq!(r.pipe.cx.flow_counters.aged, 0);
     assert_eq!(r.fast.counters.packets, FLOWS * carried);
     assert_eq!(r.fast.counters.removed, 0);
+    // The traffic stops: the flows age in user space and their entries go with them
+    // (the flow table tells the fast path; the sweep skips entries without new packets).
+    let t1 = t0 + 3 * idle;
+    for step in 1..=3 * idle / 10_000_000 {
+        r.idle(t1 + step * 10_000_000);
+    }
+    assert_eq!(r.pipe.cx.flow_counters.aged, 2 * FLOWS);
+    assert_eq!(r.fast.counters.removed, FLOWS);
+    assert!(r.fast.is_empty());
+    assert!(r.fake.s.borrow().entries.is_empty());
 }

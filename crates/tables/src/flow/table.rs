@@ -137,6 +137,9 @@ pub struct FlowTable {
     default_quota: u32,
     cursor: usize,
     stats: FlowStats,
+    /// Ids of entries removed since the last [`FlowTable::take_removed`], once someone
+    /// asked for them ([`FlowTable::log_removals`]).
+    removed: Option<Vec<u32>>,
 }
 
 impl core::fmt::Debug for FlowTable {
@@ -169,6 +172,7 @@ impl FlowTable {
             default_quota: u32::MAX,
             cursor: 0,
             stats: FlowStats::default(),
+            removed: None,
         }
     }
 
@@ -441,7 +445,26 @@ impl FlowTable {
         }
         self.entries[id.0 as usize].flags = 0;
         self.free.push(id.0);
+        if let Some(log) = &mut self.removed {
+            log.push(id.0);
+        }
         true
+    }
+
+    /// From now on, keeps the ids of the entries removed (aged, deleted, replaced) for
+    /// [`FlowTable::take_removed`]: whoever keeps state per flow outside the table (the
+    /// fast path) learns of its end without checking every flow. The caller must take
+    /// them regularly.
+    pub fn log_removals(&mut self) {
+        self.removed.get_or_insert_with(Vec::new);
+    }
+
+    /// The ids removed since the last call (empty unless [`FlowTable::log_removals`]).
+    pub fn take_removed(&mut self) -> Vec<u32> {
+        self.removed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Scans up to `budget` entries from where the last call stopped and removes flows

@@ -53,6 +53,30 @@ fn pairs_are_linked_and_removed_together() {
 }
 
 #[test]
+fn removals_are_logged_once_asked_for_both_ways_and_when_aged() {
+    let mut t = FlowTable::new(100);
+    let (f, _) = t
+        .insert_pair((key(1), FWD), (key(1).reverse(), FWD), 0)
+        .unwrap();
+    t.remove(f);
+    assert!(t.take_removed().is_empty(), "not asked for yet");
+    t.log_removals();
+    let (f, r2) = t
+        .insert_pair((key(2), FWD), (key(2).reverse(), FWD), 0)
+        .unwrap();
+    let one = t.insert(key(3), FWD, 0).unwrap();
+    t.remove(r2);
+    let mut gone = t.take_removed();
+    gone.sort_unstable();
+    let mut want = vec![f.0, r2.0];
+    want.sort_unstable();
+    assert_eq!(gone, want);
+    assert!(t.take_removed().is_empty());
+    t.age(1_000, 10, 10, 100);
+    assert_eq!(t.take_removed(), [one.0]);
+}
+
+#[test]
 fn a_full_table_refuses_new_flows_and_keeps_every_old_one() {
     let cap = 1000;
     let mut t = FlowTable::new(cap);
