@@ -116,8 +116,6 @@ pub fn xsk_rx_drops(fd: RawFd) -> Option<u64> {
 /// Reads entries of the BPF map `fd` in batches (BPF_MAP_LOOKUP_BATCH; aya 0.14 has no
 /// batch call, and one bpf(2) call per entry costs a microsecond each).
 pub use sys::bpf_map_lookup_batch;
-/// The clock BPF programs read (`bpf_ktime_get_ns`), to compare with times they stored.
-pub use sys::monotonic_ns;
 
 /// Which driver `open` should use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -439,14 +439,3 @@ pub fn bpf_map_lookup_batch(
     }
     Err(e)
 }
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's `bpf_ktime_get_ns()`.
-pub fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a live timespec the kernel fills; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}

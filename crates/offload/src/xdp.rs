@@ -332,7 +332,9 @@ impl Offload for Xdp {
     }
 
     fn clock_ns(&self) -> u64 {
-        ovr_io::monotonic_ns()
+        // bpf_ktime_get_ns() is CLOCK_MONOTONIC.
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
     }
 
     fn scan(
