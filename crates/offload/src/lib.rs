@@ -145,9 +145,13 @@ const CHECK_EVERY_NS: u64 = 100_000_000;
 /// sweep goes in small paced steps (see [`sweep_pass_ns`]), not in bursts that would
 /// stall this worker's packets and, on a small host, whatever shares its core...
 const SWEEP_STEP_MAX: usize = 1024;
-/// ...and fewest: a step is one batch read (per entry, a read costs more than the
-/// entry), so time is saved up for this many.
+/// ...and fewest: entries are read in batches (one bpf(2) call per entry costs more
+/// than the entry), so time is saved up for a few.
 const SWEEP_STEP_MIN: usize = 64;
+/// How often a worker whose fast path holds entries wakes while user space is idle:
+/// fast-path traffic does not wake it, and the sweep must keep its pace (at most
+/// [`SWEEP_STEP_MAX`] entries a wakeup: 100 a second cover 1M entries well within a pass).
+const SWEEP_WAKE_MS: i32 = 10;
 /// How far back redirects merged count as the cause of receive drops seen now: two
 /// checks, as the kernel may count a drop after the program counted the redirect.
 const SUSPECT_NS: u64 = 2 * CHECK_EVERY_NS;
@@ -242,6 +246,12 @@ impl<O: Offload> FastPath<O> {
             flows: self.installed.len() as u64,
             ..self.counters
         }
+    }
+
+    /// How long the worker may sleep without traffic at most, if the fast path needs
+    /// it sooner than whatever else wakes the worker: while it holds entries.
+    pub fn wake_within_ms(&self) -> Option<i32> {
+        (!self.installed.is_empty()).then_some(SWEEP_WAKE_MS)
     }
 
     /// Flows offloaded now (in any generation).
@@ -366,6 +376,8 @@ impl<O: Offload> FastPath<O> {
         {
             self.merge(cx, other, o);
         }
+        // From the first entry on, the flow table reports the flows that end.
+        cx.flows.log_removals();
         if let Err(e) = self.backend.install(&key, &action, self.generation) {
             self.owner.remove(&key);
             self.installed.remove(&id.0);
@@ -451,6 +463,7 @@ impl<O: Offload> FastPath<O> {
     /// its frames: then the egresses it redirected to are avoided for a while, their
     /// entries removed, and the loss counted and logged (never a silent black hole).
     fn check_redirects(&mut self, cx: &mut Cx) {
+        let since = cx.now.saturating_sub(SUSPECT_NS);
         for (id, dropped) in self.backend.rx_dropped() {
             let before = self.rx_dropped.insert(id.0, dropped);
             let delta = before.map_or(0, |b| dropped.saturating_sub(b));
@@ -466,7 +479,6 @@ impl<O: Offload> FastPath<O> {
             for (i, r) in from_here {
                 self.merge(cx, i, r);
             }
-            let since = cx.now.saturating_sub(SUSPECT_NS);
             let suspects: Vec<u32> = self.redirected.get(&id.0).map_or(Vec::new(), |to| {
                 to.iter()
                     .filter(|(_, at)| *at >= since)
@@ -507,7 +519,6 @@ impl<O: Offload> FastPath<O> {
                 self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
             }
         }
-        let since = cx.now.saturating_sub(SUSPECT_NS);
         self.redirected.retain(|_, to| {
             to.retain(|(_, at)| *at >= since);
             !to.is_empty()
@@ -592,7 +603,6 @@ impl<O: Offload> FastPath<O> {
     /// Removes the entries of flows the flow table removed (aged, deleted, replaced):
     /// the sweep looks only at entries with new packets.
     fn follow_removals(&mut self, cx: &mut Cx) {
-        cx.flows.log_removals();
         for id in cx.flows.take_removed() {
             if let Some(rec) = self.installed.get(&id).copied()
                 && !alive(cx, id, &rec)
@@ -639,14 +649,12 @@ impl<O: Offload> FastPath<O> {
         // Time not yet paid for in entries read is kept for the next step.
         self.swept_at = Some(last + (read.len().max(1) as u128 * pass / entries) as u64);
         self.pass_read += read.len();
-        if next.is_none() {
-            self.table_len = std::mem::take(&mut self.pass_read);
-        }
-        self.cursor = next;
         let merged_before = self.last_pass_began;
         if next.is_none() {
+            self.table_len = std::mem::take(&mut self.pass_read);
             self.last_pass_began = self.pass_began;
         }
+        self.cursor = next;
         for (key, usage) in read {
             // Most entries of a large table carry nothing new: skipped before ovr's
             // records of them are looked up (those lookups are the sweep's main cost).

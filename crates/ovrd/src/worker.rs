@@ -23,13 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tracing::info;
 
-/// How long an idle worker sleeps in poll(2) before looking at its stop flag again...
+/// How long an idle worker sleeps in poll(2) before looking at its stop flag again
+/// (less if the fast path asks: `FastPath::wake_within_ms`).
 const IDLE_POLL_MS: i32 = 100;
-/// ...or while the fast path holds its flows: their traffic does not wake the worker,
-/// and the sweep that merges their counters must keep its pace (`FastPath::maintain`
-/// checks at most 1024 entries per wakeup; 100 wakeups a second cover 1M entries well
-/// within a pass).
-const FAST_PATH_POLL_MS: i32 = 10;
 
 /// How a worker runs.
 pub struct Options {
@@ -136,10 +132,11 @@ impl Worker {
 
     /// Sleeps until a frame arrives (or another worker hands some over).
     fn sleep(&mut self) -> Result<(), String> {
-        let ms = match &self.fast {
-            Some(f) if !f.is_empty() => FAST_PATH_POLL_MS,
-            _ => IDLE_POLL_MS,
-        };
+        let ms = self
+            .fast
+            .as_ref()
+            .and_then(|f| f.wake_within_ms())
+            .unwrap_or(IDLE_POLL_MS);
         match &mut self.handoff {
             None => self.ports.wait(ms),
             Some((mailbox, _)) => {
