@@ -322,16 +322,16 @@ impl Ports {
 
     /// Follows the interface table when it changed (cheap otherwise: one comparison),
     /// and every `CHECK_EVERY` lets go of interfaces that disappeared from the host or
-    /// were replaced, and attaches to those that are back.
-    pub fn maintain(&mut self, st: &ForwardingState) {
+    /// were replaced, and attaches to those that are back. `now` is the caller's clock.
+    pub fn maintain(&mut self, st: &ForwardingState, now: Instant) {
         if st.epoch() != self.epoch {
             self.epoch = st.epoch();
             self.follow(st);
         }
-        if self.last_check.elapsed() < CHECK_EVERY {
+        if now.saturating_duration_since(self.last_check) < CHECK_EVERY {
             return;
         }
-        self.last_check = Instant::now();
+        self.last_check = now;
         let mut changed = false;
         for p in &mut self.ports {
             let now = ovr_io::if_index(&p.name);

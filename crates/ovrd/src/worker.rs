@@ -57,19 +57,24 @@ impl Worker {
     ) -> Result<Snapshot, String> {
         let mut last_stats = Instant::now();
         let mut last_traffic = Instant::now() - o.spin;
+        // The clock is read once per iteration (a spinning worker's iterations are short
+        // enough for more reads to show in its profile); a frame arriving during the
+        // iteration is dated to its start.
+        let mut now = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            if !o.busy_poll && last_traffic.elapsed() >= o.spin {
+            if !o.busy_poll && now - last_traffic >= o.spin {
                 self.sleep()?;
+                now = Instant::now();
             }
             let Some(guard) = reader.enter() else { break };
             let st = &*guard;
-            self.pipe.cx.now = start.elapsed().as_nanos() as u64;
+            self.pipe.cx.now = (now - start).as_nanos() as u64;
             if let Some(f) = self.fast.as_mut() {
                 f.begin(st);
             }
             let received = self.receive(st);
             if received > 0 {
-                last_traffic = Instant::now();
+                last_traffic = now;
             } else {
                 // Spinning with nothing to do: let the other threads on this core (on a
                 // small host, the workloads and the kernel's own packet work) run first.
@@ -94,11 +99,11 @@ impl Worker {
                 None => ovr_agent::worker::drain(requests, pipe),
             }
             pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
-            ports.maintain(st);
+            ports.maintain(st, now);
             if let Some(every) = o.stats_every
-                && last_stats.elapsed() >= every
+                && now - last_stats >= every
             {
-                last_stats = Instant::now();
+                last_stats = now;
                 if let Some(f) = self.fast.as_ref() {
                     info!(
                         worker = self.share.index,
@@ -113,6 +118,7 @@ impl Worker {
                     snapshot(&self.pipe, st)
                 );
             }
+            now = Instant::now();
         }
         if let Some(f) = self.fast.as_mut() {
             f.sync_all(&mut self.pipe.cx);
