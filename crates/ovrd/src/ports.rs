@@ -334,16 +334,16 @@ impl Ports {
         self.last_check = now;
         let mut changed = false;
         for p in &mut self.ports {
-            let now = ovr_io::if_index(&p.name);
-            if p.driver.is_some() && now != Some(p.ifindex) {
-                p.detach(if now.is_none() {
+            let index = ovr_io::if_index(&p.name);
+            if p.driver.is_some() && index != Some(p.ifindex) {
+                p.detach(if index.is_none() {
                     "interface disappeared"
                 } else {
                     "interface was replaced"
                 });
                 changed = true;
             }
-            if p.driver.is_none() && now.is_some() {
+            if p.driver.is_none() && index.is_some() {
                 match p.attach(self.pref, self.batch, self.offload.as_ref()) {
                     Ok(()) => changed = true,
                     Err(e) => p.failed(&e),
