@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from report import flows_label  # noqa: E402
 
 COLORS = {"direct": "#999999", "kernel": "#1f77b4", "ovs": "#2ca02c", "ovr": "#d62728",
           "ovr-afp": "#ff9896", "ovr-auto": "#8c2d04", "ovr-xdp": "#2ca02c"}
@@ -70,7 +71,7 @@ def main():
                 key=lambda k: int(k.split("/")[1]))
     if fk:
         fig, ax = plt.subplots(figsize=(12, 5.5))
-        bars(ax, systems, fk, [f"{int(k.split('/')[1]) // 1000}K" for k in fk],
+        bars(ax, systems, fk, [flows_label(k.split('/')[1]) for k in fk],
              "tput_mpps", "mrr_mpps")
         ax.set_xlabel("distinct flows (UDP source ports and addresses), 64-byte frames")
         ax.set_title("Mpps by flow count\n" + subtitle(meta), fontsize=10)

@@ -17,6 +17,12 @@ LABELS = {
 LOSS_OK = 0.001  # RFC 2544 style: loss under 0.1% passes
 
 
+
+def flows_label(flows):
+    """A flow count as the tables and plots show it: 1, 1K, 256K."""
+    n = int(flows)
+    return f"{n // 1000}K" if n >= 1000 else str(n)
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -101,7 +107,7 @@ def table(summary):
         size, flows = k.split("/")
         cells = [f'{fmt(sy[s]["tput_mpps"].get(k))} / {fmt(sy[s]["mrr_mpps"].get(k))}'
                  for s in names]
-        L.append(f"| {size} | {int(flows) // 1000}K | " + " | ".join(cells) + " |")
+        L.append(f"| {size} | {flows_label(flows)} | " + " | ".join(cells) + " |")
     rates = sorted({r for s in names for r in sy[s]["latency"]}, key=int)
     if rates:
         L.append("\nOne-way latency (µs, generator to sink, 64 B, 1K flows) and CPU per million "

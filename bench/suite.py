@@ -563,7 +563,7 @@ def main():
     quick = a.quick
     defaults = dict(
         sizes="64,1518,imix" if quick else "64,128,256,512,1024,1518,imix",
-        flows="1000,256000" if quick else "1000,8000,64000,256000",
+        flows="1,1000,256000" if quick else "1,1000,8000,64000,256000",
         rounds=1 if quick else 3, trial_seconds=1.0 if quick else 1.5,
         search_steps=3 if quick else 5,
         latency_rates="20000" if quick else "1000,20000,100000",
