@@ -29,7 +29,8 @@ struct outer {
     __u32 flags, vni;
 } __attribute__((packed));
 
-static __always_inline __attribute__((unused)) __u16 ip_check(const struct iphdr *ip)
+#ifdef ENCAP
+static __always_inline __u16 ip_check(const struct iphdr *ip)
 {
     const __u16 *h = (const __u16 *)ip;
     __u32 s = 0;
@@ -41,7 +42,6 @@ static __always_inline __attribute__((unused)) __u16 ip_check(const struct iphdr
     return ~s;
 }
 
-#ifdef ENCAP
 // From the workload: IPv4 only (ARP is answered by static entries in this experiment).
 SEC("tc")
 int encap(struct __sk_buff *skb)

@@ -567,13 +567,18 @@ impl<O: Offload> FastPath<O> {
     /// Checks one installed flow: gone or changed in user space → entry removed;
     /// otherwise its counters are merged.
     fn check(&mut self, cx: &mut Cx, id: u32) {
-        let Some(rec) = self.installed.get(&id).copied() else {
-            return;
-        };
-        if alive(cx, id, &rec) {
-            self.merge(cx, id, rec);
-        } else {
-            self.retire(id, rec);
+        if let Some(rec) = self.installed.get(&id).copied() {
+            self.settle(cx, id, rec, None);
+        }
+    }
+
+    /// Merges an entry's counters (`read` already, or read now) while its flow lives in
+    /// user space; removes the entry once the flow is gone.
+    fn settle(&mut self, cx: &mut Cx, id: u32, rec: Installed, read: Option<Usage>) {
+        match (alive(cx, id, &rec), read) {
+            (false, _) => self.retire(id, rec),
+            (true, Some(u)) => self.add_usage(cx, id, rec, u),
+            (true, None) => self.merge(cx, id, rec),
         }
     }
 
@@ -664,13 +669,8 @@ impl<O: Offload> FastPath<O> {
             let Some(&id) = self.owner.get(&key) else {
                 continue;
             };
-            let Some(rec) = self.installed.get(&id).copied() else {
-                continue;
-            };
-            if alive(cx, id, &rec) {
-                self.add_usage(cx, id, rec, usage);
-            } else {
-                self.retire(id, rec);
+            if let Some(rec) = self.installed.get(&id).copied() {
+                self.settle(cx, id, rec, Some(usage));
             }
         }
     }
