@@ -1,14 +1,14 @@
-//! Builds the XDP program (bpf/ovr_xdp.c: the fast path and the AF_XDP redirect) with
+//! Builds the kernel program (bpf/fast_path.c: the XDP and TC fast paths, the AF_XDP redirect) with
 //! clang, so that the object ovrd loads always matches the source next to it.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let src = "bpf/ovr_xdp.c";
+    let src = "bpf/fast_path.c";
     println!("cargo:rerun-if-changed={src}");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let obj = out.join("ovr_xdp.o");
+    let obj = out.join("fast_path.o");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
     let status = Command::new(&clang)
         .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])

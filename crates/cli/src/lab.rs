@@ -66,6 +66,13 @@ pub enum LabEncap {
     MplsGre,
 }
 
+/// Which fast path the lab's ovrds run (`ovrd --offload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LabOffload {
+    Xdp,
+    Tc,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workload {
     /// "h1-t2-w1": host 1, tenant 2, workload 1.
@@ -306,11 +313,11 @@ pub struct Up {
     /// segmentation offload), as `--ovrd-arg=--driver=af-xdp` requires.
     #[arg(long)]
     pub no_workload_offloads: bool,
-    /// Every ovrd with its XDP fast path (`--offload xdp`), and NAPI (GRO) on the veth
-    /// ends it redirects frames into: the workloads' eth0 and the underlay bridge's
-    /// ports (docs/io.md, "Offload").
-    #[arg(long)]
-    pub offload: bool,
+    /// Every ovrd with its fast path: `--offload` or `--offload=xdp` (`ovrd --offload
+    /// xdp`, and NAPI (GRO) on the veth ends it redirects frames into: the workloads'
+    /// eth0 and the underlay bridge's ports), or `--offload=tc` (docs/io.md, "Offload").
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "xdp")]
+    pub offload: Option<LabOffload>,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -435,7 +442,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
     if a.kernel_host {
         kernel_host(p, s, &ul, a.hosts + 1)?;
     }
-    if a.offload {
+    if a.offload == Some(LabOffload::Xdp) {
         // XDP_REDIRECT into a veth is dropped unless its peer runs NAPI: GRO turns it on.
         for w in &s.workloads {
             run(Some(&w.namespace), &["ethtool", "-K", "eth0", "gro", "on"])?;
@@ -444,7 +451,10 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             run(Some(&ul), &["ethtool", "-K", &format!("h{h}"), "gro", "on"])?;
         }
     }
-    let offload_arg = a.offload.then_some("--offload=xdp");
+    let offload_arg = a.offload.map(|o| match o {
+        LabOffload::Xdp => "--offload=xdp",
+        LabOffload::Tc => "--offload=tc",
+    });
     let mut cpus = Pinning::new(&a.ovrd_args);
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);

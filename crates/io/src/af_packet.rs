@@ -30,6 +30,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 const SLOT: usize = 2048;
 /// Ring slots: bursts of this many frames wait for the worker (4 MiB per interface).
 const SLOTS: usize = 2048;
+/// Ring slots of the socket for what is not IPv4 behind a TC program (ARP, IPv6, ...).
+const OTHER_SLOTS: usize = 256;
 /// A frame that did not fit its slot is read whole into a buffer of this size: a
 /// virtio-net header and a frame that segmentation offload made as large as an IP
 /// packet can be.
@@ -48,18 +50,25 @@ const TP_MAC: usize = 12;
 pub struct AfPacket {
     name: String,
     ifindex: u32,
+    /// Its receiving sockets: one, or two behind a TC program (`open_behind_tc`). The
+    /// first also sends.
+    rx: Vec<Rx>,
+    batch: usize,
+    tx: Tx,
+    pub stats: DriverStats,
+}
+
+/// One receiving socket and its ring.
+struct Rx {
     fd: OwnedFd,
     ring: sys::RxRing,
     /// The next slot to read.
     next: usize,
-    batch: usize,
     /// Where frames too large for their slot are read to, one per such frame of a batch.
     large: Vec<Vec<u8>>,
     /// Per frame of the batch being delivered: its length in `large[k]` (too large for the
     /// slot), or 0 (in its slot, or dropped when also 0 there).
     large_len: Vec<usize>,
-    tx: Tx,
-    pub stats: DriverStats,
 }
 
 /// The sending half: runs of segments joined into large frames, a batch per call.
@@ -155,24 +164,56 @@ enum Message {
 impl AfPacket {
     /// Opens interface `name` for batches of up to `batch` frames.
     pub fn open(name: &str, batch: usize) -> Result<Self, IoError> {
+        Self::open_for(name, batch, &[(sys::Receive::Every, SLOTS)])
+    }
+
+    /// Opens interface `name`, on whose TC ingress a program may take frames away (the
+    /// fast path at TC): IPv4 is received by a socket bound to IPv4, which the kernel
+    /// serves after TC ingress (`__netif_receive_skb_core`: packet sockets of every
+    /// EtherType see a frame before TC, those of its own EtherType after), so it gets
+    /// only what the program let through; every other EtherType by a second socket,
+    /// whose filter refuses IPv4. Each frame reaches exactly one of them, once.
+    pub fn open_behind_tc(name: &str, batch: usize) -> Result<Self, IoError> {
+        Self::open_for(
+            name,
+            batch,
+            &[
+                (sys::Receive::Ipv4, SLOTS),
+                (sys::Receive::AllButIpv4, OTHER_SLOTS),
+            ],
+        )
+    }
+
+    fn open_for(
+        name: &str,
+        batch: usize,
+        sockets: &[(sys::Receive, usize)],
+    ) -> Result<Self, IoError> {
         let index = sys::if_index(name).ok_or_else(|| IoError::NoSuchInterface {
             name: name.to_string(),
         })?;
-        let (fd, ring) = sys::packet_socket(index, SLOT, SLOTS).map_err(|source| IoError::Os {
-            name: name.to_string(),
-            op: "AF_PACKET socket with a receive ring",
-            source,
-        })?;
         let batch = batch.clamp(1, MAX_BATCH);
+        let mut rx = Vec::with_capacity(sockets.len());
+        for &(what, slots) in sockets {
+            let (fd, ring) =
+                sys::packet_socket(index, SLOT, slots, what).map_err(|source| IoError::Os {
+                    name: name.to_string(),
+                    op: "AF_PACKET socket with a receive ring",
+                    source,
+                })?;
+            rx.push(Rx {
+                fd,
+                ring,
+                next: 0,
+                large: Vec::new(),
+                large_len: vec![0; batch],
+            });
+        }
         Ok(Self {
             name: name.to_string(),
             ifindex: index,
-            fd,
-            ring,
-            next: 0,
+            rx,
             batch,
-            large: Vec::new(),
-            large_len: vec![0; batch],
             tx: Tx::default(),
             stats: DriverStats::default(),
         })
@@ -181,7 +222,9 @@ impl AfPacket {
     pub fn name(&self) -> &str {
         &self.name
     }
+}
 
+impl Rx {
     /// Where slot `i`'s frame lies in it (behind its virtio-net header), and whether it
     /// is whole there.
     fn in_slot(slot: &[u8]) -> (core::ops::Range<usize>, bool) {
@@ -199,10 +242,15 @@ impl AfPacket {
     /// their slot from the socket; returns how many slots it took. Frames that are
     /// neither whole in their slot nor copied (the socket's queue was full) are dropped
     /// and counted.
-    fn take(&mut self) -> Result<usize, IoError> {
+    fn take(
+        &mut self,
+        batch: usize,
+        name: &str,
+        stats: &mut DriverStats,
+    ) -> Result<usize, IoError> {
         let mut n = 0;
         let mut k = 0;
-        while n < self.batch {
+        while n < batch {
             let i = (self.next + n) % self.ring.frames();
             let status = self.ring.status(i);
             if status & libc::TP_STATUS_USER == 0 {
@@ -220,22 +268,62 @@ impl AfPacket {
                             self.large_len[n] = len;
                             k += 1;
                         }
-                        Ok(None) => self.stats.rx_dropped += 1,
+                        Ok(None) => stats.rx_dropped += 1,
                         Err(source) => {
                             return Err(IoError::Os {
-                                name: self.name.clone(),
+                                name: name.to_string(),
                                 op: "recv",
                                 source,
                             });
                         }
                     }
                 } else {
-                    self.stats.rx_dropped += 1;
+                    stats.rx_dropped += 1;
                 }
             }
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Hands what is waiting (up to a batch) to `deliver`; returns how many frames.
+    fn recv(
+        &mut self,
+        batch: usize,
+        name: &str,
+        stats: &mut DriverStats,
+        deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
+    ) -> Result<usize, IoError> {
+        let n = self.take(batch, name, stats)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let (ring, next, large, large_len) = (&self.ring, self.next, &self.large, &self.large_len);
+        let mut k = 0;
+        let mut delivered = 0;
+        let mut frames = (0..n).filter_map(|j| {
+            let slot = ring.slot((next + j) % ring.frames());
+            let (range, whole) = Self::in_slot(slot);
+            let frame = if whole {
+                &slot[range]
+            } else if large_len[j] > 0 {
+                k += 1;
+                &large[k - 1][..large_len[j]]
+            } else {
+                return None;
+            };
+            delivered += 1;
+            Some(frame)
+        });
+        deliver(&mut frames);
+        // What the pipeline did not take is dropped with the rest of the batch.
+        frames.for_each(drop);
+        for j in 0..n {
+            self.ring.release((next + j) % self.ring.frames());
+        }
+        self.next = (next + n) % self.ring.frames();
+        stats.rx_frames += delivered;
+        Ok(delivered as usize)
     }
 }
 
@@ -333,40 +421,16 @@ impl Driver for AfPacket {
         &mut self,
         deliver: &mut dyn FnMut(&mut dyn Iterator<Item = &[u8]>),
     ) -> Result<usize, IoError> {
-        let n = self.take()?;
-        if n == 0 {
-            return Ok(0);
+        let mut n = 0;
+        for rx in &mut self.rx {
+            n += rx.recv(self.batch, &self.name, &mut self.stats, deliver)?;
         }
-        let (ring, next, large, large_len) = (&self.ring, self.next, &self.large, &self.large_len);
-        let mut k = 0;
-        let mut delivered = 0;
-        let mut frames = (0..n).filter_map(|j| {
-            let slot = ring.slot((next + j) % ring.frames());
-            let (range, whole) = Self::in_slot(slot);
-            let frame = if whole {
-                &slot[range]
-            } else if large_len[j] > 0 {
-                k += 1;
-                &large[k - 1][..large_len[j]]
-            } else {
-                return None;
-            };
-            delivered += 1;
-            Some(frame)
-        });
-        deliver(&mut frames);
-        // What the pipeline did not take is dropped with the rest of the batch.
-        frames.for_each(drop);
-        for j in 0..n {
-            self.ring.release((next + j) % self.ring.frames());
-        }
-        self.next = (next + n) % self.ring.frames();
-        self.stats.rx_frames += delivered;
-        Ok(delivered as usize)
+        Ok(n)
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> Result<(), IoError> {
-        self.tx.send(&self.fd, &self.name, &mut self.stats, frames)
+        self.tx
+            .send(&self.rx[0].fd, &self.name, &mut self.stats, frames)
     }
 
     fn join_datagrams(&mut self) {
@@ -378,13 +442,15 @@ impl Driver for AfPacket {
     }
 
     fn fds(&self) -> Vec<RawFd> {
-        vec![self.fd.as_raw_fd()]
+        self.rx.iter().map(|rx| rx.fd.as_raw_fd()).collect()
     }
 
     fn stats(&mut self) -> DriverStats {
-        // The kernel's count of frames its socket queue had no room for (reset on read).
-        if let Ok(dropped) = sys::packet_drops(&self.fd) {
-            self.stats.rx_dropped += u64::from(dropped);
+        // The kernel's count of frames its socket queues had no room for (reset on read).
+        for rx in &self.rx {
+            if let Ok(dropped) = sys::packet_drops(&rx.fd) {
+                self.stats.rx_dropped += u64::from(dropped);
+            }
         }
         self.stats
     }

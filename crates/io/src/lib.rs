@@ -187,6 +187,12 @@ pub fn open_with(
     }
 }
 
+/// Opens interface `name` with AF_PACKET where a TC program on its ingress may take
+/// frames away (the fast path at TC): see [`AfPacket::open_behind_tc`].
+pub fn open_behind_tc(name: &str, batch: usize) -> Result<Box<dyn Driver>, IoError> {
+    Ok(Box::new(AfPacket::open_behind_tc(name, batch)?))
+}
+
 /// Opens interface `name` for sending only (a worker that transmits on an interface
 /// another worker receives from): an AF_PACKET socket that receives nothing, whichever
 /// driver the receiving worker uses.

@@ -34,8 +34,19 @@ fn set_int(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -
     .map(|_| ())
 }
 
-/// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving every
-/// EtherType but not the frames this host sends, into a TPACKET_V2 ring of `frames`
+/// Which frames a receiving packet socket takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receive {
+    /// Every EtherType (served before TC ingress).
+    Every,
+    /// IPv4 only (served after TC ingress).
+    Ipv4,
+    /// Every EtherType but IPv4 (served before TC ingress, IPv4 refused by a filter).
+    AllButIpv4,
+}
+
+/// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving `what`
+/// but not the frames this host sends, into a TPACKET_V2 ring of `frames`
 /// slots of `frame_size` bytes. Every frame read or written carries a virtio-net header
 /// in front (PACKET_VNET_HDR), so that frames whose checksum or segmentation was left to
 /// the NIC arrive whole and say so. A frame larger than a slot is also queued on the
@@ -45,6 +56,7 @@ pub fn packet_socket(
     index: u32,
     frame_size: usize,
     frames: usize,
+    what: Receive,
 ) -> io::Result<(OwnedFd, RxRing)> {
     // Protocol 0 until bound: nothing is queued before the ring exists.
     let fd = raw_packet_socket()?;
@@ -64,8 +76,44 @@ pub fn packet_socket(
         let _ = set_int(&fd, libc::SOL_SOCKET, opt, 8 << 20);
     }
     let ring = RxRing::new(&fd, frame_size, frames)?;
-    bind_packet(&fd, index, libc::ETH_P_ALL as u16)?;
+    let protocol = match what {
+        Receive::Every => libc::ETH_P_ALL,
+        Receive::Ipv4 => libc::ETH_P_IP,
+        Receive::AllButIpv4 => {
+            refuse_ipv4(&fd)?;
+            libc::ETH_P_ALL
+        }
+    };
+    bind_packet(&fd, index, protocol as u16)?;
     Ok((fd, ring))
+}
+
+/// A classic BPF socket filter that refuses IPv4 frames and takes the rest whole. The
+/// filter sees the frame from its Ethernet header (a VLAN tag the kernel took off is
+/// not in it, as for a socket bound to IPv4, which also gets such frames).
+fn refuse_ipv4(fd: &OwnedFd) -> io::Result<()> {
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut program = [
+        op(0x28, 0, 0, 12),       // ldh [12]: the EtherType
+        op(0x15, 0, 1, 0x0800),   // jeq #0x800: next, else skip one
+        op(0x06, 0, 0, 0),        // ret #0: refuse
+        op(0x06, 0, 0, u32::MAX), // ret #-1: take it whole
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points to `program`, which outlives the call; the kernel copies it.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&raw const prog).cast(),
+            core::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
 }
 
 /// A non-blocking AF_PACKET raw socket with protocol 0 (it receives nothing until bound

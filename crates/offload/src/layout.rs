@@ -1,4 +1,4 @@
-//! The structs shared with the XDP program (bpf/ovr_xdp.c), as bytes in the C layout.
+//! The structs shared with the kernel program (bpf/fast_path.c), as bytes in the C layout.
 //! Encoded by hand rather than with `#[repr(C)]` and an `unsafe impl Pod`: the offsets
 //! are written once here and pinned by the tests, and the crate needs no `unsafe`.
 
@@ -187,7 +187,7 @@ mod tests {
     /// be the ones encoded above, so a change on one side fails here.
     #[test]
     fn c_structs_match_the_encoding() {
-        let src = include_str!("../bpf/ovr_xdp.c");
+        let src = include_str!("../bpf/fast_path.c");
         let fields = |name: &str| -> Vec<String> {
             let start = src.find(&format!("struct {name} {{")).expect("struct in C");
             let body = &src[start..start + src[start..].find("};").expect("end")];

@@ -15,7 +15,8 @@
 //!   the flow (packets, bytes, last seen, so that an active flow does not age) and into
 //!   the interfaces' counters.
 //!
-//! The backend is a trait ([`Offload`]); [`xdp::Xdp`] is the XDP one (bpf/ovr_xdp.c).
+//! The backend is a trait ([`Offload`]); [`bpf::Bpf`] is the kernel's (bpf/fast_path.c,
+//! at XDP or TC).
 //!
 //! With several forwarding workers there is one backend (one program, one set of maps)
 //! and one [`FastPath`] per worker, each over a handle on that backend and on one
@@ -29,9 +30,9 @@
 //! per interface, and the egresses left to user space.
 #![forbid(unsafe_code)]
 
+pub mod bpf;
 pub mod describe;
 pub mod layout;
-pub mod xdp;
 
 pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
@@ -49,7 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, thiserror::Error)]
 pub enum OffloadError {
     #[error("offload: {op}: {message}")]
-    Xdp { op: &'static str, message: String },
+    Bpf { op: &'static str, message: String },
 }
 
 /// A fast path that carries described flows (hardware-neutral; XDP is the first).

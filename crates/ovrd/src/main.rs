@@ -71,9 +71,12 @@ struct Args {
     /// moves between CPUs can reorder a flow's frames on a veth, docs/io.md "Workers").
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<usize>,
-    /// The fast path for established flows: xdp (an XDP program on every interface
-    /// forwards flows the pipeline has described, without waking ovrd; needs XDP on
-    /// every interface and NAPI on the peers it redirects to, docs/io.md) or off.
+    /// The fast path for established flows: a program on every interface forwards the
+    /// flows the pipeline has described, without waking ovrd (docs/io.md). xdp: the
+    /// highest rate of small packets; needs XDP on every interface and NAPI on the peers
+    /// it redirects to. tc: large (GSO) packets cross whole and checksums left to the
+    /// NIC stay so, as in the kernel's own overlay (TCP at the kernel's rate); needs
+    /// Linux 6.6 (TCX), reads the interfaces with AF_PACKET. off: user space only.
     #[arg(long, value_enum, default_value_t = OffloadArg::Off)]
     offload: OffloadArg,
     /// Print the counters this often (seconds; 0: only at exit).
@@ -85,6 +88,7 @@ struct Args {
 enum OffloadArg {
     Off,
     Xdp,
+    Tc,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -176,9 +180,21 @@ fn run(a: &Args) -> Result<(), String> {
     };
     // One program and one set of maps for the whole ovrd: each worker attaches it to the
     // interfaces it receives from and owns a fast path over it for its own flows.
-    let xdp = match a.offload {
-        OffloadArg::Xdp => Some(ovr_offload::xdp::Xdp::load().map_err(|e| e.to_string())?),
+    let hook = match a.offload {
+        OffloadArg::Xdp => Some(ovr_offload::bpf::Hook::Xdp),
+        OffloadArg::Tc => Some(ovr_offload::bpf::Hook::Tc),
         OffloadArg::Off => None,
+    };
+    if hook == Some(ovr_offload::bpf::Hook::Tc) && matches!(a.driver, DriverArg::AfXdp) {
+        return Err(
+            "--offload tc reads the interfaces with AF_PACKET (served after TC); \
+                    it cannot be combined with --driver af-xdp"
+                .into(),
+        );
+    }
+    let program = match hook {
+        Some(h) => Some(ovr_offload::bpf::Bpf::load(h).map_err(|e| e.to_string())?),
+        None => None,
     };
     let generations = ovr_offload::Shared::default();
     let start = Instant::now();
@@ -192,7 +208,7 @@ fn run(a: &Args) -> Result<(), String> {
             let handoff = handoffs[index].take();
             let core = cores.get(index).copied();
             let (readers, stop, options, settings) = (&readers, &*stop, &options, &settings);
-            let xdp = xdp.clone();
+            let program = program.clone();
             let generations = generations.clone();
             let opened = opened.clone();
             let (pref, batch) = (a.driver.into(), a.batch);
@@ -204,12 +220,12 @@ fn run(a: &Args) -> Result<(), String> {
                     let worker = pin(core, index).and_then(|()| {
                         let st = reader.enter().ok_or("the tables are gone")?;
                         let extra = handoff.iter().map(|(m, _)| m.fd()).collect();
-                        let fast = xdp
+                        let fast = program
                             .clone()
                             .map(|x| ovr_offload::FastPath::sharing(x, generations));
                         Ok(Worker {
                             share,
-                            ports: Ports::open(&st, pref, batch, share, extra, xdp)?,
+                            ports: Ports::open(&st, pref, batch, share, extra, program)?,
                             pipe: Pipeline::new(*settings),
                             requests,
                             handoff,
@@ -265,7 +281,7 @@ fn run(a: &Args) -> Result<(), String> {
         sum.merge(s);
     }
     // The fast path's counters are in the sum; its program's are the whole ovrd's.
-    let program = xdp
+    let program = program
         .as_ref()
         .map(|x| format!("fast path {}\n", worker::program_line(x)))
         .unwrap_or_default();

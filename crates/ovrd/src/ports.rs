@@ -13,12 +13,14 @@
 //! With several workers, each interface is received from by one worker (its driver, the
 //! one that may attach an XDP program); the others open it for sending only.
 //!
-//! With `--offload xdp`, the receiving worker also attaches the fast path's program
-//! (one program for the whole ovrd, see `ovr_offload::xdp`) before its driver, whose
-//! AF_XDP sockets then go into that program's socket map.
+//! With `--offload xdp|tc`, the receiving worker also attaches the fast path's program
+//! (one program for the whole ovrd, see `ovr_offload::bpf`) before its driver: at XDP,
+//! its AF_XDP sockets then go into that program's socket map; at TC, its AF_PACKET
+//! sockets are ones the kernel serves after TC (`ovr_io::open_behind_tc`), so that they
+//! receive only what the program passes on.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
-use ovr_offload::xdp::{Attachment, Xdp};
+use ovr_offload::bpf::{Attachment, Bpf, Hook};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
 use ovr_tables::state::ForwardingState;
@@ -44,9 +46,9 @@ struct Port {
     failing: bool,
     /// This worker receives from it (else it only sends on it).
     rx: bool,
-    /// With `--offload xdp`, on the receiving worker: the shared XDP program on this
+    /// With `--offload`, on the receiving worker: the shared fast path program on this
     /// interface (declared after the driver: detached once the sockets are closed).
-    xdp: Option<Attachment>,
+    program: Option<Attachment>,
 }
 
 impl Port {
@@ -60,7 +62,7 @@ impl Port {
             past: DriverStats::default(),
             failing: false,
             rx: share.receives(id),
-            xdp: None,
+            program: None,
         }
     }
 
@@ -79,7 +81,7 @@ impl Port {
         &mut self,
         pref: Preference,
         batch: usize,
-        offload: Option<&Xdp>,
+        offload: Option<&Bpf>,
     ) -> Result<(), ovr_io::IoError> {
         // Tunnel packets toward one peer go as one large frame (`Driver::join_datagrams`)
         // only on an AF_PACKET underlay without the fast path, from every worker alike.
@@ -96,14 +98,14 @@ impl Port {
             return Ok(());
         }
         let offloading = self.kind != InterfaceKind::Underlay;
-        self.xdp = None;
+        self.program = None;
         if let Some(x) = offload {
             let af_xdp = match pref {
                 Preference::Only(k) => k == ovr_io::DriverKind::AfXdp,
                 Preference::Auto => !offloading,
             };
             match x.attach(&self.name, self.id.0, af_xdp) {
-                Ok(a) => self.xdp = Some(a),
+                Ok(a) => self.program = Some(a),
                 Err(_) if ovr_io::if_index(&self.name).is_none() => {
                     return Err(ovr_io::IoError::NoSuchInterface {
                         name: self.name.clone(),
@@ -112,12 +114,21 @@ impl Port {
                 Err(e) => warn!(interface = %self.name, "no fast path here: {e}"),
             }
         }
-        let shared = self.xdp.as_mut().map(|a| a as &mut dyn ovr_io::XskSlots);
-        let (d, fallback) = match ovr_io::open_with(&self.name, pref, offloading, batch, shared) {
+        let behind_tc = self.program.is_some() && offload.is_some_and(|x| x.hook() == Hook::Tc);
+        let shared = self
+            .program
+            .as_mut()
+            .map(|a| a as &mut dyn ovr_io::XskSlots);
+        let opened = if behind_tc {
+            ovr_io::open_behind_tc(&self.name, batch).map(|d| (d, None))
+        } else {
+            ovr_io::open_with(&self.name, pref, offloading, batch, shared)
+        };
+        let (d, fallback) = match opened {
             Ok(d) => d,
             Err(e) => {
                 // No driver to read the frames the program passes on: detach it.
-                self.xdp = None;
+                self.program = None;
                 return Err(e);
             }
         };
@@ -142,9 +153,9 @@ impl Port {
     fn detach(&mut self, why: &str) {
         if self.driver.is_some() {
             self.past = self.stats();
-            // Closes the sockets and detaches the XDP program.
+            // Closes the sockets and detaches the program.
             self.driver = None;
-            self.xdp = None;
+            self.program = None;
             // The receiving worker speaks for the interface.
             if self.rx {
                 warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
@@ -157,7 +168,7 @@ impl Port {
         &mut self,
         pref: Preference,
         batch: usize,
-        offload: Option<&Xdp>,
+        offload: Option<&Bpf>,
         may_be_absent: bool,
     ) -> Result<(), ovr_io::IoError> {
         match self.attach(pref, batch, offload) {
@@ -210,7 +221,7 @@ pub struct Ports {
     /// The tables' epoch the set of ports was last compared with.
     epoch: u32,
     /// The fast path's program, attached to the interfaces this worker receives from.
-    offload: Option<Xdp>,
+    offload: Option<Bpf>,
 }
 
 impl Ports {
@@ -222,7 +233,7 @@ impl Ports {
         batch: usize,
         share: Share,
         extra_fds: Vec<RawFd>,
-        offload: Option<Xdp>,
+        offload: Option<Bpf>,
     ) -> Result<Self, String> {
         let mut s = Self {
             share,
@@ -415,7 +426,7 @@ impl Ports {
                 "closed"
             );
             p.driver = None;
-            p.xdp = None;
+            p.program = None;
         }
     }
 }

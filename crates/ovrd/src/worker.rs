@@ -14,7 +14,7 @@ use ovr_agent::worker::Requests;
 use ovr_dataplane::Pipeline;
 use ovr_dataplane::counters::Snapshot;
 use ovr_offload::FastPath;
-use ovr_offload::xdp::Xdp;
+use ovr_offload::bpf::Bpf;
 use ovr_tables::nexthop::{Inner, NextHop};
 use ovr_tables::state::{ForwardingState, TablesReader};
 use ovr_wire::offload::VNET_HDR_LEN;
@@ -41,8 +41,8 @@ pub struct Worker {
     pub requests: Requests,
     /// Present with more than one worker.
     pub handoff: Option<(Mailbox, Outbox)>,
-    /// The fast path of this worker's flows (`--offload xdp`).
-    pub fast: Option<FastPath<Xdp>>,
+    /// The fast path of this worker's flows (`--offload xdp|tc`).
+    pub fast: Option<FastPath<Bpf>>,
 }
 
 impl Worker {
@@ -232,9 +232,9 @@ pub fn snapshot(pipe: &Pipeline, st: &ForwardingState) -> Snapshot {
     pipe.snapshot(|i| st.interface(i).map(|x| x.name.clone()))
 }
 
-/// The XDP program's own counters (the whole ovrd's: every worker shares it), on one
-/// line.
-pub fn program_line(program: &Xdp) -> String {
+/// The fast path program's own counters (the whole ovrd's: every worker shares it), on
+/// one line.
+pub fn program_line(program: &Bpf) -> String {
     let mut s = "program:".to_string();
     for (name, v) in program.counters() {
         s.push_str(&format!(" {name} {v}"));

@@ -23,6 +23,7 @@
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/in.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -55,6 +56,10 @@ struct ovr_key {
 
 #define OVR_TPL_LEN 64
 #define OVR_VXLAN_HEAD 50   // Ethernet + IPv4 + UDP + VXLAN
+
+// bpf_skb_adjust_room: on shrinking a UDP-tunnel GSO packet, clear its tunnel marks
+// (newer than this machine's headers; a kernel without it refuses the call unchanged).
+#define OVR_ADJ_ROOM_DECAP_L4_UDP (1ULL << 10)
 
 #define OVR_F_SET_MAC 1     // inner destination and source MAC from mac[]
 #define OVR_F_DEC_TTL 2     // routed into the overlay: TTL - 1, checksum patched
@@ -199,17 +204,21 @@ static __always_inline int l4_csum_ok(const struct iphdr *ip, void *l4, void *en
     return fold(s) == 0xffff;
 }
 
-// The fast path for a frame whose inner Ethernet header is at `off` (0 or 50).
-// Returns an XDP action, or -1 to hand the frame to user space.
-static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
-                                const int off)
-{
-    void *data = (void *)(long)ctx->data;
-    void *end = (void *)(long)ctx->data_end;
-    __u32 frame_len = end - data;
-    struct ovr_key key = {};
-    key.ifindex = ctx->ingress_ifindex;
+// What parsing a frame found: its key, and where its transport header ends.
+struct ovr_parsed {
+    struct ovr_key key;
+    __u32 l4_len;   // transport header and payload
+    __u32 l4_hdr;   // transport header (TCP: with options; UDP: 8)
+};
 
+// Parses the frame at data..end (frame_len bytes in all, which may be more than is
+// between data and end: an skb's headers are pulled, its payload need not be) whose
+// inner Ethernet header is at `off` (0 or OVR_VXLAN_HEAD), into p. Returns 0, or -1 for a
+// frame the fast path does not handle (counted).
+static __always_inline int parse(void *data, void *end, __u32 frame_len,
+                                 const struct ovr_iface *ifc, const int off,
+                                 struct ovr_parsed *p)
+{
     if (off) {
         if (data + OVR_VXLAN_HEAD > end)
             return count(OVR_C_UNPARSED), -1;
@@ -237,7 +246,7 @@ static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
         // VXLAN: I flag only, reserved bits zero.
         if (*(__u32 *)vx != bpf_htonl(0x08000000) || vx[7] != 0)
             return count(OVR_C_UNPARSED), -1;
-        key.vni = ((__u32)vx[4] << 16) | ((__u32)vx[5] << 8) | vx[6];
+        p->key.vni = ((__u32)vx[4] << 16) | ((__u32)vx[5] << 8) | vx[6];
     }
 
     if (data + off + 34 > end)
@@ -254,44 +263,44 @@ static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
     if (ip_sum((const __u16 *)ip) != 0xffff)
         return count(OVR_C_UNPARSED), -1;
     __u8 *l4 = data + off + 34;
-    __u32 l4_len = frame_len - off - 34;
+    p->l4_len = frame_len - off - 34;
     if (ip->protocol == IPPROTO_TCP) {
         if (l4 + 20 > (__u8 *)end)
             return count(OVR_C_UNPARSED), -1;
-        __u32 doff = (l4[12] >> 4) * 4;
-        if (doff < 20 || doff > l4_len)
+        p->l4_hdr = (l4[12] >> 4) * 4;
+        if (p->l4_hdr < 20 || p->l4_hdr > p->l4_len)
             return count(OVR_C_UNPARSED), -1;
     } else {
-        if (l4 + 8 > (__u8 *)end || bpf_ntohs(*(__u16 *)(l4 + 4)) != l4_len)
+        if (l4 + 8 > (__u8 *)end || bpf_ntohs(*(__u16 *)(l4 + 4)) != p->l4_len)
             return count(OVR_C_UNPARSED), -1;
+        p->l4_hdr = 8;
     }
-    key.saddr = ip->saddr;
-    key.daddr = ip->daddr;
-    key.sport = *(__u16 *)l4;
-    key.dport = *(__u16 *)(l4 + 2);
-    key.proto = ip->protocol;
-    __builtin_memcpy(key.dmac, eth->h_dest, 6);
+    p->key.saddr = ip->saddr;
+    p->key.daddr = ip->daddr;
+    p->key.sport = *(__u16 *)l4;
+    p->key.dport = *(__u16 *)(l4 + 2);
+    p->key.proto = ip->protocol;
+    __builtin_memcpy(p->key.dmac, eth->h_dest, 6);
+    return 0;
+}
 
-    struct ovr_action *a = bpf_map_lookup_elem(&ovr_flows, &key);
+// The entry for key, if there is one of the generation in force (else counted).
+static __always_inline struct ovr_action *find(const struct ovr_key *key)
+{
+    struct ovr_action *a = bpf_map_lookup_elem(&ovr_flows, key);
     if (!a)
-        return count(OVR_C_MISS), -1;
+        return count(OVR_C_MISS), (void *)0;
     __u32 zero = 0;
     __u32 *gen = bpf_map_lookup_elem(&ovr_gen, &zero);
     if (!gen || a->generation != *gen)
-        return count(OVR_C_STALE), -1;
-    // A UDP datagram without a checksum (0) is complete; a partial checksum never is 0.
-    int no_csum = ip->protocol == IPPROTO_UDP && *(__u16 *)(l4 + 6) == 0;
-    if ((a->flags & OVR_F_CHECK_L4) && !no_csum && !l4_csum_ok(ip, l4, end, l4_len))
-        return count(OVR_C_CHECKSUM), -1;
-    __u32 strip = a->strip == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
-    __u32 push = a->push == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
-    if (strip != off || frame_len - strip + push > a->max_len)
-        return count(OVR_C_MTU), -1;
-    __u32 egress = a->egress;
-    if (!bpf_map_lookup_elem(&ovr_tx, &egress))
-        return count(OVR_C_NO_EGRESS), -1;
+        return count(OVR_C_STALE), (void *)0;
+    return a;
+}
 
-    // Decided: from here on the frame is changed and leaves by the egress.
+// What the entry does to the inner headers (same for both hooks): MACs, TTL.
+static __always_inline void rewrite_inner(struct ethhdr *eth, struct iphdr *ip,
+                                          const struct ovr_action *a)
+{
     if (a->flags & OVR_F_SET_MAC)
         __builtin_memcpy(eth, a->mac, 12);
     if (a->flags & OVR_F_DEC_TTL) {
@@ -304,9 +313,63 @@ static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
         s += new;
         ip->check = ~fold(s);
     }
-    __sync_fetch_and_add(&a->packets, 1);
-    __sync_fetch_and_add(&a->bytes, frame_len);
+}
+
+static __always_inline void account(struct ovr_action *a, __u64 packets, __u64 bytes)
+{
+    __sync_fetch_and_add(&a->packets, packets);
+    __sync_fetch_and_add(&a->bytes, bytes);
     a->last_seen = bpf_ktime_get_ns();
+}
+
+// The outer headers of a frame just encapsulated (`hdr`: the template's first
+// OVR_VXLAN_HEAD bytes): IPv4 total length and checksum, UDP length, for a frame of
+// out_len bytes.
+static __always_inline void fix_outer(__u8 *hdr, __u32 out_len)
+{
+    struct iphdr *oip = (struct iphdr *)(hdr + 14);
+    oip->tot_len = bpf_htons(out_len - 14);
+    oip->check = 0;
+    oip->check = ~ip_sum((const __u16 *)oip);
+    *(__u16 *)(hdr + 38) = bpf_htons(out_len - 34);
+}
+
+// XDP: the fast path for a frame whose inner Ethernet header is at `off` (0 or 50).
+// Returns an XDP action, or -1 to hand the frame to user space.
+static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
+                                    const int off)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 frame_len = end - data;
+    struct ovr_parsed p = {};
+    p.key.ifindex = ctx->ingress_ifindex;
+    if (parse(data, end, frame_len, ifc, off, &p))
+        return -1;
+    if (data + off + 34 > end)
+        return -1;
+    struct ethhdr *eth = data + off;
+    struct iphdr *ip = data + off + 14;
+    __u8 *l4 = data + off + 34;
+    struct ovr_action *a = find(&p.key);
+    if (!a)
+        return -1;
+    // A UDP datagram without a checksum (0) is complete; a partial checksum never is 0.
+    int no_csum = ip->protocol == IPPROTO_UDP && l4 + 8 <= (__u8 *)end &&
+                  *(__u16 *)(l4 + 6) == 0;
+    if ((a->flags & OVR_F_CHECK_L4) && !no_csum && !l4_csum_ok(ip, l4, end, p.l4_len))
+        return count(OVR_C_CHECKSUM), -1;
+    __u32 strip = a->strip == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    __u32 push = a->push == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    if (strip != off || frame_len - strip + push > a->max_len)
+        return count(OVR_C_MTU), -1;
+    __u32 egress = a->egress;
+    if (!bpf_map_lookup_elem(&ovr_tx, &egress))
+        return count(OVR_C_NO_EGRESS), -1;
+
+    // Decided: from here on the frame is changed and leaves by the egress.
+    rewrite_inner(eth, ip, a);
+    account(a, 1, frame_len);
     if (bpf_xdp_adjust_head(ctx, (int)strip - (int)push))
         return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
     if (push) {
@@ -315,12 +378,7 @@ static __always_inline int fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
         if (data + OVR_VXLAN_HEAD > end)
             return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
         __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
-        __u32 out_len = end - data;
-        struct iphdr *oip = data + 14;
-        oip->tot_len = bpf_htons(out_len - 14);
-        oip->check = 0;
-        oip->check = ~ip_sum((const __u16 *)oip);
-        *(__u16 *)(data + 38) = bpf_htons(out_len - 34);
+        fix_outer(data, end - data);
     }
     count(OVR_C_HIT);
     long r = bpf_redirect_map(&ovr_tx, egress, 0);
@@ -341,15 +399,124 @@ int ovr_xdp(struct xdp_md *ctx)
     } else {
         int r = -1;
         if (ifc->kind == OVR_KIND_WORKLOAD)
-            r = fast(ctx, ifc, 0);
+            r = xdp_fast(ctx, ifc, 0);
         else if (ifc->kind == OVR_KIND_UNDERLAY)
-            r = fast(ctx, ifc, OVR_VXLAN_HEAD);
+            r = xdp_fast(ctx, ifc, OVR_VXLAN_HEAD);
         if (r >= 0)
             return r;
     }
     if (ifc->xsk_base == OVR_NO_XSK)
         return XDP_PASS;
     return bpf_redirect_map(&ovr_xsks, ifc->xsk_base + ctx->rx_queue_index, XDP_PASS);
+}
+
+// TC (cls_bpf on ingress, attached with TCX): the fast path for a packet whose inner
+// Ethernet header is at `off` (0 or 50). Returns a TC action, or -1 to hand the packet
+// on (to ovrd's AF_PACKET socket, which the kernel serves after TC, ovr_io::af_packet).
+//
+// The skb keeps what the kernel knows of it, so TC forwards what XDP cannot: a large
+// (GSO) packet crosses whole and is cut where a device needs it (the MTU is checked on
+// its segments), and a transport checksum its sender left to the NIC stays so, to be
+// finished by the kernel as for any packet it forwards. Hence no checksum check here:
+// user space does not verify transport checksums either, it only finishes unfinished
+// ones, which XDP cannot tell from wrong ones.
+static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface *ifc,
+                                   const int off)
+{
+    __u32 frame_len = skb->len;
+    // The headers (up to a TCP header with options) linear and writable.
+    __u32 head = off + 34 + 60;
+    if (head > frame_len)
+        head = frame_len;
+    if (bpf_skb_pull_data(skb, head))
+        return count(OVR_C_UNPARSED), -1;
+    void *data = (void *)(long)skb->data;
+    void *end = (void *)(long)skb->data_end;
+    struct ovr_parsed p = {};
+    p.key.ifindex = skb->ingress_ifindex;
+    if (parse(data, end, frame_len, ifc, off, &p))
+        return -1;
+    if (data + off + 34 > end)
+        return -1;
+    struct ethhdr *eth = data + off;
+    struct iphdr *ip = data + off + 14;
+    struct ovr_action *a = find(&p.key);
+    if (!a)
+        return -1;
+    __u32 strip = a->strip == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    __u32 push = a->push == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;
+    // A large packet leaves as segments of gso_size payload bytes behind its headers;
+    // encapsulated whole, its outer IPv4 length must still fit 16 bits.
+    __u32 hdrs = off + 34 + p.l4_hdr;
+    __u32 seg_len = skb->gso_size ? hdrs + skb->gso_size : frame_len;
+    if (strip != off || seg_len - strip + push > a->max_len ||
+        frame_len - strip + push - 14 > 0xffff)
+        return count(OVR_C_MTU), -1;
+    __u32 egress = a->egress;
+    if (!bpf_map_lookup_elem(&ovr_ifaces, &egress))
+        return count(OVR_C_NO_EGRESS), -1;
+
+    // Decided: from here on the packet is changed and leaves by the egress.
+    rewrite_inner(eth, ip, a);
+    __u32 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+    // Bytes as its segments would have arrived one by one (as user space counts).
+    account(a, segs, frame_len + (segs - 1) * hdrs);
+    if (strip || push) {
+        // Room is made or taken right after the outer MAC header: the inner Ethernet
+        // header is saved, and written back where it belongs afterwards.
+        __u8 h[OVR_VXLAN_HEAD + 14];
+        __builtin_memcpy(h + OVR_VXLAN_HEAD, eth, 14);
+        if (push) {
+            __u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 |
+                          BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_ENCAP_L2_ETH |
+                          BPF_F_ADJ_ROOM_ENCAP_L2(14);
+            if (bpf_skb_adjust_room(skb, OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC, flags))
+                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
+            __builtin_memcpy(h, a->tpl, OVR_VXLAN_HEAD);
+            fix_outer(h, skb->len);
+            if (bpf_skb_store_bytes(skb, 0, h, sizeof(h), 0))
+                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
+        } else {
+            // A large packet's tunnel marks (gso_type, encapsulation) are cleared with
+            // DECAP_L4_UDP where the kernel has it; before (Linux 6.18 and older) they
+            // stay, which a local stack ignores (docs/io.md, "TC fast path").
+            int r = -1;
+            if (skb->gso_size)
+                r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
+                                        BPF_F_ADJ_ROOM_FIXED_GSO | OVR_ADJ_ROOM_DECAP_L4_UDP);
+            if (r)
+                r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
+                                        BPF_F_ADJ_ROOM_FIXED_GSO);
+            if (r || bpf_skb_store_bytes(skb, 0, h + OVR_VXLAN_HEAD, 14, 0))
+                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
+        }
+    }
+    count(OVR_C_HIT);
+    long r = bpf_redirect(egress, 0);
+    if (r != TC_ACT_REDIRECT)
+        count(OVR_C_REDIRECT_ERROR);
+    return r;
+}
+
+// "classifier": the section name aya 0.14 knows a TC program by.
+SEC("classifier")
+int ovr_tc(struct __sk_buff *skb)
+{
+    __u32 ifindex = skb->ingress_ifindex;
+    struct ovr_iface *ifc = bpf_map_lookup_elem(&ovr_ifaces, &ifindex);
+    if (!ifc)
+        return TC_ACT_OK;
+    // A VLAN tag taken off into the skb's metadata is not in the frame: user space.
+    if (skb->vlan_present || skb->protocol != bpf_htons(ETH_P_IP)) {
+        count(OVR_C_UNPARSED);
+        return TC_ACT_OK;
+    }
+    int r = -1;
+    if (ifc->kind == OVR_KIND_WORKLOAD)
+        r = tc_fast(skb, ifc, 0);
+    else if (ifc->kind == OVR_KIND_UNDERLAY)
+        r = tc_fast(skb, ifc, OVR_VXLAN_HEAD);
+    return r >= 0 ? r : TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,11 +1,20 @@
-//! The XDP backend: one copy of bpf/ovr_xdp.c loaded once and attached to every
-//! interface ovrd forwards on, so that every interface's program shares the flow map,
-//! the egress map and the AF_XDP socket map (each interface has its own slots in it,
-//! named in its `ovr_ifaces` entry). One load rather than pinned maps: nothing to clean
-//! up on bpffs after a crash, and the kernel detaches everything when ovrd exits.
+//! The kernel backend: bpf/fast_path.c loaded once, at one of two hooks ([`Hook`]), and
+//! attached to every interface ovrd forwards on, so that every interface's program
+//! shares the flow map, the egress map and the AF_XDP socket map (each interface has its
+//! own slots in it, named in its `ovr_ifaces` entry). One load rather than pinned maps:
+//! nothing to clean up on bpffs after a crash, and the kernel detaches everything when
+//! ovrd exits.
+//!
+//! - XDP: earliest and cheapest per frame, and the AF_XDP redirect; a frame is one
+//!   buffer without the kernel's metadata, so a large (GSO) packet never reaches it whole
+//!   and an unfinished checksum looks wrong (those go to user space).
+//! - TC (TCX on ingress): after the kernel built its skb, so large packets cross whole
+//!   and unfinished checksums stay unfinished, as the kernel's own overlay forwards them;
+//!   what the program passes on goes to an AF_PACKET socket served after TC
+//!   (`ovr_io::AfPacket::open_behind_tc`).
 //!
 //! With several workers, each worker attaches the program to the interfaces it receives
-//! from (through its clone of [`Xdp`]) and owns a `FastPath` over another clone: the
+//! from (through its clone of [`Bpf`]) and owns a `FastPath` over another clone: the
 //! maps are shared, behind one lock taken only to change or read them (never per
 //! packet in user space).
 
@@ -18,15 +27,32 @@ use aya::Ebpf;
 use aya::maps::{
     Array, DevMapHash, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray, XskMap,
 };
-use aya::programs::{Xdp as XdpProgram, XdpMode, xdp::XdpLink};
+use aya::programs::links::LinkOrder;
+use aya::programs::tc::{TcAttachOptions, TcAttachType};
+use aya::programs::{SchedClassifier, Xdp as XdpProgram, XdpMode};
 use ovr_io::error_chain;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ovr_xdp.o"));
-const PROGRAM: &str = "ovr_xdp";
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fast_path.o"));
+
+/// Where in the kernel's receive path the program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Xdp,
+    Tc,
+}
+
+impl Hook {
+    fn program(self) -> &'static str {
+        match self {
+            Hook::Xdp => "ovr_xdp",
+            Hook::Tc => "ovr_tc",
+        }
+    }
+}
 /// AF_XDP socket slots per interface (one per receive queue).
 const XSK_SLOTS: u32 = 64;
 const XSK_MAP_LEN: u32 = 4096;
@@ -35,13 +61,14 @@ const XSK_MAP_LEN: u32 = 4096;
 const SCAN_CALL: usize = 32;
 
 fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
-    OffloadError::Xdp {
+    OffloadError::Bpf {
         op,
         message: e.to_string(),
     }
 }
 
 struct Inner {
+    hook: Hook,
     ebpf: Ebpf,
     flows: BpfHashMap<MapData, KeyBytes, ActionBytes>,
     ifaces: BpfHashMap<MapData, u32, IfaceBytes>,
@@ -61,24 +88,26 @@ struct Inner {
 
 /// The loaded program and its maps; clones share them (one per worker).
 #[derive(Clone)]
-pub struct Xdp {
+pub struct Bpf {
     inner: Arc<Mutex<Inner>>,
     /// Interfaces were attached or detached since the last `take_changed` (looked at
     /// every loop iteration, without the lock).
     changed: Arc<AtomicBool>,
 }
 
-impl Xdp {
-    /// Loads the program (not attached anywhere yet).
-    pub fn load() -> Result<Self, OffloadError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load XDP object", error_chain(&e)))?;
-        let prog: &mut XdpProgram = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| err("find XDP program", PROGRAM))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
-        prog.load()
-            .map_err(|e| err("load XDP program", error_chain(&e)))?;
+impl Bpf {
+    /// Loads the program for `hook` (not attached anywhere yet).
+    pub fn load(hook: Hook) -> Result<Self, OffloadError> {
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load BPF object", error_chain(&e)))?;
+        let name = hook.program();
+        let prog = ebpf
+            .program_mut(name)
+            .ok_or_else(|| err("find program", name))?;
+        let loaded = match hook {
+            Hook::Xdp => <&mut XdpProgram>::try_from(prog).and_then(|p| p.load()),
+            Hook::Tc => <&mut SchedClassifier>::try_from(prog).and_then(|p| p.load()),
+        };
+        loaded.map_err(|e| err("load program", format!("{name}: {}", error_chain(&e))))?;
         fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,
             name: &'static str,
@@ -87,6 +116,7 @@ impl Xdp {
             T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", error_chain(&e))))
         }
         let inner = Inner {
+            hook,
             flows: take(&mut ebpf, "ovr_flows")?,
             ifaces: take(&mut ebpf, "ovr_ifaces")?,
             xsks: take(&mut ebpf, "ovr_xsks")?,
@@ -113,14 +143,20 @@ impl Xdp {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Attaches the program to interface `name` (ovr's interface `id`) in native mode,
-    /// makes it an egress of the fast path and, if `af_xdp`, gives it socket slots.
-    /// The fast path itself starts once [`Offload::refresh`] has described the
-    /// interface from the tables. Dropping the attachment detaches the program.
+    /// The hook the program was loaded for.
+    pub fn hook(&self) -> Hook {
+        self.lock().hook
+    }
+
+    /// Attaches the program to interface `name` (ovr's interface `id`) — XDP in native
+    /// mode, TC first on ingress — makes it an egress of the fast path and, if `af_xdp`
+    /// (XDP only), gives it socket slots. The fast path itself starts once
+    /// [`Offload::refresh`] has described the interface from the tables. Dropping the
+    /// attachment detaches the program.
     pub fn attach(&self, name: &str, id: u32, af_xdp: bool) -> Result<Attachment, OffloadError> {
         let ifindex = ovr_io::if_index(name).ok_or_else(|| err("find interface", name))?;
         let mut g = self.lock();
-        let xsk_base = if af_xdp {
+        let xsk_base = if af_xdp && g.hook == Hook::Xdp {
             g.free_slots
                 .pop()
                 .ok_or_else(|| err("AF_XDP slots", "all taken"))?
@@ -139,17 +175,45 @@ impl Xdp {
                 .map_err(|e| err("insert interface", error_chain(&e)))?;
             g.tx.insert(ifindex, ifindex, None, 0)
                 .map_err(|e| err("insert egress", error_chain(&e)))?;
-            let prog: &mut XdpProgram = g
+            let hook = g.hook;
+            let program = hook.program();
+            let prog = g
                 .ebpf
-                .program_mut(PROGRAM)
-                .ok_or_else(|| err("find XDP program", PROGRAM))?
-                .try_into()
-                .map_err(|e: aya::programs::ProgramError| err("XDP program type", e))?;
-            let link = prog
-                .attach_to_if_index(ifindex, XdpMode::Driver)
-                .map_err(|e| err("attach XDP program (native mode)", error_chain(&e)))?;
-            prog.take_link(link)
-                .map_err(|e| err("take XDP link", error_chain(&e)))
+                .program_mut(program)
+                .ok_or_else(|| err("find program", program))?;
+            let prog_type = |e: aya::programs::ProgramError| err("program type", e);
+            match hook {
+                Hook::Xdp => {
+                    let prog: &mut XdpProgram = prog.try_into().map_err(prog_type)?;
+                    let link = prog
+                        .attach_to_if_index(ifindex, XdpMode::Driver)
+                        .map_err(|e| err("attach XDP program (native mode)", error_chain(&e)))?;
+                    prog.take_link(link)
+                        .map(|l| Box::new(l) as Link)
+                        .map_err(|e| err("take XDP link", error_chain(&e)))
+                }
+                Hook::Tc => {
+                    // TCX (Linux 6.6): a link, gone with ovrd, no qdisc to add or remove.
+                    // First, so that no other program on the interface sees the flows
+                    // first (a program of the host's may still be put before it).
+                    let prog: &mut SchedClassifier = prog.try_into().map_err(prog_type)?;
+                    let link = prog
+                        .attach_with_options(
+                            name,
+                            TcAttachType::Ingress,
+                            TcAttachOptions::TcxOrder(LinkOrder::first()),
+                        )
+                        .map_err(|e| {
+                            err(
+                                "attach TC program (TCX, Linux 6.6 or later)",
+                                error_chain(&e),
+                            )
+                        })?;
+                    prog.take_link(link)
+                        .map(|l| Box::new(l) as Link)
+                        .map_err(|e| err("take TC link", error_chain(&e)))
+                }
+            }
         })();
         match attached {
             Ok(link) => {
@@ -157,7 +221,7 @@ impl Xdp {
                 g.names.insert(id, name.to_string());
                 self.changed.store(true, Ordering::Release);
                 Ok(Attachment {
-                    xdp: self.clone(),
+                    program: self.clone(),
                     id,
                     ifindex,
                     xsk_base,
@@ -196,19 +260,23 @@ impl Xdp {
 /// The program attached to one interface. Dropped: detached, and the interface is no
 /// longer an egress of the fast path.
 pub struct Attachment {
-    xdp: Xdp,
+    program: Bpf,
     id: u32,
     ifindex: u32,
     xsk_base: u32,
-    link: Option<XdpLink>,
+    link: Option<Link>,
 }
+
+/// The kernel's hold of the program on one interface (an XdpLink or a
+/// SchedClassifierLink), kept only to be dropped: that detaches the program.
+type Link = Box<dyn std::any::Any + Send>;
 
 impl ovr_io::XskSlots for Attachment {
     fn insert(&mut self, queue: u32, fd: RawFd) -> Result<(), String> {
         if self.xsk_base == NO_XSK || queue >= XSK_SLOTS {
             return Err(format!("no AF_XDP slot for queue {queue}"));
         }
-        let mut g = self.xdp.lock();
+        let mut g = self.program.lock();
         g.xsks
             .set(self.xsk_base + queue, fd, 0)
             .map_err(|e| error_chain(&e))?;
@@ -221,7 +289,7 @@ impl Drop for Attachment {
     fn drop(&mut self) {
         // Detach first, then forget the interface.
         drop(self.link.take());
-        let mut g = self.xdp.lock();
+        let mut g = self.program.lock();
         let _ = g.ifaces.remove(&self.ifindex);
         let _ = g.tx.remove(self.ifindex);
         if self.xsk_base != NO_XSK {
@@ -233,11 +301,11 @@ impl Drop for Attachment {
         g.attached.remove(&self.id);
         g.names.remove(&self.id);
         g.xsk_fds.remove(&self.id);
-        self.xdp.changed.store(true, Ordering::Release);
+        self.program.changed.store(true, Ordering::Release);
     }
 }
 
-impl Offload for Xdp {
+impl Offload for Bpf {
     fn ifindex(&self, id: ovr_tables::ids::InterfaceId) -> Option<u32> {
         self.lock().attached.get(&id.0).map(|(i, _)| *i)
     }
@@ -290,9 +358,13 @@ impl Offload for Xdp {
     }
 
     /// The device's receive drops less its AF_XDP sockets' (a full socket fails the
-    /// redirect too): what is left are frames the fast path's redirects lost.
+    /// redirect too): what is left are frames the fast path's redirects lost. TC
+    /// redirects to a device's transmit path, which counts its own drops: none here.
     fn rx_dropped(&self) -> Vec<(ovr_tables::ids::InterfaceId, u64)> {
         let g = self.lock();
+        if g.hook == Hook::Tc {
+            return Vec::new();
+        }
         g.names
             .iter()
             .filter_map(|(id, name)| {
@@ -394,7 +466,7 @@ const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
 /// Workers attach interfaces and own fast paths on their own threads.
 const _: () = {
     const fn shared_by_threads<T: Send + Sync>() {}
-    shared_by_threads::<Xdp>();
+    shared_by_threads::<Bpf>();
 };
 
 #[cfg(test)]
@@ -414,31 +486,33 @@ mod tests {
         }
     }
 
-    /// The kernel's verifier accepts the program and every map has the type and sizes
-    /// the Rust side expects (needs root, as every test here is run).
+    /// The kernel's verifier accepts the program at both hooks and every map has the
+    /// type and sizes the Rust side expects (needs root, as every test here is run).
     #[test]
     fn program_loads_and_maps_match() {
-        let x = Xdp::load().unwrap_or_else(|e| panic!("{e}"));
-        let mut x2 = x.clone();
-        x2.set_generation(7).unwrap_or_else(|e| panic!("{e}"));
-        let key = Key {
-            ifindex: 1,
-            ..Key::default()
-        };
-        let action = forward_to_1();
-        x2.install(&key, &action, 7)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(x2.usage(&key).ok().flatten(), Some(Usage::default()));
-        x2.remove(&key).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(x2.usage(&key).ok().flatten(), None);
-        assert_eq!(x.counters().len(), COUNTER_NAMES.len());
+        for hook in [Hook::Xdp, Hook::Tc] {
+            let x = Bpf::load(hook).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
+            let mut x2 = x.clone();
+            x2.set_generation(7).unwrap_or_else(|e| panic!("{e}"));
+            let key = Key {
+                ifindex: 1,
+                ..Key::default()
+            };
+            let action = forward_to_1();
+            x2.install(&key, &action, 7)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(x2.usage(&key).ok().flatten(), Some(Usage::default()));
+            x2.remove(&key).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(x2.usage(&key).ok().flatten(), None);
+            assert_eq!(x.counters().len(), COUNTER_NAMES.len());
+        }
     }
 
     /// A batch read returns every entry once, whole keys, across several calls and to
     /// the table's end; an empty table ends at once.
     #[test]
     fn scan_reads_the_table_in_batches() {
-        let mut x = Xdp::load().unwrap_or_else(|e| panic!("{e}"));
+        let mut x = Bpf::load(Hook::Xdp).unwrap_or_else(|e| panic!("{e}"));
         let mut out = Vec::new();
         assert_eq!(x.scan(None, 64, &mut out).ok(), Some(None));
         assert!(out.is_empty());
