@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from report import flows_label  # noqa: E402
 
 COLORS = {"direct": "#999999", "kernel": "#1f77b4", "ovs": "#2ca02c", "ovr": "#d62728",
-          "ovr-afp": "#ff9896", "ovr-auto": "#8c2d04", "ovr-xdp": "#2ca02c"}
+          "ovr-afp": "#ff9896", "ovr-auto": "#8c2d04", "ovr-xdp": "#17becf",
+          "ovr-tc": "#9467bd"}
 SIZE_ORDER = ["64", "128", "256", "512", "1024", "1518", "imix"]
 
 

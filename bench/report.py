@@ -4,7 +4,7 @@ goals of issue 6 with their gaps, and the markdown table, from its trials.jsonl.
 import json
 import statistics
 
-SYSTEMS = ("direct", "kernel", "ovs", "ovr", "ovr-afp", "ovr-auto", "ovr-xdp")
+SYSTEMS = ("direct", "kernel", "ovs", "ovr", "ovr-afp", "ovr-auto", "ovr-xdp", "ovr-tc")
 LABELS = {
     "direct": "direct veth (no forwarder)",
     "kernel": "kernel bridge + vxlan",
@@ -13,6 +13,7 @@ LABELS = {
     "ovr-afp": "ovr (AF_PACKET)",
     "ovr-auto": "ovr (default: auto)",
     "ovr-xdp": "ovr (XDP fast path)",
+    "ovr-tc": "ovr (TC fast path)",
 }
 LOSS_OK = 0.001  # RFC 2544 style: loss under 0.1% passes
 
@@ -153,11 +154,14 @@ def goals(summary):
     for v in ("ovr", "ovr-xdp"):
         if v in sy:
             goal_rows(summary, v, L)
-    # Issue 4's TCP goal is about what a user gets without choosing: ovrd's default.
-    o, k = (sy.get(s, {}).get("tcp_gbit") for s in ("ovr-auto", "kernel"))
-    if o and k:
-        L.append(f"| ovr-auto: TCP ≥ ½ the kernel's (issue 4) | {o:.2f} vs {k:.2f} Gbit/s "
-                 f"({o / k:.2f}x) | {'met' if o >= k / 2 else 'NOT met'} |")
+    # Issue 4's TCP goal: what a user gets without choosing (ovrd's default), and with
+    # the fast path made for it (TC).
+    k = sy.get("kernel", {}).get("tcp_gbit")
+    for v in ("ovr-auto", "ovr-tc"):
+        o = sy.get(v, {}).get("tcp_gbit")
+        if o and k:
+            L.append(f"| {v}: TCP ≥ ½ the kernel's (issue 4) | {o:.2f} vs {k:.2f} Gbit/s "
+                     f"({o / k:.2f}x) | {'met' if o >= k / 2 else 'NOT met'} |")
     return "\n".join(L)
 
 

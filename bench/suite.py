@@ -43,8 +43,9 @@ OVR_LAB_ARGS = {
     "ovr": ["--ovrd-arg=--driver=af-xdp", "--no-workload-offloads"],
     "ovr-afp": ["--ovrd-arg=--driver=af-packet"],
     "ovr-auto": [],
-    # ovrd's default drivers plus the XDP fast path for established flows.
+    # ovrd's default drivers plus the fast path for established flows, at XDP or TC.
     "ovr-xdp": ["--offload"],
+    "ovr-tc": ["--offload=tc"],
 }
 SIZES = {"64": 60, "128": 124, "256": 252, "512": 508, "1024": 1020, "1518": 1514, "imix": "imix"}
 PORT = 9000
@@ -538,8 +539,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a smoke run: one round, few points")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help=f"comma-separated, of {', '.join(SYSTEMS)} (ovr: AF_XDP, "
-                         "ovr-afp: AF_PACKET, ovr-auto: ovrd's default, ovr-xdp: default + "
-                         "XDP fast path)")
+                         "ovr-afp: AF_PACKET, ovr-auto: ovrd's default, ovr-xdp / ovr-tc: "
+                         "default + the fast path at XDP / TC)")
     ap.add_argument("--ovrd-arg", action="append", default=[],
                     help="an argument for every ovrd, e.g. --ovrd-arg=--spin-us=0 (repeat)")
     ap.add_argument("--tool-driver", default="af-xdp", choices=("af-xdp", "af-packet"),
@@ -610,7 +611,7 @@ def main():
         for n in names:
             cls = {"direct": Direct, "kernel": Kernel, "ovs": Ovs}.get(n)
             if n.startswith("ovr"):
-                tag = {"ovr": "r", "ovr-afp": "p", "ovr-auto": "a", "ovr-xdp": "x"}[n]
+                tag = {"ovr": "r", "ovr-afp": "p", "ovr-auto": "a", "ovr-xdp": "x", "ovr-tc": "c"}[n]
                 s = Ovr(made, f"{a.prefix}-{tag}", a.ovrctl, n, a.ovrd_arg)
             else:
                 s = cls(made, f"{a.prefix}-{n[0]}")

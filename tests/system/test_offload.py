@@ -396,3 +396,42 @@ def test_tc_fast_path_carries_tcp_as_large_vxlan_frames(tmp_path, workers):
         fp = c[host]["fast_path"]
         assert fp["packets"] > 5000 and fp["bytes"] > 8 << 20, (host, fp)
     assert "program: hit " in down, down
+
+
+def test_tc_decapsulated_large_packets_are_cut_right_where_a_workload_forwards_them():
+    """A large packet decapsulated at TC keeps the kernel's tunnel marks (docs/io.md):
+    where the workload forwards it onto a link that takes no large packets, the kernel
+    must still cut it into correct TCP segments. Here h2's workload bridges its eth0 to
+    a veth without segmentation offload, into a namespace that owns w2's MAC and address;
+    8 MiB hash-checked across it, carried by the fast path."""
+    with Lab(tag("b", 1, "tc"), "--offload=tc") as lab:
+        w2, inner = lab.ns("h2-t1-w1"), lab.ns("in")
+        sh("ip", "netns", "add", inner)
+        try:
+            # eth0 gives its MAC up (a bridge would keep frames to it for itself).
+            for cmd in (["ip", "addr", "flush", "dev", "eth0"],
+                        ["ip", "link", "set", "eth0", "down"],
+                        ["ip", "link", "set", "eth0", "address", "02:01:00:01:02:99"],
+                        ["ip", "link", "set", "eth0", "up"],
+                        ["ip", "link", "add", "br0", "type", "bridge"],
+                        ["ip", "link", "set", "eth0", "master", "br0"],
+                        ["ip", "link", "add", "n0", "type", "veth", "peer", "n1"],
+                        ["ethtool", "-K", "n0", "tso", "off", "gso", "off", "sg", "off"],
+                        ["ip", "link", "set", "n0", "master", "br0"],
+                        ["ip", "link", "set", "n1", "netns", inner],
+                        ["ip", "link", "set", "br0", "up"], ["ip", "link", "set", "n0", "up"]):
+                sh(*cmd, ns=w2)
+            for cmd in (["ip", "link", "set", "n1", "address", W2_MAC, "name", "eth0"],
+                        ["ip", "addr", "add", f"{W2_IP}/24", "dev", "eth0"],
+                        ["ip", "link", "set", "eth0", "up"], ["ip", "link", "set", "lo", "up"]):
+                sh(*cmd, ns=inner)
+            sent, got, n = transfer(lab, "h1-t1-w1", inner, W2_IP, "up")
+            rx, user = user_space_share(lab, "h2", "uplink", "underlay-input")
+            cut = sh("ip", "-s", "link", "show", "n0", ns=w2).stdout
+        finally:
+            sh("ip", "netns", "del", inner, check=False)
+    assert n == 8 << 20 and sent == got
+    assert rx > 3000 and user < rx / 4, (rx, user)
+    # n0 sent the data as segments: no more than an MTU each.
+    tx = cut.split("TX:")[1].split("\n")[1].split()
+    assert int(tx[1]) > 5000 and int(tx[0]) / int(tx[1]) < 1514, cut

@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 //
-// ovr's XDP program, one copy loaded and attached to every interface ovrd forwards on.
+// ovr's fast path program, loaded once per ovrd at one of two hooks and attached to
+// every interface ovrd forwards on: ovr_xdp (XDP) or ovr_tc (TC ingress, TCX).
 //
 // 1. The fast path ("offload"): a frame of an established flow that user space has
 //    described in ovr_flows is decapsulated, encapsulated or rewritten here and
-//    redirected to its egress interface (ovr_tx), without waking ovrd.
-// 2. Everything else goes where ovrd reads the interface: the AF_XDP socket of the
+//    redirected to its egress interface, without waking ovrd.
+// 2. Everything else goes where ovrd reads the interface. XDP: the AF_XDP socket of the
 //    receive queue (ovr_xsks, from the interface's slot in ovr_ifaces), or, for an
-//    interface ovrd reads with AF_PACKET, the kernel's stack (XDP_PASS).
+//    interface ovrd reads with AF_PACKET, the kernel's stack (XDP_PASS). TC: on
+//    (TC_ACT_OK) to ovrd's AF_PACKET sockets, which the kernel serves after TC.
 //
 // The fast path handles only what it can do exactly as the user-space pipeline would:
 // VXLAN over IPv4 (no options, no fragments, no UDP checksum), inner untagged IPv4 TCP
-// and UDP without options or fragments, TTL > 1, no Ethernet padding, frames in one
-// buffer, within the egress MTU, and (from a workload) with a transport checksum that
-// verifies: a sender that left its checksum to the NIC (CHECKSUM_PARTIAL on a veth) is
-// indistinguishable here from one that sent a bad checksum, and both go to user space,
-// which finishes the first (it learns of it through AF_PACKET's virtio-net header).
+// and UDP without options or fragments, TTL > 1, no Ethernet padding, within the egress
+// MTU. XDP also needs frames in one buffer and (from a workload) a transport checksum
+// that verifies: a sender that left its checksum to the NIC (CHECKSUM_PARTIAL on a veth)
+// is indistinguishable there from one that sent a bad checksum, and both go to user
+// space, which finishes the first (it learns of it through AF_PACKET's virtio-net
+// header). TC sees the kernel's skb, which says so itself (see tc_fast).
 //
 // The layouts below are mirrored byte for byte in crates/offload/src/layout.rs (whose
 // tests pin every offset); change both together.
@@ -95,6 +98,7 @@ enum {
     OVR_C_MTU,
     OVR_C_NO_EGRESS,   // egress not in ovr_tx
     OVR_C_REDIRECT_ERROR,
+    OVR_C_ROOM,        // TC: the kernel would not make or take room for the tunnel header
     OVR_C_MAX,
 };
 
@@ -439,7 +443,10 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     if (data + off + 34 > end)
         return -1;
     struct ethhdr *eth = data + off;
-    struct iphdr *ip = data + off + 14;
+    // Large packets of TCP only: one decapsulated here keeps its tunnel marks (below),
+    // harmless where the kernel cuts TCP again, not for UDP (it would be cut as a tunnel).
+    if (skb->gso_size && p.key.proto != IPPROTO_TCP)
+        return count(OVR_C_UNPARSED), -1;
     struct ovr_action *a = find(&p.key);
     if (!a)
         return -1;
@@ -456,41 +463,52 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     if (!bpf_map_lookup_elem(&ovr_ifaces, &egress))
         return count(OVR_C_NO_EGRESS), -1;
 
-    // Decided: from here on the packet is changed and leaves by the egress.
-    rewrite_inner(eth, ip, a);
+    // Room is made or taken right after the outer MAC header, so the inner Ethernet
+    // header is saved first and written back where it belongs. If the kernel refuses
+    // (the packet is then unchanged), the packet goes on to user space.
+    struct ethhdr inner;
+    __builtin_memcpy(&inner, eth, 14);
     __u32 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+    if (push) {
+        __u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 |
+                      BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_ENCAP_L2_ETH |
+                      BPF_F_ADJ_ROOM_ENCAP_L2(14);
+        if (bpf_skb_adjust_room(skb, OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC, flags))
+            return count(OVR_C_ROOM), -1;
+    } else if (strip) {
+        // A large packet's tunnel marks (gso_type, encapsulation) are cleared with
+        // DECAP_L4_UDP where the kernel has it; before (Linux 6.18 and older) they stay,
+        // which a local stack ignores (docs/io.md, "Offload").
+        long r = -1;
+        if (skb->gso_size)
+            r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
+                                    BPF_F_ADJ_ROOM_FIXED_GSO | OVR_ADJ_ROOM_DECAP_L4_UDP);
+        if (r)
+            r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
+                                    BPF_F_ADJ_ROOM_FIXED_GSO);
+        if (r)
+            return count(OVR_C_ROOM), -1;
+    }
+
+    // Decided: from here on the packet is changed and leaves by the egress.
+    data = (void *)(long)skb->data;
+    end = (void *)(long)skb->data_end;
+    if (push) {
+        if (data + OVR_VXLAN_HEAD + 34 > end)
+            return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
+        __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
+        fix_outer(data, skb->len);
+        __builtin_memcpy(data + OVR_VXLAN_HEAD, &inner, 14);
+        rewrite_inner(data + OVR_VXLAN_HEAD, data + OVR_VXLAN_HEAD + 14, a);
+    } else {
+        if (data + 34 > end)
+            return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
+        if (strip)
+            __builtin_memcpy(data, &inner, 14);
+        rewrite_inner(data, data + 14, a);
+    }
     // Bytes as its segments would have arrived one by one (as user space counts).
     account(a, segs, frame_len + (segs - 1) * hdrs);
-    if (strip || push) {
-        // Room is made or taken right after the outer MAC header: the inner Ethernet
-        // header is saved, and written back where it belongs afterwards.
-        __u8 h[OVR_VXLAN_HEAD + 14];
-        __builtin_memcpy(h + OVR_VXLAN_HEAD, eth, 14);
-        if (push) {
-            __u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 |
-                          BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_ENCAP_L2_ETH |
-                          BPF_F_ADJ_ROOM_ENCAP_L2(14);
-            if (bpf_skb_adjust_room(skb, OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC, flags))
-                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
-            __builtin_memcpy(h, a->tpl, OVR_VXLAN_HEAD);
-            fix_outer(h, skb->len);
-            if (bpf_skb_store_bytes(skb, 0, h, sizeof(h), 0))
-                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
-        } else {
-            // A large packet's tunnel marks (gso_type, encapsulation) are cleared with
-            // DECAP_L4_UDP where the kernel has it; before (Linux 6.18 and older) they
-            // stay, which a local stack ignores (docs/io.md, "TC fast path").
-            int r = -1;
-            if (skb->gso_size)
-                r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
-                                        BPF_F_ADJ_ROOM_FIXED_GSO | OVR_ADJ_ROOM_DECAP_L4_UDP);
-            if (r)
-                r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,
-                                        BPF_F_ADJ_ROOM_FIXED_GSO);
-            if (r || bpf_skb_store_bytes(skb, 0, h + OVR_VXLAN_HEAD, 14, 0))
-                return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
-        }
-    }
     count(OVR_C_HIT);
     long r = bpf_redirect(egress, 0);
     if (r != TC_ACT_REDIRECT)

@@ -166,7 +166,7 @@ impl Iface {
 }
 
 /// The program's counters (`enum` `OVR_C_*`), by index.
-pub const COUNTER_NAMES: [&str; 10] = [
+pub const COUNTER_NAMES: [&str; 11] = [
     "hit",
     "miss",
     "stale",
@@ -177,6 +177,7 @@ pub const COUNTER_NAMES: [&str; 10] = [
     "mtu",
     "no_egress",
     "redirect_error",
+    "room",
 ];
 
 #[cfg(test)]
