@@ -149,9 +149,9 @@ def common_rate(summary):
 def goals(summary):
     sy = summary["systems"]
     L = ["| goal | measured | verdict |", "|---|---|---|"]
-    # Each ovr variant measured that the goals are about: AF_XDP, and with the XDP
-    # fast path.
-    for v in ("ovr", "ovr-xdp"):
+    # Each ovr variant measured that the goals are about: AF_XDP, and with the fast
+    # path at XDP or TC.
+    for v in ("ovr", "ovr-xdp", "ovr-tc"):
         if v in sy:
             goal_rows(summary, v, L)
     # Issue 4's TCP goal: what a user gets without choosing (ovrd's default), and with

@@ -116,6 +116,23 @@ fn refuse_ipv4(fd: &OwnedFd) -> io::Result<()> {
     .map(|_| ())
 }
 
+/// Moves the calling thread into a network namespace of its own with `lo` up, for tests
+/// that need an interface and traffic nothing else sees (gone with the thread).
+#[cfg(test)]
+pub fn private_netns() -> io::Result<()> {
+    // SAFETY: unshare(2) with a constant flag; it changes only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) })?;
+    // A child started from this thread is in its namespace.
+    let up = std::process::Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .status()?;
+    if up.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other("ip link set lo up failed"))
+    }
+}
+
 /// A non-blocking AF_PACKET raw socket with protocol 0 (it receives nothing until bound
 /// with another).
 fn raw_packet_socket() -> io::Result<OwnedFd> {
