@@ -1,5 +1,6 @@
-//! Builds the kernel program (bpf/fast_path.c: the XDP and TC fast paths, the AF_XDP redirect) with
-//! clang, so that the object ovrd loads always matches the source next to it.
+//! Builds the kernel program (bpf/fast_path.c: the fast path at XDP and at TC, the AF_XDP
+//! redirect) with clang, so that the object ovrd loads always matches the source next to
+//! it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -21,7 +22,7 @@ fn main() {
         Ok(s) if s.success() => {}
         Ok(s) => panic!("{clang} failed to build {src} ({s})"),
         Err(e) => panic!(
-            "cannot run {clang} to build the XDP program {src}: {e}\n\
+            "cannot run {clang} to build the fast path program {src}: {e}\n\
              install clang and libbpf-dev (scripts/setup.sh does), or set CLANG"
         ),
     }

@@ -478,7 +478,7 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     } else if (strip) {
         // A large packet's tunnel marks (gso_type, encapsulation) are cleared with
         // DECAP_L4_UDP where the kernel has it; before (Linux 6.18 and older) they stay,
-        // which a local stack ignores (docs/io.md, "Offload").
+        // which a local stack ignores (docs/io.md, "Not yet").
         long r = -1;
         if (skb->gso_size)
             r = bpf_skb_adjust_room(skb, -OVR_VXLAN_HEAD, BPF_ADJ_ROOM_MAC,

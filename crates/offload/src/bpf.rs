@@ -53,6 +53,7 @@ impl Hook {
         }
     }
 }
+
 /// AF_XDP socket slots per interface (one per receive queue).
 const XSK_SLOTS: u32 = 64;
 const XSK_MAP_LEN: u32 = 4096;

@@ -11,7 +11,7 @@
 //! segmentation to the NIC (see `ovr_io::open`); the underlay is not.
 //!
 //! With several workers, each interface is received from by one worker (its driver, the
-//! one that may attach an XDP program); the others open it for sending only.
+//! one that may attach a program); the others open it for sending only.
 //!
 //! With `--offload xdp|tc`, the receiving worker also attaches the fast path's program
 //! (one program for the whole ovrd, see `ovr_offload::bpf`) before its driver: at XDP,
@@ -379,7 +379,7 @@ impl Ports {
         let mut changed = !gone.is_empty();
         for p in gone {
             let (name, rx) = (p.name.clone(), p.rx);
-            // Closes its sockets and detaches its XDP program before saying so.
+            // Closes its sockets and detaches its fast path program before saying so.
             drop(p);
             if rx {
                 info!(interface = %name, "removed from the configuration: let go");

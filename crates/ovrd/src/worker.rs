@@ -4,8 +4,8 @@
 //! state lives in one place; a frame read by another worker is handed over
 //! (`handoff`). Frames with no flow (ARP, broadcasts) stay with the worker that read them.
 //!
-//! With `--offload xdp`, each worker has its own `FastPath` for the flows it owns, over
-//! the one XDP program and set of maps of the whole ovrd (`ovr_offload` says why their
+//! With `--offload xdp|tc`, each worker has its own `FastPath` for the flows it owns, over
+//! the one fast path program and set of maps of the whole ovrd (`ovr_offload` says why their
 //! entries never collide and how a table change invalidates them for every worker).
 
 use crate::handoff::{Mailbox, Outbox};
