@@ -315,7 +315,7 @@ pub struct Up {
     pub no_workload_offloads: bool,
     /// Every ovrd with its fast path: `--offload` or `--offload=xdp` (`ovrd --offload
     /// xdp`, and NAPI (GRO) on the veth ends it redirects frames into: the workloads'
-    /// eth0 and the underlay bridge's ports), or `--offload=tc` (docs/io.md, "Offload").
+    /// eth0 and the underlay bridge's ports), or `--offload=tc` (docs/io.md, "The fast path").
     #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "xdp")]
     pub offload: Option<LabOffload>,
     /// An argument for every host's ovrd (repeat for several), e.g.
