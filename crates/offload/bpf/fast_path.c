@@ -178,8 +178,9 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 }
 
 // Whether the TCP/UDP checksum of the segment at l4 (len bytes, to the frame's end)
-// verifies. At most 1500 bytes are summed; a longer segment does not verify (user space).
-#define OVR_CSUM_MAX_WORDS (1500 / 4)
+// verifies. At most 2048 bytes are summed (an MTU-sized packet, or a tunnel packet
+// carrying one); a longer segment does not verify (user space).
+#define OVR_CSUM_MAX_WORDS (2048 / 4)
 static __always_inline int l4_csum_ok(const struct iphdr *ip, void *l4, void *end,
                                       __u32 len)
 {
@@ -217,11 +218,12 @@ struct ovr_parsed {
 
 // Parses the frame at data..end (frame_len bytes in all, which may be more than is
 // between data and end: an skb's headers are pulled, its payload need not be) whose
-// inner Ethernet header is at `off` (0 or OVR_VXLAN_HEAD), into p. Returns 0, or -1 for a
-// frame the fast path does not handle (counted).
+// inner Ethernet header is at `off` (0 or OVR_VXLAN_HEAD), into p. `udp_sum_ok`: the
+// kernel has verified the outer UDP checksum (else only a frame without one is taken).
+// Returns 0, or -1 for a frame the fast path does not handle (counted).
 static __always_inline int parse(void *data, void *end, __u32 frame_len,
                                  const struct ovr_iface *ifc, const int off,
-                                 struct ovr_parsed *p)
+                                 const int udp_sum_ok, struct ovr_parsed *p)
 {
     if (off) {
         if (data + OVR_VXLAN_HEAD > end)
@@ -243,8 +245,9 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
             local |= ifc->addrs[i] && ifc->addrs[i] == ip->daddr;
         if (!local)
             return count(OVR_C_UNPARSED), -1;
-        // UDP: port 4789, no checksum, length of the IP payload.
-        if (*(__u16 *)(udp + 2) != bpf_htons(4789) || *(__u16 *)(udp + 6) != 0 ||
+        // UDP: port 4789, no checksum (or a verified one), length of the IP payload.
+        if (*(__u16 *)(udp + 2) != bpf_htons(4789) ||
+            (*(__u16 *)(udp + 6) != 0 && !udp_sum_ok) ||
             bpf_ntohs(*(__u16 *)(udp + 4)) != frame_len - 34)
             return count(OVR_C_UNPARSED), -1;
         // VXLAN: I flag only, reserved bits zero.
@@ -348,7 +351,7 @@ static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *
     __u32 frame_len = end - data;
     struct ovr_parsed p = {};
     p.key.ifindex = ctx->ingress_ifindex;
-    if (parse(data, end, frame_len, ifc, off, &p))
+    if (parse(data, end, frame_len, ifc, off, 0, &p))
         return -1;
     if (data + off + 34 > end)
         return -1;
@@ -436,9 +439,34 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
         return count(OVR_C_UNPARSED), -1;
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
+    // An outer UDP checksum (the kernel's VXLAN sends one by default) is taken when the
+    // kernel has verified it (CHECKSUM_UNNECESSARY: the NIC did), else summed here over
+    // the whole frame, pulled in, unless it is a large packet (those go to user space).
+    // Decapsulating resets the skb's checksum state, so whoever receives the inner
+    // packet still verifies its own checksum.
+    int udp_sum_ok = 0;
+    if (off) {
+        if (data + 42 > end)
+            return count(OVR_C_UNPARSED), -1;
+        if (*(__u16 *)(data + 40) != 0) {
+            if (bpf_csum_level(skb, BPF_CSUM_LEVEL_QUERY) >= 0) {
+                udp_sum_ok = 1;
+            } else if (!skb->gso_size) {
+                if (bpf_skb_pull_data(skb, frame_len))
+                    return count(OVR_C_UNPARSED), -1;
+                data = (void *)(long)skb->data;
+                end = (void *)(long)skb->data_end;
+                if (data + 34 > end)
+                    return count(OVR_C_UNPARSED), -1;
+                if (!l4_csum_ok(data + 14, data + 34, end, frame_len - 34))
+                    return count(OVR_C_CHECKSUM), -1;
+                udp_sum_ok = 1;
+            }
+        }
+    }
     struct ovr_parsed p = {};
     p.key.ifindex = skb->ingress_ifindex;
-    if (parse(data, end, frame_len, ifc, off, &p))
+    if (parse(data, end, frame_len, ifc, off, udp_sum_ok, &p))
         return -1;
     if (data + off + 34 > end)
         return -1;
