@@ -12,9 +12,9 @@
 //    (TC_ACT_OK) to ovrd's AF_PACKET sockets, which the kernel serves after TC.
 //
 // The fast path handles only what it can do exactly as the user-space pipeline would:
-// VXLAN over IPv4 (no options, no fragments, no UDP checksum), inner untagged IPv4 TCP
-// and UDP without options or fragments, TTL > 1, no Ethernet padding, within the egress
-// MTU. XDP also needs frames in one buffer and (from a workload) a transport checksum
+// VXLAN over IPv4 (no options, no fragments, a UDP checksum, if any, that verifies),
+// inner untagged IPv4 TCP and UDP without options or fragments, TTL > 1, no Ethernet
+// padding, within the egress MTU. XDP also needs frames in one buffer and (from a workload) a transport checksum
 // that verifies: a sender that left its checksum to the NIC (CHECKSUM_PARTIAL on a veth)
 // is indistinguishable there from one that sent a bad checksum, and both go to user
 // space, which finishes the first (it learns of it through AF_PACKET's virtio-net
@@ -214,16 +214,17 @@ struct ovr_parsed {
     struct ovr_key key;
     __u32 l4_len;   // transport header and payload
     __u32 l4_hdr;   // transport header (TCP: with options; UDP: 8)
+    int udp_sum;    // the outer UDP header has a checksum (to verify)
 };
 
 // Parses the frame at data..end (frame_len bytes in all, which may be more than is
 // between data and end: an skb's headers are pulled, its payload need not be) whose
-// inner Ethernet header is at `off` (0 or OVR_VXLAN_HEAD), into p. `udp_sum_ok`: the
-// kernel has verified the outer UDP checksum (else only a frame without one is taken).
-// Returns 0, or -1 for a frame the fast path does not handle (counted).
+// inner Ethernet header is at `off` (0 or OVR_VXLAN_HEAD), into p. An outer UDP
+// checksum is left for the caller to verify (p->udp_sum). Returns 0, or -1 for a frame
+// the fast path does not handle (counted).
 static __always_inline int parse(void *data, void *end, __u32 frame_len,
                                  const struct ovr_iface *ifc, const int off,
-                                 const int udp_sum_ok, struct ovr_parsed *p)
+                                 struct ovr_parsed *p)
 {
     if (off) {
         if (data + OVR_VXLAN_HEAD > end)
@@ -245,11 +246,11 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
             local |= ifc->addrs[i] && ifc->addrs[i] == ip->daddr;
         if (!local)
             return count(OVR_C_UNPARSED), -1;
-        // UDP: port 4789, no checksum (or a verified one), length of the IP payload.
+        // UDP: port 4789, length of the IP payload; a checksum, if any, is the caller's.
         if (*(__u16 *)(udp + 2) != bpf_htons(4789) ||
-            (*(__u16 *)(udp + 6) != 0 && !udp_sum_ok) ||
             bpf_ntohs(*(__u16 *)(udp + 4)) != frame_len - 34)
             return count(OVR_C_UNPARSED), -1;
+        p->udp_sum = *(__u16 *)(udp + 6) != 0;
         // VXLAN: I flag only, reserved bits zero.
         if (*(__u32 *)vx != bpf_htonl(0x08000000) || vx[7] != 0)
             return count(OVR_C_UNPARSED), -1;
@@ -351,10 +352,14 @@ static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *
     __u32 frame_len = end - data;
     struct ovr_parsed p = {};
     p.key.ifindex = ctx->ingress_ifindex;
-    if (parse(data, end, frame_len, ifc, off, 0, &p))
+    if (parse(data, end, frame_len, ifc, off, &p))
         return -1;
     if (data + off + 34 > end)
         return -1;
+    // An outer UDP checksum is summed here (the frame is whole in one buffer); an
+    // unfinished one (a local sender's, over a veth) looks wrong and goes to user space.
+    if (p.udp_sum && !l4_csum_ok(data + 14, data + 34, end, frame_len - 34))
+        return count(OVR_C_CHECKSUM), -1;
     struct ethhdr *eth = data + off;
     struct iphdr *ip = data + off + 14;
     __u8 *l4 = data + off + 34;
@@ -439,35 +444,27 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
         return count(OVR_C_UNPARSED), -1;
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
+    struct ovr_parsed p = {};
+    p.key.ifindex = skb->ingress_ifindex;
+    if (parse(data, end, frame_len, ifc, off, &p))
+        return -1;
     // An outer UDP checksum (the kernel's VXLAN sends one by default) is taken when the
     // kernel has verified it (CHECKSUM_UNNECESSARY: the NIC did), else summed here over
     // the whole frame, pulled in, unless it is a large packet (those go to user space).
     // Decapsulating resets the skb's checksum state, so whoever receives the inner
     // packet still verifies its own checksum.
-    int udp_sum_ok = 0;
-    if (off) {
-        if (data + 42 > end)
+    if (p.udp_sum && bpf_csum_level(skb, BPF_CSUM_LEVEL_QUERY) < 0) {
+        if (skb->gso_size)
             return count(OVR_C_UNPARSED), -1;
-        if (*(__u16 *)(data + 40) != 0) {
-            if (bpf_csum_level(skb, BPF_CSUM_LEVEL_QUERY) >= 0) {
-                udp_sum_ok = 1;
-            } else if (!skb->gso_size) {
-                if (bpf_skb_pull_data(skb, frame_len))
-                    return count(OVR_C_UNPARSED), -1;
-                data = (void *)(long)skb->data;
-                end = (void *)(long)skb->data_end;
-                if (data + 34 > end)
-                    return count(OVR_C_UNPARSED), -1;
-                if (!l4_csum_ok(data + 14, data + 34, end, frame_len - 34))
-                    return count(OVR_C_CHECKSUM), -1;
-                udp_sum_ok = 1;
-            }
-        }
+        if (bpf_skb_pull_data(skb, frame_len))
+            return count(OVR_C_UNPARSED), -1;
+        data = (void *)(long)skb->data;
+        end = (void *)(long)skb->data_end;
+        if (data + 34 > end)
+            return -1;
+        if (!l4_csum_ok(data + 14, data + 34, end, frame_len - 34))
+            return count(OVR_C_CHECKSUM), -1;
     }
-    struct ovr_parsed p = {};
-    p.key.ifindex = skb->ingress_ifindex;
-    if (parse(data, end, frame_len, ifc, off, udp_sum_ok, &p))
-        return -1;
     if (data + off + 34 > end)
         return -1;
     struct ethhdr *eth = data + off;

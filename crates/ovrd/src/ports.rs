@@ -86,8 +86,9 @@ impl Port {
         // Tunnel packets toward one peer go as one large frame (`Driver::join_datagrams`)
         // only on an AF_PACKET underlay without the fast path, from every worker alike.
         // With AF_XDP there, a peer like this ovrd reads with an XDP program, which makes
-        // the kernel cut such frames again on the way; a peer's fast path carries only
-        // VXLAN without a UDP checksum, and a cut datagram has one.
+        // the kernel cut such frames again on the way, and a cut datagram has a UDP
+        // checksum, which a peer's fast path must sum (at TC a joined frame it does not
+        // take at all).
         let join = self.kind == InterfaceKind::Underlay
             && pref != Preference::Only(ovr_io::DriverKind::AfXdp)
             && offload.is_none();
