@@ -102,8 +102,9 @@ impl Action {
         b[10..12].copy_from_slice(&self.push.to_ne_bytes());
         b[12..14].copy_from_slice(&self.max_len.to_ne_bytes());
         b[14..16].copy_from_slice(&self.flags.to_ne_bytes());
-        b[16..28].copy_from_slice(&self.mac);
-        b[28..92].copy_from_slice(&self.template);
+        // 16..40: the counters (Usage), zero.
+        b[40..52].copy_from_slice(&self.mac);
+        b[52..116].copy_from_slice(&self.template);
         b
     }
 
@@ -127,9 +128,9 @@ impl Usage {
     pub fn decode(b: &ActionBytes) -> Self {
         let u = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or_default());
         Self {
-            packets: u(96),
-            bytes: u(104),
-            last_seen: u(112),
+            packets: u(16),
+            bytes: u(24),
+            last_seen: u(32),
         }
     }
 
@@ -223,12 +224,12 @@ mod tests {
                 "__u16 push;",
                 "__u16 max_len;",
                 "__u16 flags;",
-                "__u8 mac[12];",
-                "__u8 tpl[OVR_TPL_LEN];",
-                "__u32 pad;",
                 "__u64 packets;",
                 "__u64 bytes;",
-                "__u64 last_seen;"
+                "__u64 last_seen;",
+                "__u8 mac[12];",
+                "__u8 tpl[OVR_TPL_LEN];",
+                "__u32 pad;"
             ]
         );
         assert_eq!(
@@ -284,9 +285,9 @@ mod tests {
         assert_eq!(&k[16..20], &[0x12, 0x34, 0x56, 0x78]);
         assert_eq!(&k[20..28], &[1, 2, 3, 4, 5, 6, 17, 0]);
         let mut a = [0u8; ACTION_LEN];
-        a[96..104].copy_from_slice(&7u64.to_ne_bytes());
-        a[104..112].copy_from_slice(&700u64.to_ne_bytes());
-        a[112..120].copy_from_slice(&9u64.to_ne_bytes());
+        a[16..24].copy_from_slice(&7u64.to_ne_bytes());
+        a[24..32].copy_from_slice(&700u64.to_ne_bytes());
+        a[32..40].copy_from_slice(&9u64.to_ne_bytes());
         assert_eq!(
             Usage::decode(&a),
             Usage {
