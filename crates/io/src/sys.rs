@@ -20,18 +20,24 @@ pub fn if_index(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
-fn set_int(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: the option value points to a live c_int of the length given.
+/// setsockopt(2) with the option value `v` (a plain C struct or integer).
+fn set_opt<T: Copy>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: the option value points to a live T of the length given; the kernel copies
+    // it (and whatever it points to) before returning.
     check(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             level,
             opt,
-            (&raw const v).cast(),
-            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            (v as *const T).cast(),
+            core::mem::size_of::<T>() as libc::socklen_t,
         )
     })
     .map(|_| ())
+}
+
+fn set_int(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    set_opt(fd, level, opt, &v)
 }
 
 /// Which frames a receiving packet socket takes.
@@ -99,21 +105,12 @@ fn refuse_ipv4(fd: &OwnedFd) -> io::Result<()> {
         op(0x06, 0, 0, 0),        // ret #0: refuse
         op(0x06, 0, 0, u32::MAX), // ret #-1: take it whole
     ];
+    // `program` outlives the call, which copies it.
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_mut_ptr(),
     };
-    // SAFETY: `prog` points to `program`, which outlives the call; the kernel copies it.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&raw const prog).cast(),
-            core::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
 }
 
 /// Moves the calling thread into a network namespace of its own with `lo` up, for tests
@@ -203,16 +200,7 @@ impl RxRing {
             tp_frame_size: frame_size as u32,
             tp_frame_nr: (frames.div_ceil(per_block) * per_block) as u32,
         };
-        // SAFETY: the option value points to a live tpacket_req of the length given.
-        check(unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_RX_RING,
-                (&raw const req).cast(),
-                core::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
-            )
-        })?;
+        set_opt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
         let len = block * req.tp_block_nr as usize;
         // SAFETY: maps the ring just set up on `fd`, of exactly its size; the result is
         // checked.
