@@ -69,7 +69,6 @@ fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
 }
 
 struct Inner {
-    hook: Hook,
     ebpf: Ebpf,
     flows: BpfHashMap<MapData, KeyBytes, ActionBytes>,
     ifaces: BpfHashMap<MapData, u32, IfaceBytes>,
@@ -90,6 +89,7 @@ struct Inner {
 /// The loaded program and its maps; clones share them (one per worker).
 #[derive(Clone)]
 pub struct Bpf {
+    hook: Hook,
     inner: Arc<Mutex<Inner>>,
     /// Interfaces were attached or detached since the last `take_changed` (looked at
     /// every loop iteration, without the lock).
@@ -117,7 +117,6 @@ impl Bpf {
             T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", error_chain(&e))))
         }
         let inner = Inner {
-            hook,
             flows: take(&mut ebpf, "ovr_flows")?,
             ifaces: take(&mut ebpf, "ovr_ifaces")?,
             xsks: take(&mut ebpf, "ovr_xsks")?,
@@ -134,6 +133,7 @@ impl Bpf {
                 .collect(),
         };
         Ok(Self {
+            hook,
             inner: Arc::new(Mutex::new(inner)),
             changed: Arc::new(AtomicBool::new(false)),
         })
@@ -146,7 +146,7 @@ impl Bpf {
 
     /// The hook the program was loaded for.
     pub fn hook(&self) -> Hook {
-        self.lock().hook
+        self.hook
     }
 
     /// Attaches the program to interface `name` (ovr's interface `id`) — XDP in native
@@ -157,7 +157,7 @@ impl Bpf {
     pub fn attach(&self, name: &str, id: u32, af_xdp: bool) -> Result<Attachment, OffloadError> {
         let ifindex = ovr_io::if_index(name).ok_or_else(|| err("find interface", name))?;
         let mut g = self.lock();
-        let xsk_base = if af_xdp && g.hook == Hook::Xdp {
+        let xsk_base = if af_xdp && self.hook == Hook::Xdp {
             g.free_slots
                 .pop()
                 .ok_or_else(|| err("AF_XDP slots", "all taken"))?
@@ -176,7 +176,7 @@ impl Bpf {
                 .map_err(|e| err("insert interface", error_chain(&e)))?;
             g.tx.insert(ifindex, ifindex, None, 0)
                 .map_err(|e| err("insert egress", error_chain(&e)))?;
-            let hook = g.hook;
+            let hook = self.hook;
             let program = hook.program();
             let prog = g
                 .ebpf
@@ -362,10 +362,10 @@ impl Offload for Bpf {
     /// redirect too): what is left are frames the fast path's redirects lost. TC
     /// redirects to a device's transmit path, which counts its own drops: none here.
     fn rx_dropped(&self) -> Vec<(ovr_tables::ids::InterfaceId, u64)> {
-        let g = self.lock();
-        if g.hook == Hook::Tc {
+        if self.hook == Hook::Tc {
             return Vec::new();
         }
+        let g = self.lock();
         g.names
             .iter()
             .filter_map(|(id, name)| {

@@ -192,10 +192,10 @@ fn run(a: &Args) -> Result<(), String> {
                 .into(),
         );
     }
-    let program = match hook {
-        Some(h) => Some(ovr_offload::bpf::Bpf::load(h).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let program = hook
+        .map(ovr_offload::bpf::Bpf::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let generations = ovr_offload::Shared::default();
     let start = Instant::now();
     let readers = reader.factory();
