@@ -344,6 +344,16 @@ static __always_inline void fix_outer(__u8 *hdr, __u32 out_len)
     *(__u16 *)(hdr + 38) = bpf_htons(out_len - 34);
 }
 
+// Counts a frame the fast path sends on (a hit; an error too if the redirect, whose
+// result is `r`, did not give `ok`) and returns the hook's action.
+static __always_inline long sent(long r, long ok)
+{
+    count(OVR_C_HIT);
+    if (r != ok)
+        count(OVR_C_REDIRECT_ERROR);
+    return r;
+}
+
 // XDP: the fast path for a frame whose inner Ethernet header is at `off` (0 or 50).
 // Returns an XDP action, or -1 to hand the frame to user space.
 static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *ifc,
@@ -394,11 +404,7 @@ static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *
         __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
         fix_outer(data, end - data);
     }
-    count(OVR_C_HIT);
-    long r = bpf_redirect_map(&ovr_tx, egress, 0);
-    if (r != XDP_REDIRECT)
-        count(OVR_C_REDIRECT_ERROR);
-    return r;
+    return sent(bpf_redirect_map(&ovr_tx, egress, 0), XDP_REDIRECT);
 }
 
 SEC("xdp.frags")
@@ -536,11 +542,7 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     }
     // Bytes as its segments would have arrived one by one (as user space counts).
     account(a, segs, frame_len + (segs - 1) * hdrs);
-    count(OVR_C_HIT);
-    long r = bpf_redirect(egress, 0);
-    if (r != TC_ACT_REDIRECT)
-        count(OVR_C_REDIRECT_ERROR);
-    return r;
+    return sent(bpf_redirect(egress, 0), TC_ACT_REDIRECT);
 }
 
 // "classifier": the section name aya 0.14 knows a TC program by.
