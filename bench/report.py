@@ -18,11 +18,11 @@ LABELS = {
 LOSS_OK = 0.001  # RFC 2544 style: loss under 0.1% passes
 
 
-
 def flows_label(flows):
     """A flow count as the tables and plots show it: 1, 1K, 256K."""
     n = int(flows)
     return f"{n // 1000}K" if n >= 1000 else str(n)
+
 
 def median(xs):
     xs = [x for x in xs if x is not None]
@@ -161,7 +161,7 @@ def goals(summary):
         o = sy.get(v, {}).get("tcp_gbit")
         if o and k:
             L.append(f"| {v}: TCP ≥ ½ the kernel's (issue 4) | {o:.2f} vs {k:.2f} Gbit/s "
-                     f"({o / k:.2f}x) | {'met' if o >= k / 2 else 'NOT met'} |")
+                     f"({o / k:.3f}x) | {'met' if o >= k / 2 else 'NOT met'} |")
     return "\n".join(L)
 
 
