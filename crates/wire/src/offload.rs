@@ -94,6 +94,8 @@ pub fn finish_checksum(frame: &mut [u8], start: usize, offset: usize) -> Result<
 
 /// Where the headers of a frame to segment are.
 struct Layout {
+    /// The tunnel around the packet to segment, if any.
+    outer: Option<Outer>,
     /// Start of the IP header.
     l3: usize,
     ipv4: bool,
@@ -104,30 +106,115 @@ struct Layout {
     tcp: bool,
 }
 
-fn layout(frame: &[u8], h: &VnetHdr) -> Result<Layout, WireError> {
+/// The outer headers of a tunnel packet whose inner packet is to be segmented: a peer's
+/// fast path at TC (ovr's, or the kernel's own VXLAN device) sends a VXLAN or MPLS-in-UDP
+/// packet as one large frame, and a packet socket reports it as the inner packet's
+/// segmentation (`csum_start` at the inner transport header) without saying that it is
+/// tunnelled. Every segment gets its own copy of these headers with its own lengths.
+#[derive(Clone, Copy)]
+struct Outer {
+    l3: usize,
+    ipv4: bool,
+    /// The UDP header.
+    l4: usize,
+}
+
+/// The EtherType after an Ethernet header at `at` and up to two VLAN tags, and where
+/// that header ends.
+fn ethernet(frame: &[u8], at: usize) -> Result<(usize, u16), WireError> {
     let bad = WireError::OffloadBadSegmentation;
-    // Ethernet, with up to two VLAN tags.
-    let mut l3 = 14;
-    let mut et = u16::from_be_bytes([*frame.get(12).ok_or(bad)?, *frame.get(13).ok_or(bad)?]);
+    let word = |o: usize| -> Result<u16, WireError> {
+        Ok(u16::from_be_bytes([
+            *frame.get(o).ok_or(bad)?,
+            *frame.get(o + 1).ok_or(bad)?,
+        ]))
+    };
+    let mut l3 = at + 14;
+    let mut et = word(at + 12)?;
     for _ in 0..2 {
         if et != ethertype::VLAN && et != ethertype::QINQ {
             break;
         }
-        et = u16::from_be_bytes([
-            *frame.get(l3 + 2).ok_or(bad)?,
-            *frame.get(l3 + 3).ok_or(bad)?,
-        ]);
+        et = word(l3 + 2)?;
         l3 += 4;
     }
+    Ok((l3, et))
+}
+
+/// The tunnel whose inner transport header is at `l4` (`csum_start`), if the IP header
+/// at `l3` is a UDP tunnel's: VXLAN or MPLS-in-UDP, as ovr and the kernel send them.
+/// Returns the outer headers, and the inner IP header's start and EtherType.
+fn tunnel(
+    frame: &[u8],
+    l3: usize,
+    et: u16,
+    l4: usize,
+) -> Result<Option<(Outer, usize, u16)>, WireError> {
+    let bad = WireError::OffloadBadSegmentation;
+    let (ipv4, udp) = match et {
+        ethertype::IPV4 => {
+            let ihl = usize::from(frame.get(l3).ok_or(bad)? & 0x0f) * 4;
+            if ihl < 20 || *frame.get(l3 + 9).ok_or(bad)? != ip_proto::UDP {
+                return Ok(None);
+            }
+            (true, l3 + ihl)
+        }
+        ethertype::IPV6 if *frame.get(l3 + 6).ok_or(bad)? == ip_proto::UDP => (false, l3 + 40),
+        _ => return Ok(None),
+    };
+    // The inner transport header lies beyond the UDP header and a tunnel header at least.
+    if l4 < udp + 16 {
+        return Ok(None);
+    }
+    let port = u16::from_be_bytes([
+        *frame.get(udp + 2).ok_or(bad)?,
+        *frame.get(udp + 3).ok_or(bad)?,
+    ]);
+    let outer = Outer { l3, ipv4, l4: udp };
+    match port {
+        crate::udp_port::VXLAN => {
+            let (inner, et) = ethernet(frame, udp + 16)?;
+            Ok(Some((outer, inner, et)))
+        }
+        crate::udp_port::MPLS_IN_UDP => {
+            // The label stack up to its bottom, then the IP version says which.
+            let mut at = udp + 8;
+            for _ in 0..MAX_LABELS {
+                let bottom = frame.get(at + 2).ok_or(bad)? & 1 == 1;
+                at += 4;
+                if bottom {
+                    let et = match frame.get(at).ok_or(bad)? >> 4 {
+                        4 => ethertype::IPV4,
+                        6 => ethertype::IPV6,
+                        _ => return Err(WireError::OffloadUnsupportedGso),
+                    };
+                    return Ok(Some((outer, at, et)));
+                }
+            }
+            Err(bad)
+        }
+        _ => Err(WireError::OffloadUnsupportedGso),
+    }
+}
+
+/// Labels read before giving up on finding the bottom of an MPLS stack.
+const MAX_LABELS: usize = 8;
+
+fn layout(frame: &[u8], h: &VnetHdr) -> Result<Layout, WireError> {
+    let bad = WireError::OffloadBadSegmentation;
+    let l4 = usize::from(h.csum_start);
+    let (l3, et) = ethernet(frame, 0)?;
+    let (outer, l3, et) = match tunnel(frame, l3, et, l4)? {
+        Some((outer, inner, et)) => (Some(outer), inner, et),
+        None => (None, l3, et),
+    };
     let (ipv4, tcp) = match (h.gso_type & !gso::ECN, et) {
         (gso::TCPV4, ethertype::IPV4) => (true, true),
         (gso::TCPV6, ethertype::IPV6) => (false, true),
         (gso::UDP_L4, ethertype::IPV4) => (true, false),
         (gso::UDP_L4, ethertype::IPV6) => (false, false),
-        (gso::UDP, _) => return Err(WireError::OffloadUnsupportedGso),
         _ => return Err(WireError::OffloadUnsupportedGso),
     };
-    let l4 = usize::from(h.csum_start);
     let proto = if ipv4 {
         let ihl = usize::from(frame.get(l3).ok_or(bad)? & 0x0f) * 4;
         if ihl < 20 || l3 + ihl != l4 {
@@ -159,7 +246,13 @@ fn layout(frame: &[u8], h: &VnetHdr) -> Result<Layout, WireError> {
     if payload > frame.len() || (tcp && payload < l4 + 20) {
         return Err(bad);
     }
+    // The outer UDP checksum sums the inner headers and each payload piece apart: the
+    // pieces must start at even offsets from it (tunnel headers are whole words).
+    if outer.is_some_and(|o| (payload - o.l4) % 2 != 0) {
+        return Err(bad);
+    }
     Ok(Layout {
+        outer,
         l3,
         ipv4,
         l4,
@@ -186,7 +279,8 @@ pub fn segment(
 /// Like [`segment`]; with `udp_checksums` false, UDP datagrams are left with a zero
 /// checksum ("none") instead of a summed one. Only for datagrams that their receiver
 /// consumes without looking at it: tunnel packets ovr decapsulates itself, whose frame
-/// the local kernel handed over as already trusted (`NEEDS_CSUM`).
+/// the local kernel handed over as already trusted (`NEEDS_CSUM`). That covers the
+/// outer UDP header of a large tunnel frame too (over IPv4; IPv6 always has one).
 pub fn segment_with(
     frame: &[u8],
     h: &VnetHdr,
@@ -201,6 +295,10 @@ pub fn segment_with(
     }
     let payload = &frame[l.payload..];
     let hdr = &frame[..l.payload];
+    let outer_id = match l.outer {
+        Some(o) if o.ipv4 => u16::from_be_bytes([hdr[o.l3 + 4], hdr[o.l3 + 5]]),
+        _ => 0,
+    };
     let (id, seq, flags) = (
         if l.ipv4 {
             u16::from_be_bytes([hdr[l.l3 + 4], hdr[l.l3 + 5]])
@@ -261,18 +359,52 @@ pub fn segment_with(
             l.l4 + 6
         };
         s[csum_at..csum_at + 2].fill(0);
-        if !l.tcp && !udp_checksums {
-            out(scratch, chunk);
-            continue;
+        // A datagram inside a tunnel goes on to a workload: its checksum is always summed.
+        if l.tcp || udp_checksums || l.outer.is_some() {
+            // Each piece starts at an even offset from the transport header (its header
+            // is a multiple of four bytes long), so their sums add.
+            let c = !fold(accumulate(accumulate(pseudo, &s[l.l4..]), chunk));
+            let c = if c == 0 && !l.tcp { 0xffff } else { c };
+            s[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
         }
-        // Each piece starts at an even offset from the transport header (its header is a
-        // multiple of four bytes long), so their sums add.
-        let c = !fold(accumulate(accumulate(pseudo, &s[l.l4..]), chunk));
-        let c = if c == 0 && !l.tcp { 0xffff } else { c };
-        s[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+        if let Some(o) = l.outer {
+            outer_headers(s, o, outer_id.wrapping_add(i as u16), chunk, udp_checksums);
+        }
         out(scratch, chunk);
     }
     Ok(count)
+}
+
+/// A tunnel segment's outer lengths, IPv4 identification and header checksum, and UDP
+/// checksum: summed where asked for and always over IPv6 (RFC 8200 section 8.1), else
+/// zero ("none", as the kernel's VXLAN sends by default without `udpcsum`).
+fn outer_headers(s: &mut [u8], o: Outer, id: u16, chunk: &[u8], udp_checksums: bool) {
+    let udp_len = s.len() - o.l4 + chunk.len();
+    let pseudo = if o.ipv4 {
+        let total = (s.len() - o.l3 + chunk.len()) as u16;
+        s[o.l3 + 2..o.l3 + 4].copy_from_slice(&total.to_be_bytes());
+        s[o.l3 + 4..o.l3 + 6].copy_from_slice(&id.to_be_bytes());
+        s[o.l3 + 10..o.l3 + 12].fill(0);
+        let c = !fold(accumulate(0, &s[o.l3..o.l4]));
+        s[o.l3 + 10..o.l3 + 12].copy_from_slice(&c.to_be_bytes());
+        let a = |at: usize| Ipv4Addr::new(s[at], s[at + 1], s[at + 2], s[at + 3]);
+        pseudo_header_v4(a(o.l3 + 12), a(o.l3 + 16), ip_proto::UDP, udp_len as u16)
+    } else {
+        let plen = (s.len() - o.l3 - 40 + chunk.len()) as u16;
+        s[o.l3 + 4..o.l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        let a = |at: usize| {
+            let b: [u8; 16] = s[at..at + 16].try_into().unwrap_or([0; 16]);
+            Ipv6Addr::from(b)
+        };
+        pseudo_header_v6(a(o.l3 + 8), a(o.l3 + 24), ip_proto::UDP, udp_len as u32)
+    };
+    s[o.l4 + 4..o.l4 + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    s[o.l4 + 6..o.l4 + 8].fill(0);
+    if udp_checksums || !o.ipv4 {
+        let c = !fold(accumulate(accumulate(pseudo, &s[o.l4..]), chunk));
+        let c = if c == 0 { 0xffff } else { c };
+        s[o.l4 + 6..o.l4 + 8].copy_from_slice(&c.to_be_bytes());
+    }
 }
 
 /// A large frame joined from a run of frames without copying their payloads (`coalesce`,

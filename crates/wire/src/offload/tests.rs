@@ -40,6 +40,8 @@ fn checksums_and_segments_are_what_scapy_puts_on_the_wire() {
         case!("gso_tcp4_vlan", ["0", "1", "2"]),
         case!("gso_tcp6_ecn", ["0", "1"]),
         case!("gso_udp4", ["0", "1", "2"]),
+        case!("gso_vxlan_tcp4", ["0", "1", "2"]),
+        case!("gso_mplsudp6_tcp4", ["0", "1", "2"]),
     ];
     for (i, (input, want)) in cases.iter().enumerate() {
         let got = finished(input);
@@ -47,6 +49,43 @@ fn checksums_and_segments_are_what_scapy_puts_on_the_wire() {
         for (j, (g, w)) in got.iter().zip(want).enumerate() {
             assert_eq!(g.as_slice(), *w, "case {i}, segment {j}");
         }
+    }
+}
+
+#[test]
+fn a_tunnel_frame_cut_for_ovr_itself_keeps_no_outer_udp_checksum_over_ipv4() {
+    let (input, want) = case!("gso_vxlan_tcp4", ["0", "1", "2"]);
+    let h = VnetHdr::parse(input).unwrap();
+    let mut got = Vec::new();
+    segment_with(
+        &input[VNET_HDR_LEN..],
+        &h,
+        false,
+        &mut Vec::new(),
+        |hdr, p| got.push([hdr, p].concat()),
+    )
+    .unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        // Outer UDP checksum (bytes 40..42) zero: "none"; everything else as scapy has it.
+        assert_eq!(g[40..42], [0, 0]);
+        assert_eq!((&g[..40], &g[42..]), (&w[..40], &w[42..]));
+    }
+}
+
+#[test]
+fn tunnels_ovr_does_not_know_are_refused() {
+    let input = include_bytes!("../../fixtures/offload/gso_vxlan_tcp4.in.bin");
+    let h = VnetHdr::parse(input).unwrap();
+    let mut frame = input[VNET_HDR_LEN..].to_vec();
+    // Another UDP port: not a tunnel ovr can read the inner headers of.
+    frame[36..38].copy_from_slice(&8472u16.to_be_bytes());
+    let seg = |f: &[u8]| segment(f, &h, &mut Vec::new(), |_, _| {});
+    assert_eq!(seg(&frame), Err(WireError::OffloadUnsupportedGso));
+    // Truncated anywhere in the tunnel's headers: an error, never a panic.
+    let frame = &input[VNET_HDR_LEN..];
+    for n in 0..116 {
+        assert!(seg(&frame[..n]).is_err(), "{n}");
     }
 }
 
