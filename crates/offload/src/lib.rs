@@ -340,6 +340,9 @@ impl<O: Offload> FastPath<O> {
             return;
         }
         self.tried[i] = self.generation;
+        // What is remembered per flow id is forgotten when the flow goes (the id is
+        // reused by a new flow): the flow table reports the ids it removes from now on.
+        cx.flows.log_removals();
         // Only a flow whose decision is current and is the one this packet followed.
         let current = cx.flows.get(id).is_some_and(|e| {
             e.epoch == st.epoch()
@@ -377,8 +380,6 @@ impl<O: Offload> FastPath<O> {
         {
             self.merge(cx, other, o);
         }
-        // From the first entry on, the flow table reports the flows that end.
-        cx.flows.log_removals();
         if let Err(e) = self.backend.install(&key, &action, self.generation) {
             self.owner.remove(&key);
             self.installed.remove(&id.0);
@@ -532,9 +533,14 @@ impl<O: Offload> FastPath<O> {
         for (i, key) in gone {
             self.installed.remove(&i);
             self.drop_entry(i, key);
-            if let Some(t) = self.tried.get_mut(i as usize) {
-                *t = 0;
-            }
+            self.untry(i);
+        }
+    }
+
+    /// Flow id `id` is offered again at its next packet.
+    fn untry(&mut self, id: u32) {
+        if let Some(t) = self.tried.get_mut(id as usize) {
+            *t = 0;
         }
     }
 
@@ -583,10 +589,11 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Removes the entry of a flow gone in user space.
+    /// Removes the entry of a flow gone in user space; a new flow on its id is offered.
     fn retire(&mut self, id: u32, rec: Installed) {
         self.installed.remove(&id);
         self.drop_entry(id, rec.key);
+        self.untry(id);
         self.counters.removed += 1;
     }
 
@@ -607,13 +614,14 @@ impl<O: Offload> FastPath<O> {
     }
 
     /// Removes the entries of flows the flow table removed (aged, deleted, replaced):
-    /// the sweep looks only at entries with new packets.
+    /// the sweep looks only at entries with new packets. Whatever took a removed flow's
+    /// id since is offered afresh, installed or refused before under that id or not.
     fn follow_removals(&mut self, cx: &mut Cx) {
         for id in cx.flows.take_removed() {
-            if let Some(rec) = self.installed.get(&id).copied()
-                && !alive(cx, id, &rec)
-            {
-                self.retire(id, rec);
+            match self.installed.get(&id).copied() {
+                Some(rec) if alive(cx, id, &rec) => {}
+                Some(rec) => self.retire(id, rec),
+                None => self.untry(id),
             }
         }
     }

@@ -426,6 +426,60 @@ fn other_flow(frame: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The first case's frame (UDP) as flow `k`: UDP from source port `k` (checksum none),
+/// or an ICMP echo request with identifier `k`.
+fn flow_k(frame: &[u8], k: u8, icmp: bool) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    if icmp {
+        f[23] = 1;
+        f[34..40].copy_from_slice(&[8, 0, 0, 0, 0, k]);
+        let c = ovr_wire::checksum::checksum(&f[34..]);
+        f[36..38].copy_from_slice(&c.to_be_bytes());
+    } else {
+        f[35] = k;
+        f[40..42].fill(0);
+    }
+    f[24..26].fill(0);
+    let c = ovr_wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_new_flow_on_the_id_of_a_gone_one_is_offered() {
+    let c = &cases()[0];
+    // Flows installed, and flows refused (ICMP, which the fast path does not carry), in
+    // the same generation: then all deleted in user space (`ovrctl flows --delete`).
+    for refused in [false, true] {
+        let mut r = rig();
+        for k in 0..8 {
+            r.run("vm1", &flow_k(&c.input, k, refused), 1);
+        }
+        let forward = |r: &Rig| -> Vec<FlowId> {
+            let f = r.pipe.cx.flows.iter().filter(|(_, e)| e.packets > 0);
+            f.map(|(id, _)| id).collect()
+        };
+        let old = forward(&r);
+        assert_eq!((old.len(), r.pipe.cx.flows.len()), (8, 16));
+        assert_eq!(r.fast.counters.installed, if refused { 0 } else { 8 });
+        // Reverses first: the table then hands the forward flows' ids out first again.
+        let all: Vec<FlowId> = r.pipe.cx.flows.iter().map(|(id, _)| id).collect();
+        for id in all.iter().rev() {
+            r.pipe.cx.flows.remove(*id);
+        }
+        r.idle(2);
+        assert!(r.fake.s.borrow().entries.is_empty());
+        // New flows on the ids of the gone ones, which had been offered: offloaded.
+        for k in 100..108 {
+            r.run("vm1", &flow_k(&c.input, k, false), 3);
+        }
+        let new = forward(&r);
+        assert!(new.iter().all(|id| old.contains(id)), "{old:?} {new:?}");
+        let n = r.fake.s.borrow().entries.len();
+        assert_eq!(n, 8, "refused before: {refused}");
+    }
+}
+
 #[test]
 fn workers_share_one_generation_whoever_sees_the_change() {
     let c = &cases()[0];
