@@ -578,3 +578,58 @@ def test_tc_decapsulated_large_packets_reach_a_vm_tap_as_complete_segments():
         assert have == want, k
     # All but each flow's first packets came through the fast path whole.
     assert c["fast_path"]["packets"] >= (count - 2) * 20, c["fast_path"]
+
+
+def test_tc_fast_path_offloads_new_flows_after_flows_are_deleted():
+    """Flow ids are reused: after `ovrctl flows --delete` (or flows that came and went)
+    a new TCP connection takes the ids of gone ones and is carried by the fast path again,
+    and nothing on the way is dropped because one host's fast path carries it and the
+    other's does not."""
+    with Lab(tag("r", 1, "tc"), "--offload=tc") as lab:
+        carried = []
+        for round in range(2):
+            before = {h: lab.json(h, "counters")["fast_path"]["packets"] for h in ("h1", "h2")}
+            sent, got, n = transfer(lab, "h1-t1-w1", lab.ns("h2-t1-w1"), W2_IP, "up")
+            assert n == 8 << 20 and sent == got, round
+            after = {h: lab.json(h, "counters") for h in ("h1", "h2")}
+            carried.append({h: after[h]["fast_path"]["packets"] - before[h] for h in before})
+            for h in ("h1", "h2"):
+                assert "offload_bad_segmentation" not in after[h]["drops"], (h, after[h]["drops"])
+                lab.api(h, "flows", "--delete")
+    for round, c in enumerate(carried):
+        for h in ("h1", "h2"):
+            assert c[h] > 1000, (round, carried)
+
+
+def test_user_space_cuts_the_large_tunnel_frames_of_a_tc_peer():
+    """A host whose ovrd runs without the fast path (h2, user space alone) receives h1's
+    TC fast path traffic as large VXLAN frames (a 64 KB TCP packet each): it cuts them
+    into whole tunnel packets and forwards them; nothing is dropped."""
+    with Lab(tag("u", 1, "tc"), "--offload=tc") as lab:
+        with open(f"{lab.dir}/state.json") as f:
+            h2 = next(h for h in json.load(f)["hosts"] if h["name"] == "h2")
+        os.kill(h2["ovrd_pid"], 15)
+        deadline = time.time() + 10
+        while os.path.exists(f"/proc/{h2['ovrd_pid']}") and time.time() < deadline:
+            time.sleep(0.1)
+        log = f"{lab.dir}/h2-user-space.log"
+        ovrd = subprocess.Popen(
+            ["ip", "netns", "exec", lab.ns("h2"), ROOT / "target" / "debug" / "ovrd",
+             "--config", h2["config"], "--api-socket", f"{lab.dir}/h2.sock",
+             "--state", f"{lab.dir}/h2.state.json"],
+            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + 10
+            while "forwarding" not in open(log).read() and time.time() < deadline:
+                time.sleep(0.1)
+            sent, got, n = transfer(lab, "h1-t1-w1", lab.ns("h2-t1-w1"), W2_IP, "up")
+            c = {h: lab.json(h, "counters") for h in ("h1", "h2")}
+        finally:
+            ovrd.terminate()
+            ovrd.wait(timeout=10)
+    assert n == 8 << 20 and sent == got
+    assert c["h1"]["fast_path"]["packets"] > 1000, c["h1"]["fast_path"]
+    assert c["h2"]["fast_path"]["packets"] == 0
+    large = c["h2"]["offload"]
+    assert large["large_frames"] > 50 and large["segments"] > 10 * large["large_frames"], large
+    assert not any(r.startswith("offload_") for r in c["h2"]["drops"]), c["h2"]["drops"]
