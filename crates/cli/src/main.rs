@@ -3,6 +3,7 @@
 
 mod api;
 mod bench_engine;
+mod capfile;
 mod decode;
 mod lab;
 mod lpm_demo;
@@ -33,7 +34,7 @@ enum Command {
     /// Show each packet of a pcap file as ovr's parsers see it: its layers, or the named
     /// reason the dataplane would drop it for.
     Decode {
-        /// A pcap file of Ethernet frames.
+        /// A pcap or pcapng file: Ethernet, raw IP or Linux cooked (SLL, SLL2) frames.
         pcap: PathBuf,
     },
     /// Build an IPv4 FIB of random BGP-like prefixes and time lookups in it.
@@ -187,7 +188,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), api::Failure> {
     let conn = &cli.conn;
     let local = match cli.command {
-        Command::Decode { pcap } => decode::run(&pcap),
+        Command::Decode { pcap } => decode::run(&pcap, conn.json),
         Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
         Command::Lab { place, what } => match what {
             Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&place, &up, &ovrd)),

@@ -20,7 +20,7 @@ pub struct Conn {
     socket: PathBuf,
     /// Print the API's JSON (for scripts) instead of tables.
     #[arg(long, global = true)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Subcommand, Clone)]
