@@ -532,13 +532,19 @@ mod tests {
 
     /// Writes `bytes` to a file of its own and reads it all.
     fn read(name: &str, bytes: &[u8]) -> Result<(Vec<Record>, Vec<String>), String> {
-        let dir = std::env::temp_dir().join(format!("ovr-capfile-{}", std::process::id()));
+        // Tests run in parallel: each file its own name.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("ovr-capfile-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();
-        let mut r = open(&path, LOCAL)?;
-        let records: Vec<Record> = r.by_ref().collect();
-        Ok((records, r.warnings))
+        let r = open(&path, LOCAL).map(|mut r| {
+            let records: Vec<Record> = r.by_ref().collect();
+            (records, r.warnings)
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
     }
 
     fn frames(records: &[Record]) -> Vec<Vec<u8>> {
