@@ -28,7 +28,7 @@ pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
 #[derive(clap::Args)]
 pub struct Args {
     /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap); all by default.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     pub scenario: Option<String>,
     /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
     #[arg(long)]
@@ -332,17 +332,30 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         for &f in &flows {
             let r = measure(s, f, a.seconds)?;
             if a.json {
-                println!(
-                    "{{\"scenario\":\"{}\",\"flows\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"setup_flows_per_sec\":{:.0},\"packets\":{},\"forwarded\":{},\"dropped\":{}}}",
-                    r.scenario,
-                    r.flows,
-                    r.mpps,
-                    r.ns_per_packet,
-                    r.setup_flows_per_sec,
-                    r.packets,
-                    r.forwarded,
-                    r.dropped
-                );
+                let mut v = serde_json::json!({
+                    "scenario": r.scenario,
+                    "flows": r.flows,
+                    "mpps": round(r.mpps, 3),
+                    "ns_per_packet": round(r.ns_per_packet, 2),
+                    "setup_flows_per_sec": r.setup_flows_per_sec.round(),
+                    "packets": r.packets,
+                    "forwarded": r.forwarded,
+                    "dropped": r.dropped,
+                });
+                if a.nodes {
+                    v["nodes"] = r
+                        .nodes
+                        .iter()
+                        .map(|(n, ns, vec)| {
+                            serde_json::json!({
+                                "name": n,
+                                "ns_per_packet": round(*ns, 1),
+                                "average_vector": round(*vec, 1),
+                            })
+                        })
+                        .collect();
+                }
+                println!("{v}");
             } else {
                 println!(
                     "{:<18} {:>9} {:>8.2} {:>8.1} {:>14.0} {:>9.1}%",
@@ -353,10 +366,10 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     r.setup_flows_per_sec,
                     100.0 * r.forwarded as f64 / r.packets as f64
                 );
-            }
-            if a.nodes {
-                for (n, ns, vec) in &r.nodes {
-                    println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                if a.nodes {
+                    for (n, ns, vec) in &r.nodes {
+                        println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                    }
                 }
             }
             if r.forwarded < r.packets {
@@ -370,4 +383,10 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `x` to `digits` decimals (for JSON as short as the table).
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
 }
