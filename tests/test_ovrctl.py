@@ -81,6 +81,11 @@ def test_failures_under_json_are_json_with_the_same_status(tmp_path):
         (["lab", "--prefix", "ovrl", "up", "--kernel-host", "--encap", "mpls-gre"], 2),
         (["lab", "exec", "h1"], 2),
         (["bench", "engine", "--scenario", "nope"], 2),
+        (["bench", "engine", "--seconds=nan"], 2),
+        (["bench", "engine", "--seconds=-1"], 2),
+        (["bench", "gen", "--iface", "lo", "--src-mac", "02:00:00:00:00:01", "--dst-mac", "02:00:00:00:00:02",
+          "--src", "10.0.0.1", "--dst", "10.0.0.2", "--seconds=-1"], 2),
+        (["bench", "sink", "--iface", "lo", "--idle=inf"], 2),
         (["replay", "--config", CONFIG, "--pcap", "vm1", "--out", tmp_path], 2),
     ]
     for args, status in cases:

@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     pub flows: Option<usize>,
     /// Measured time per point.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::traffic::non_negative)]
     pub seconds: f64,
     /// One JSON object per line.
     #[arg(long)]
@@ -372,7 +372,8 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     }
                 }
             }
-            if r.forwarded < r.packets {
+            // (Under --json the object says it: packets, forwarded, dropped.)
+            if r.forwarded < r.packets && !a.json {
                 eprintln!(
                     "warning: {} of {} packets were not forwarded ({} dropped)",
                     r.packets - r.forwarded,
