@@ -729,6 +729,35 @@ mod tests {
     }
 
     #[test]
+    fn damaged_files_never_panic() {
+        // Every fixture, with bytes changed and cut at places a simple generator picks.
+        let fixtures: [&[u8]; 4] = [
+            ETH,
+            include_bytes!("../testdata/eth.pcapng"),
+            include_bytes!("../testdata/sll2.pcap"),
+            include_bytes!("../testdata/eth-scapy.pcapng"),
+        ];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for f in fixtures {
+            for _ in 0..100 {
+                let mut b = f.to_vec();
+                for _ in 0..1 + next(4) {
+                    let at = next(b.len());
+                    b[at] = next(256) as u8;
+                }
+                b.truncate(next(b.len() + 1).max(next(b.len() + 1)));
+                let _ = read("damaged", &b);
+            }
+        }
+    }
+
+    #[test]
     fn pcapng_timestamps_follow_the_interface_resolution() {
         assert_eq!(ng_time(1_500_000, 6), Duration::from_millis(1500));
         assert_eq!(ng_time(1_500_000_000, 9), Duration::from_millis(1500));
