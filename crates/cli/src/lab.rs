@@ -356,7 +356,12 @@ pub fn up(p: &Place, a: &Up, ovrd: &Path, json: bool) -> Result<(), String> {
     save(p, &s)?;
     let r = build(p, &mut s, a, ovrd);
     if r.is_err() {
-        let _ = down(p, json);
+        // Under --json stdout stays for the answer: the failure is the error object.
+        let _ = teardown(p, json).map(|report| {
+            if !json {
+                print!("{report}");
+            }
+        });
     }
     r
 }
@@ -742,16 +747,20 @@ pub fn exec(p: &Place, workload: &str, cmd: &[String]) -> Result<i32, String> {
 /// that a closed output cannot leave half a lab behind. With `json`, one object:
 /// `namespaces_removed` and each host's `counters_at_exit` (ovrd's text).
 pub fn down(p: &Place, json: bool) -> Result<(), String> {
+    let report = teardown(p, json)?;
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(report.as_bytes());
+    Ok(())
+}
+
+/// Removes the lab; what `down` prints (text, or one JSON object).
+fn teardown(p: &Place, json: bool) -> Result<String, String> {
     let Some(s) = load(p)? else {
-        if json {
-            println!(
-                "{}",
-                serde_json::json!({"namespaces_removed": 0, "counters_at_exit": {}})
-            );
+        return Ok(if json {
+            serde_json::json!({"namespaces_removed": 0, "counters_at_exit": {}}).to_string() + "\n"
         } else {
-            println!("no lab is up");
-        }
-        return Ok(());
+            "no lab is up\n".into()
+        });
     };
     let mut report = String::new();
     let mut counters = serde_json::Map::new();
@@ -792,9 +801,7 @@ pub fn down(p: &Place, json: bool) -> Result<(), String> {
         .to_string()
             + "\n";
     }
-    use std::io::Write as _;
-    let _ = std::io::stdout().write_all(report.as_bytes());
-    Ok(())
+    Ok(report)
 }
 
 /// What ovrd prints before its counters when it stops.
