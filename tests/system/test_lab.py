@@ -185,3 +185,55 @@ def test_an_idle_ovrd_sleeps_after_traffic(lab):
     used = [cpu_seconds(t) - b for t, b in zip(workers, before)]
     # A sleeping worker wakes every 100 ms to look at its stop flag: well under 5% of 3 s.
     assert len(used) == 2 and all(u < 0.15 for u in used), used
+
+
+def test_lab_status_json_names_what_scripts_need():
+    """`lab status --json` on a real lab (prefix ovrl, beside any other): every host's
+    namespace, underlay address, API socket and ovrd pid, every workload's host, tenant,
+    namespace, address and MAC, each checked against the system; a script can reach a
+    host's ovrd and a workload with nothing else."""
+    import stat
+    subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
+    lab = ["lab", "--prefix", "ovrl"]
+    up = ovrctl("--json", *lab, "up", "--hosts", "2", "--tenants", "1", check=False, timeout=120)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        v = json.loads(ovrctl(*lab, "status", "--json").stdout)
+        assert json.loads(up.stdout)["hosts"] == v["hosts"]
+        assert v["up"] is True and v["prefix"] == "ovrl"
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert [h["name"] for h in v["hosts"]] == ["h1", "h2"]
+        for h in v["hosts"]:
+            assert {"name", "namespace", "underlay", "socket", "ovrd_pid"} <= set(h), h
+            assert h["namespace"].startswith("ovrl-") and h["namespace"] in netns
+            # The uplink is ovrd's (no kernel address): its ovrd says it, over the socket.
+            uplink = json.loads(ovrctl("--socket", h["socket"], "--json", "interfaces", "show", "uplink").stdout)
+            assert uplink["addresses"] == [f"{h['underlay']}/24"], (h, uplink)
+            assert stat.S_ISSOCK(os.stat(h["socket"]).st_mode)
+            cmdline = pathlib.Path(f"/proc/{h['ovrd_pid']}/cmdline").read_bytes().split(b"\0")
+            assert h["socket"].encode() in cmdline and h["running"] is True
+            counters = json.loads(ovrctl("--socket", h["socket"], "--json", "counters").stdout)
+            assert "interfaces" in counters
+            # A failure from a live ovrd under --json: JSON, status 5 (not found).
+            r = ovrctl("--socket", h["socket"], "--json", "routes", "show", "t1", "10.9.0.0/24", check=False)
+            assert r.returncode == 5 and json.loads(r.stderr)["code"] == 5, r.stderr
+        assert len(v["workloads"]) == 2
+        for w in v["workloads"]:
+            assert {"name", "host", "tenant", "namespace", "address", "mac"} <= set(w), w
+            assert w["host"] in ("h1", "h2") and w["tenant"] == 1 and w["namespace"] in netns
+            link = subprocess.run(["ip", "-n", w["namespace"], "-o", "addr", "show", "eth0"],
+                                  capture_output=True, text=True).stdout
+            assert f" {w['address']}/" in link, (w, link)
+            mac = subprocess.run(["ip", "-n", w["namespace"], "link", "show", "eth0"],
+                                 capture_output=True, text=True).stdout
+            assert w["mac"] in mac, (w, mac)
+        a, b = v["workloads"]
+        assert a["host"] != b["host"]
+        ping = subprocess.run(["ip", "netns", "exec", a["namespace"], "ping", "-c", "3", "-W", "1", "-i", "0.2",
+                               b["address"]], capture_output=True, text=True)
+        assert ping.returncode == 0, ping.stdout
+    finally:
+        down = ovrctl("--json", *lab, "down", check=False)
+        assert down.returncode == 0, down.stderr
+        assert json.loads(down.stdout)["namespaces_removed"] >= 5
+    assert json.loads(ovrctl(*lab, "status", "--json").stdout)["up"] is False

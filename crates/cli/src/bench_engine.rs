@@ -28,13 +28,13 @@ pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
 #[derive(clap::Args)]
 pub struct Args {
     /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap); all by default.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     pub scenario: Option<String>,
     /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
     #[arg(long)]
     pub flows: Option<usize>,
     /// Measured time per point.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::traffic::non_negative)]
     pub seconds: f64,
     /// One JSON object per line.
     #[arg(long)]
@@ -332,17 +332,30 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         for &f in &flows {
             let r = measure(s, f, a.seconds)?;
             if a.json {
-                println!(
-                    "{{\"scenario\":\"{}\",\"flows\":{},\"mpps\":{:.3},\"ns_per_packet\":{:.2},\"setup_flows_per_sec\":{:.0},\"packets\":{},\"forwarded\":{},\"dropped\":{}}}",
-                    r.scenario,
-                    r.flows,
-                    r.mpps,
-                    r.ns_per_packet,
-                    r.setup_flows_per_sec,
-                    r.packets,
-                    r.forwarded,
-                    r.dropped
-                );
+                let mut v = serde_json::json!({
+                    "scenario": r.scenario,
+                    "flows": r.flows,
+                    "mpps": round(r.mpps, 3),
+                    "ns_per_packet": round(r.ns_per_packet, 2),
+                    "setup_flows_per_sec": r.setup_flows_per_sec.round(),
+                    "packets": r.packets,
+                    "forwarded": r.forwarded,
+                    "dropped": r.dropped,
+                });
+                if a.nodes {
+                    v["nodes"] = r
+                        .nodes
+                        .iter()
+                        .map(|(n, ns, vec)| {
+                            serde_json::json!({
+                                "name": n,
+                                "ns_per_packet": round(*ns, 1),
+                                "average_vector": round(*vec, 1),
+                            })
+                        })
+                        .collect();
+                }
+                println!("{v}");
             } else {
                 println!(
                     "{:<18} {:>9} {:>8.2} {:>8.1} {:>14.0} {:>9.1}%",
@@ -353,13 +366,14 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     r.setup_flows_per_sec,
                     100.0 * r.forwarded as f64 / r.packets as f64
                 );
-            }
-            if a.nodes {
-                for (n, ns, vec) in &r.nodes {
-                    println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                if a.nodes {
+                    for (n, ns, vec) in &r.nodes {
+                        println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                    }
                 }
             }
-            if r.forwarded < r.packets {
+            // (Under --json the object says it: packets, forwarded, dropped.)
+            if r.forwarded < r.packets && !a.json {
                 eprintln!(
                     "warning: {} of {} packets were not forwarded ({} dropped)",
                     r.packets - r.forwarded,
@@ -370,4 +384,10 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `x` to `digits` decimals (for JSON as short as the table).
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
 }

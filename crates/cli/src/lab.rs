@@ -26,7 +26,7 @@ const PREFIX: &str = "ovrlab";
 #[derive(clap::Args, Debug, Clone)]
 pub struct Place {
     /// Prefix of the lab's namespaces (and temporary interfaces): 1 to 10 of a-z, 0-9, '-'.
-    #[arg(long, global = true, default_value = PREFIX)]
+    #[arg(long, global = true, default_value = PREFIX, value_parser = valid_prefix)]
     pub prefix: String,
     /// The lab's state, configurations and logs [default: /run/ovr-lab, or
     /// /run/ovr-lab-PREFIX with another --prefix].
@@ -34,20 +34,24 @@ pub struct Place {
     pub dir: Option<PathBuf>,
 }
 
+/// A lab prefix as typed (a usage error otherwise).
+fn valid_prefix(p: &str) -> Result<String, String> {
+    if p.is_empty()
+        || p.len() > 10
+        || !p
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(format!(
+            "--prefix '{p}': 1 to 10 characters of a-z, 0-9 and '-'"
+        ));
+    }
+    Ok(p.to_string())
+}
+
 impl Place {
     pub fn check(&self) -> Result<(), String> {
-        let p = &self.prefix;
-        if p.is_empty()
-            || p.len() > 10
-            || !p
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        {
-            return Err(format!(
-                "--prefix '{p}': 1 to 10 characters of a-z, 0-9 and '-'"
-            ));
-        }
-        Ok(())
+        valid_prefix(&self.prefix).map(|_| ())
     }
 
     pub fn dir(&self) -> PathBuf {
@@ -293,14 +297,14 @@ fn host_config(s: &State, h: usize, tenants: usize, encap: LabEncap) -> String {
 
 #[derive(clap::Args)]
 pub struct Up {
-    /// Hosts: network namespaces, each with its own ovrd.
-    #[arg(long, default_value_t = 2)]
+    /// Hosts: network namespaces, each with its own ovrd (1 to 9).
+    #[arg(long, default_value_t = 2, value_parser = one_to_nine())]
     pub hosts: usize,
-    /// Tenants: networks that all use 10.1.0.0/24 and the same workload addresses.
-    #[arg(long, default_value_t = 2)]
+    /// Tenants: networks that all use 10.1.0.0/24 and the same workload addresses (1 to 9).
+    #[arg(long, default_value_t = 2, value_parser = one_to_nine())]
     pub tenants: usize,
-    /// Workloads per host and tenant.
-    #[arg(long, default_value_t = 1)]
+    /// Workloads per host and tenant (1 to 9).
+    #[arg(long, default_value_t = 1, value_parser = one_to_nine())]
     pub workloads: usize,
     /// How hosts carry tenant traffic to each other.
     #[arg(long, value_enum, default_value_t = LabEncap::Vxlan)]
@@ -324,29 +328,40 @@ pub struct Up {
     pub ovrd_args: Vec<String>,
 }
 
-pub fn up(p: &Place, a: &Up, ovrd: &Path) -> Result<(), String> {
+fn one_to_nine() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=9)
+}
+
+impl Up {
+    /// What the arguments cannot ask together (a usage error).
+    pub fn check(&self) -> Result<(), String> {
+        if self.kernel_host && self.encap != LabEncap::Vxlan {
+            return Err(
+                "--kernel-host needs --encap vxlan (the kernel here has no MPLS or GRE)".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+pub fn up(p: &Place, a: &Up, ovrd: &Path, json: bool) -> Result<(), String> {
     if load(p)?.is_some() {
         return Err(format!(
             "a lab is up already ({}): `ovrctl lab down` first",
             p.dir().display()
         ));
     }
-    if a.kernel_host && a.encap != LabEncap::Vxlan {
-        return Err(
-            "--kernel-host needs --encap vxlan (the kernel here has no MPLS or GRE)".into(),
-        );
-    }
-    if !(1..=9).contains(&a.hosts)
-        || !(1..=9).contains(&a.tenants)
-        || !(1..=9).contains(&a.workloads)
-    {
-        return Err("--hosts, --tenants and --workloads go from 1 to 9".into());
-    }
+    a.check()?;
     let mut s = State::default();
     save(p, &s)?;
     let r = build(p, &mut s, a, ovrd);
     if r.is_err() {
-        let _ = down(p);
+        // Under --json stdout stays for the answer: the failure is the error object.
+        let _ = teardown(p, json).map(|report| {
+            if !json {
+                print!("{report}");
+            }
+        });
     }
     r
 }
@@ -470,7 +485,7 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             .arg(&host.config)
             // Each host its own API socket and state (the hosts share one filesystem).
             .arg("--api-socket")
-            .arg(host.config.with_extension("sock"))
+            .arg(socket_of(host))
             .arg("--state")
             .arg(host.config.with_extension("state.json"))
             .args(offload_arg)
@@ -608,7 +623,69 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-pub fn status(p: &Place) -> Result<(), String> {
+/// A host's API socket (each host its own; they share one filesystem).
+fn socket_of(h: &Host) -> PathBuf {
+    h.config.with_extension("sock")
+}
+
+/// The lab as scripts read it (`lab status --json`): hosts with their namespace,
+/// underlay address, API socket and ovrd's pid; workloads with their host, tenant,
+/// namespace, address and MAC. `up` is false, and the lists empty, when no lab is up.
+pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let s = load(p)?.unwrap_or_default();
+    let hosts: Vec<_> = s
+        .hosts
+        .iter()
+        .map(|h| {
+            let ovrd = !h.kernel;
+            json!({
+                "name": h.name,
+                "namespace": h.namespace,
+                "underlay": h.underlay_ip,
+                "underlay_prefix": format!("{}/24", h.underlay_ip),
+                "mac": h.mac,
+                "kernel": h.kernel,
+                "socket": ovrd.then(|| socket_of(h).display().to_string()),
+                "ovrd_pid": h.ovrd_pid.filter(|_| ovrd),
+                "running": ovrd && h.ovrd_pid.is_some_and(alive),
+                "config": ovrd.then(|| h.config.display().to_string()),
+                "log": h.log.display().to_string(),
+            })
+        })
+        .collect();
+    let workloads: Vec<_> = s
+        .workloads
+        .iter()
+        .map(|w| {
+            json!({
+                "name": w.name,
+                "host": format!("h{}", w.host),
+                "tenant": w.tenant,
+                "namespace": w.namespace,
+                "address": w.address,
+                "mac": w.mac,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "prefix": p.prefix,
+        "dir": p.dir().display().to_string(),
+        "up": !s.namespaces.is_empty(),
+        "hosts": hosts,
+        "workloads": workloads,
+    }))
+}
+
+pub fn status(p: &Place, json: bool) -> Result<(), String> {
+    if json {
+        let v = status_json(p)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
     let Some(s) = load(p)? else {
         println!("no lab is up");
         return Ok(());
@@ -667,13 +744,26 @@ pub fn exec(p: &Place, workload: &str, cmd: &[String]) -> Result<i32, String> {
 
 /// Stops every ovrd the lab started (printing its last counters) and removes the
 /// lab's namespaces and files. Everything is torn down before anything is printed, so
-/// that a closed output cannot leave half a lab behind.
-pub fn down(p: &Place) -> Result<(), String> {
+/// that a closed output cannot leave half a lab behind. With `json`, one object:
+/// `namespaces_removed` and each host's `counters_at_exit` (ovrd's text).
+pub fn down(p: &Place, json: bool) -> Result<(), String> {
+    let report = teardown(p, json)?;
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(report.as_bytes());
+    Ok(())
+}
+
+/// Removes the lab; what `down` prints (text, or one JSON object).
+fn teardown(p: &Place, json: bool) -> Result<String, String> {
     let Some(s) = load(p)? else {
-        println!("no lab is up");
-        return Ok(());
+        return Ok(if json {
+            serde_json::json!({"namespaces_removed": 0, "counters_at_exit": {}}).to_string() + "\n"
+        } else {
+            "no lab is up\n".into()
+        });
     };
     let mut report = String::new();
+    let mut counters = serde_json::Map::new();
     for h in &s.hosts {
         let Some(pid) = h.ovrd_pid.filter(|p| alive(*p)) else {
             continue;
@@ -688,12 +778,10 @@ pub fn down(p: &Place) -> Result<(), String> {
         }
         let log = std::fs::read_to_string(&h.log).unwrap_or_default();
         if let Some(at) = log.find(COUNTERS_AT_EXIT) {
+            let text = log[at + COUNTERS_AT_EXIT.len()..].trim_start();
             let _ = writeln!(report, "== {}: ovrd's counters at exit", h.name);
-            let _ = write!(
-                report,
-                "{}",
-                &log[at + COUNTERS_AT_EXIT.len()..].trim_start()
-            );
+            let _ = write!(report, "{text}");
+            counters.insert(h.name.clone(), text.into());
         }
     }
     for ns in s.namespaces.iter().rev() {
@@ -705,9 +793,15 @@ pub fn down(p: &Place) -> Result<(), String> {
         "lab down: {} namespaces removed",
         s.namespaces.len()
     );
-    use std::io::Write as _;
-    let _ = std::io::stdout().write_all(report.as_bytes());
-    Ok(())
+    if json {
+        report = serde_json::json!({
+            "namespaces_removed": s.namespaces.len(),
+            "counters_at_exit": counters,
+        })
+        .to_string()
+            + "\n";
+    }
+    Ok(report)
 }
 
 /// What ovrd prints before its counters when it stops.

@@ -6,7 +6,7 @@ use ovr_tables::lpm4::Lpm4;
 use ovr_tables::synthetic::{Rng, ipv4_prefixes};
 use std::time::Instant;
 
-pub fn run(prefixes: usize, lookups: usize) -> Result<(), String> {
+pub fn run(prefixes: usize, lookups: usize, json: bool) -> Result<(), String> {
     let routes = ipv4_prefixes(prefixes, 7);
     let mut fib = Lpm4::new();
     let start = Instant::now();
@@ -15,13 +15,15 @@ pub fn run(prefixes: usize, lookups: usize) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let built = start.elapsed().as_secs_f64();
-    println!(
-        "built an IPv4 FIB of {} BGP-like prefixes in {built:.2} s ({:.1}M inserts/s), {} second-level groups, {} MiB",
-        fib.len(),
-        fib.len() as f64 / built / 1e6,
-        fib.groups_in_use(),
-        fib.memory_bytes() >> 20
-    );
+    if !json {
+        println!(
+            "built an IPv4 FIB of {} BGP-like prefixes in {built:.2} s ({:.1}M inserts/s), {} second-level groups, {} MiB",
+            fib.len(),
+            fib.len() as f64 / built / 1e6,
+            fib.groups_in_use(),
+            fib.memory_bytes() >> 20
+        );
+    }
 
     const BATCH: usize = 64;
     let mut rng = Rng::new(11);
@@ -39,6 +41,22 @@ pub fn run(prefixes: usize, lookups: usize) -> Result<(), String> {
         done += chunk.len();
     }
     let t = start.elapsed().as_secs_f64();
+    if json {
+        let v = serde_json::json!({
+            "prefixes": fib.len(),
+            "build_seconds": built,
+            "inserts_per_sec": fib.len() as f64 / built,
+            "groups": fib.groups_in_use(),
+            "memory_bytes": fib.memory_bytes(),
+            "lookups": done,
+            "batch": BATCH,
+            "ns_per_lookup": t * 1e9 / done as f64,
+            "lookups_per_sec": done as f64 / t,
+            "matched": hits,
+        });
+        println!("{v}");
+        return Ok(());
+    }
     println!(
         "{done} random lookups in batches of {BATCH}: {:.1} ns per lookup ({:.1}M lookups/s), {:.0}% matched a route",
         t * 1e9 / done as f64,

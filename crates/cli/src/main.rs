@@ -3,6 +3,7 @@
 
 mod api;
 mod bench_engine;
+mod capfile;
 mod decode;
 mod lab;
 mod lpm_demo;
@@ -19,7 +20,8 @@ use std::process::ExitCode;
     version,
     about = "Operate and inspect ovr, the overlay virtual router",
     after_help = "Exit status: 0 done; 1 refused or failed (the message names the field); 2 usage; \
-3 ovrd is not running; 4 permission denied; 5 not found; 6 ovrd's worker did not answer."
+3 ovrd is not running; 4 permission denied; 5 not found; 6 ovrd's worker did not answer. \
+With --json, a failure is one JSON object on stderr: {\"error\": MESSAGE, \"code\": STATUS}."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -33,7 +35,7 @@ enum Command {
     /// Show each packet of a pcap file as ovr's parsers see it: its layers, or the named
     /// reason the dataplane would drop it for.
     Decode {
-        /// A pcap file of Ethernet frames.
+        /// A pcap or pcapng file: Ethernet, raw IP or Linux cooked (SLL, SLL2) frames.
         pcap: PathBuf,
     },
     /// Build an IPv4 FIB of random BGP-like prefixes and time lookups in it.
@@ -138,7 +140,7 @@ enum Lab {
     /// Run a command in a workload's (or host's) namespace: lab exec h1-t1-w1 -- ping 10.1.0.21
     Exec {
         workload: String,
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         cmd: Vec<String>,
     },
     /// Stop every ovrd (printing its counters) and remove everything the lab made.
@@ -172,26 +174,86 @@ fn ovrd_path() -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A usage error under --json is JSON too (help and version are not errors).
+        Err(e) if e.use_stderr() && json_in_args() => {
+            // clap's message: its first paragraph, without "error: " and the usage.
+            let text = e.to_string();
+            let lines: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = lines.join(" ").trim_start_matches("error: ").to_string();
+            let f = api::Failure::usage(message);
+            print_failure(true, &f);
+            return ExitCode::from(f.status);
+        }
+        Err(e) => e.exit(),
+    };
+    let json = wants_json(&cli);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            if !f.message.is_empty() {
-                eprintln!("ovrctl: {}", f.message);
-            }
+            print_failure(json, &f);
             ExitCode::from(f.status)
         }
     }
 }
 
+/// Whether --json is among the arguments (before a `--`), for errors found while
+/// parsing them.
+fn json_in_args() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// Whether the command asked for JSON: the global --json, or a verb's own.
+fn wants_json(cli: &Cli) -> bool {
+    cli.conn.json
+        || matches!(&cli.command, Command::Replay(a) if a.json)
+        || matches!(&cli.command, Command::Bench { what: Bench::Engine(a) } if a.json)
+}
+
+/// A failure on stderr: a line of text, or with --json one object
+/// `{"error": MESSAGE, "code": STATUS}` (the status is also the exit status).
+fn print_failure(json: bool, f: &api::Failure) {
+    if f.message.is_empty() {
+        return; // `lab exec`: the command's own status, passed on silently
+    }
+    if json {
+        eprintln!(
+            "{}",
+            serde_json::json!({ "error": f.message, "code": f.status })
+        );
+    } else {
+        eprintln!("ovrctl: {}", f.message);
+    }
+}
+
 fn run(cli: Cli) -> Result<(), api::Failure> {
+    let json = wants_json(&cli);
     let conn = &cli.conn;
     let local = match cli.command {
-        Command::Decode { pcap } => decode::run(&pcap),
-        Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups),
+        Command::Decode { pcap } => decode::run(&pcap, json),
+        Command::LpmDemo { prefixes, lookups } => lpm_demo::run(prefixes, lookups, json),
         Command::Lab { place, what } => match what {
-            Lab::Up(up) => ovrd_path().and_then(|ovrd| lab::up(&place, &up, &ovrd)),
-            Lab::Status => lab::status(&place),
+            Lab::Up(up) => {
+                up.check().map_err(api::Failure::usage)?;
+                ovrd_path()
+                    .and_then(|ovrd| lab::up(&place, &up, &ovrd, json))
+                    .and_then(|()| {
+                        if json {
+                            lab::status(&place, true)
+                        } else {
+                            Ok(())
+                        }
+                    })
+            }
+            Lab::Status => lab::status(&place, json),
             Lab::Exec { workload, cmd } => match lab::exec(&place, &workload, &cmd) {
                 Ok(0) => Ok(()),
                 Ok(code) => {
@@ -203,7 +265,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
                 }
                 Err(e) => Err(e),
             },
-            Lab::Down => lab::down(&place),
+            Lab::Down => lab::down(&place, json),
         },
         Command::Bench {
             what: Bench::Gen(g),
@@ -212,9 +274,15 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
             what: Bench::Sink(s),
         } => traffic::sink(&s),
         Command::Bench {
-            what: Bench::Engine(a),
-        } => bench_engine::run(&a),
-        Command::Replay(a) => replay::run(&a),
+            what: Bench::Engine(mut a),
+        } => {
+            a.json = json;
+            bench_engine::run(&a)
+        }
+        Command::Replay(mut a) => {
+            a.json = json;
+            replay::run(&a)
+        }
         Command::Interfaces { action } => return api::objects(&api::INTERFACES, action, conn),
         Command::Networks { action } => return api::objects(&api::NETWORKS, action, conn),
         Command::Tunnels { action } => return api::objects(&api::TUNNELS, action, conn),

@@ -4,13 +4,16 @@
 //! of the command line, then of the file); runs of consecutive packets on one interface
 //! form the vectors. The capture's timestamps are the pipeline's clock, so flow aging
 //! replays as it happened. What each interface transmitted is written to
-//! `OUT/IFNAME.pcap`, stamped with the time of the packet that caused it.
+//! `OUT/IFNAME.pcap`, stamped with the time of the packet that caused it. Captures are
+//! read by [`crate::capfile`]: records it leaves out (cut by the snapshot length, ...)
+//! are counted per input under their reason, not replayed.
 
+use crate::capfile;
 use ovr_dataplane::Pipeline;
 use ovr_graph::VECTOR_SIZE;
 use ovr_tables::ids::InterfaceId;
 use pcap_file::DataLink;
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -54,35 +57,59 @@ struct Input {
     data: Vec<u8>,
 }
 
+/// What was read of one `--pcap`: how many records, and those left out by reason.
+struct Source {
+    name: String,
+    path: PathBuf,
+    format: &'static str,
+    records: usize,
+    left_out: BTreeMap<&'static str, usize>,
+}
+
+/// The packets of every capture in time order, what each file held, and warnings.
+type Inputs = (Vec<Input>, Vec<Source>, Vec<String>);
+
+/// Reads every capture (capfile: frames without an Ethernet header are addressed to
+/// the receiving interface's MAC); `id_of` gives an interface's id and MAC.
 fn read_inputs(
     pcaps: &[(String, PathBuf)],
-    id_of: impl Fn(&str) -> Option<InterfaceId>,
-) -> Result<Vec<Input>, String> {
+    id_of: impl Fn(&str) -> Option<(InterfaceId, [u8; 6])>,
+) -> Result<Inputs, String> {
     let mut all = Vec::new();
+    let mut sources = Vec::new();
+    let mut warnings = Vec::new();
     for (name, path) in pcaps {
-        let iface = id_of(name).ok_or_else(|| {
+        let (iface, mac) = id_of(name).ok_or_else(|| {
             format!(
                 "--pcap {name}={}: no interface named '{name}' in the configuration",
                 path.display()
             )
         })?;
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut r = PcapReader::new(file)
-            .map_err(|e| format!("{}: not a pcap file: {e}", path.display()))?;
-        let mut n = 0;
-        while let Some(pkt) = r.next_packet() {
-            n += 1;
-            let pkt = pkt.map_err(|e| format!("{}: packet {n}: {e}", path.display()))?;
-            all.push(Input {
-                time: pkt.timestamp,
-                iface,
-                data: pkt.data.into_owned(),
-            });
+        let mut r = capfile::open(path, mac)?;
+        let mut src = Source {
+            name: name.clone(),
+            path: path.clone(),
+            format: r.format,
+            records: 0,
+            left_out: BTreeMap::new(),
+        };
+        for rec in r.by_ref() {
+            src.records += 1;
+            match rec.frame {
+                Ok(f) => all.push(Input {
+                    time: rec.time,
+                    iface,
+                    data: f.data,
+                }),
+                Err(s) => *src.left_out.entry(s.reason).or_default() += 1,
+            }
         }
+        warnings.append(&mut r.warnings);
+        sources.push(src);
     }
     // Stable: equal timestamps keep command-line and file order.
     all.sort_by_key(|i| i.time);
-    Ok(all)
+    Ok((all, sources, warnings))
 }
 
 pub fn run(a: &Args) -> Result<(), String> {
@@ -92,13 +119,16 @@ pub fn run(a: &Args) -> Result<(), String> {
         reader,
     } = ovr_config::load_tables(&a.config).map_err(|e| e.to_string())?;
     let names = &t.names;
-    let inputs = read_inputs(&a.pcaps, |n| names.interfaces.get(n).copied())?;
+    let guard = reader.enter().ok_or("tables closed")?;
+    let state = &*guard;
+    let (inputs, sources, warnings) = read_inputs(&a.pcaps, |n| {
+        let id = names.interfaces.get(n).copied()?;
+        Some((id, state.interface(id).map_or([0; 6], |i| i.mac.0)))
+    })?;
     let mut pipe = Pipeline::new(t.flows.dataplane());
     pipe.graph_mut().trace_mut().add(a.trace);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut outputs: BTreeMap<u32, PcapWriter<File>> = BTreeMap::new();
-    let guard = reader.enter().ok_or("tables closed")?;
-    let state = &*guard;
     let vector = a.vector.clamp(1, VECTOR_SIZE);
     let mut rest = &inputs[..];
     while let Some(first) = rest.first() {
@@ -143,11 +173,38 @@ pub fn run(a: &Args) -> Result<(), String> {
     if a.json {
         let mut v = serde_json::to_value(&snap).map_err(|e| e.to_string())?;
         v["packets_in"] = inputs.len().into();
+        v["inputs"] = sources
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "interface": s.name,
+                    "file": s.path.display().to_string(),
+                    "format": s.format,
+                    "records": s.records,
+                    "left_out": s.left_out,
+                })
+            })
+            .collect();
+        v["warnings"] = warnings.into();
         if a.trace > 0 {
             v["trace"] = pipe.graph().trace().to_string().into();
         }
         println!("{v}");
     } else {
+        for w in &warnings {
+            eprintln!("ovrctl: warning: {w}");
+        }
+        for s in sources.iter().filter(|s| !s.left_out.is_empty()) {
+            let why: Vec<String> = s.left_out.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            println!(
+                "{}={}: {} of {} records left out ({})",
+                s.name,
+                s.path.display(),
+                s.left_out.values().sum::<usize>(),
+                s.records,
+                why.join(", ")
+            );
+        }
         println!("{} packets replayed", inputs.len());
         print!("{snap}");
         if a.trace > 0 {

@@ -51,6 +51,15 @@ impl FromStr for Sizes {
     }
 }
 
+/// A duration in seconds or a rate: a number from 0 to 10^9 (a usage error otherwise,
+/// not a panic when it becomes a `Duration`).
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1e9).contains(&x) => Ok(x),
+        _ => Err(format!("'{s}': a number from 0 to 1e9")),
+    }
+}
+
 /// How the generator and the sink reach the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Driver {
@@ -97,10 +106,10 @@ pub struct Gen {
     #[arg(long, default_value = "60")]
     pub size: Sizes,
     /// How long to send.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = non_negative)]
     pub seconds: f64,
     /// Packets per second to offer, paced in small batches; 0: as fast as possible.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
     pub rate: f64,
     /// Stop after this many packets (0: no limit).
     #[arg(long, default_value_t = 0)]
@@ -304,10 +313,10 @@ pub struct Sink {
     #[arg(long, default_value_t = 9000)]
     pub port: u16,
     /// Stop after this long at the latest.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 4.0, value_parser = non_negative)]
     pub seconds: f64,
     /// Stop once no frame has arrived for this long after the first one (0: never).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = non_negative)]
     pub idle: f64,
     #[arg(long, value_enum, default_value_t = Driver::AfPacket)]
     pub driver: Driver,

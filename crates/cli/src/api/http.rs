@@ -14,6 +14,8 @@ pub enum ClientError {
     NotRunning(String),
     #[error("permission denied on {0}: the API socket is root's (mode 0600); run ovrctl as root")]
     Denied(String),
+    #[error("{0} is not a socket (it is {1}): give ovrd's API socket with --socket")]
+    NotASocket(String, &'static str),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -44,7 +46,10 @@ pub fn request(
     };
     let mut s = UnixStream::connect(socket).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-            ClientError::NotRunning(name.clone())
+            match not_a_socket(socket) {
+                Some(what) => ClientError::NotASocket(name.clone(), what),
+                None => ClientError::NotRunning(name.clone()),
+            }
         }
         std::io::ErrorKind::PermissionDenied => ClientError::Denied(name.clone()),
         _ => io(e),
@@ -60,6 +65,22 @@ pub fn request(
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(io)?;
     parse(&raw)
+}
+
+/// What the path is when it exists and is not a socket (connecting to it is refused
+/// as if nothing listened).
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    if t.is_socket() {
+        None
+    } else if t.is_file() {
+        Some("a regular file")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else {
+        Some("neither a socket nor a regular file")
+    }
 }
 
 fn parse(raw: &[u8]) -> Result<Response, ClientError> {
@@ -128,5 +149,22 @@ mod tests {
             .unwrap();
         assert!(matches!(e, ClientError::NotRunning(_)), "{e}");
         assert!(e.to_string().contains("ovrd is not running"));
+    }
+
+    #[test]
+    fn a_regular_file_or_a_directory_is_not_a_socket() {
+        let dir = std::env::temp_dir().join(format!("ovr-http-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ovrd.sock");
+        std::fs::write(&file, "").unwrap();
+        for (p, what) in [(&file, "a regular file"), (&dir, "a directory")] {
+            let e = request(p, "GET", "/", None).err().unwrap();
+            assert!(
+                matches!(e, ClientError::NotASocket(_, w) if w == what),
+                "{e}"
+            );
+            assert!(e.to_string().contains("is not a socket"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

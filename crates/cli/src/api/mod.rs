@@ -20,7 +20,7 @@ pub struct Conn {
     socket: PathBuf,
     /// Print the API's JSON (for scripts) instead of tables.
     #[arg(long, global = true)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Subcommand, Clone)]
@@ -219,8 +219,13 @@ fn object(fields: &[String]) -> Result<Value, String> {
 
 /// Exit statuses, one per kind of failure (clap's usage errors exit with 2).
 pub mod exit {
-    /// Anything else: a refused request (its message and field printed), a bad argument.
+    /// Anything else: a refused request (its message and field printed), a file that
+    /// cannot be read, a --socket that is not a socket.
     pub const FAILED: u8 = 1;
+    /// The command line cannot be what was meant: clap's parse errors, and arguments
+    /// checked by hand (a key of the wrong shape, field=value without '=', rules that
+    /// are not JSON, options that exclude each other).
+    pub const USAGE: u8 = 2;
     /// Nothing listens on the API socket.
     pub const NOT_RUNNING: u8 = 3;
     /// The API socket is not accessible to this user.
@@ -236,6 +241,16 @@ pub mod exit {
 pub struct Failure {
     pub status: u8,
     pub message: String,
+}
+
+impl Failure {
+    /// A usage error (exit status 2).
+    pub fn usage(message: String) -> Self {
+        Failure {
+            status: exit::USAGE,
+            message,
+        }
+    }
 }
 
 impl From<String> for Failure {
@@ -324,18 +339,24 @@ pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), Failur
             print(c, &v, |v| show::table(k.columns, v));
         }
         Objects::Show { key } => {
-            let mut v = call(c, "GET", &object_path(k, &key)?, None)?;
+            let mut v = call(
+                c,
+                "GET",
+                &object_path(k, &key).map_err(Failure::usage)?,
+                None,
+            )?;
             if !c.json {
                 with_ids(c, k, std::iter::once(&mut v))?;
             }
             print(c, &v, show::object);
         }
         Objects::Add { fields } => {
-            let v = call(c, "POST", &base, Some(&object(&fields)?))?;
+            let body = object(&fields).map_err(Failure::usage)?;
+            let v = call(c, "POST", &base, Some(&body))?;
             print(c, &v, show::applied);
         }
         Objects::Set { fields } => {
-            let o = object(&fields)?;
+            let o = object(&fields).map_err(Failure::usage)?;
             let key: Vec<String> = k
                 .key
                 .iter()
@@ -345,11 +366,13 @@ pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), Failur
                     other => other.to_string(),
                 })
                 .collect();
-            let v = call(c, "PUT", &object_path(k, &key)?, Some(&o))?;
+            let path = object_path(k, &key).map_err(Failure::usage)?;
+            let v = call(c, "PUT", &path, Some(&o))?;
             print(c, &v, show::applied);
         }
         Objects::Del { key } => {
-            let v = call(c, "DELETE", &object_path(k, &key)?, None)?;
+            let path = object_path(k, &key).map_err(Failure::usage)?;
+            let v = call(c, "DELETE", &path, None)?;
             print(c, &v, show::applied);
         }
     }
@@ -372,8 +395,8 @@ pub fn policies(action: Option<Policies>, c: &Conn) -> Result<(), Failure> {
             print(c, &v, |v| show::policies(&Value::Array(vec![v.clone()])));
         }
         Policies::Set { network, rules } => {
-            let rules: Value =
-                serde_json::from_str(&rules).map_err(|e| format!("rules: not JSON: {e}"))?;
+            let rules: Value = serde_json::from_str(&rules)
+                .map_err(|e| Failure::usage(format!("rules: not JSON: {e}")))?;
             let body = serde_json::json!({ "rules": rules });
             let v = call(
                 c,
