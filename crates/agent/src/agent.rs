@@ -502,8 +502,16 @@ fn variant_path(c: &Change) -> String {
 }
 
 /// A translation error as an API error: a field of an object the request placed is named
-/// relative to the request; anything else by its path in the whole configuration.
+/// relative to the request; anything else by its path in the whole configuration. A key
+/// that is there twice is a conflict (409), anything else invalid (422).
 fn config_error(e: &ConfigError, placed: &[(Placed, String)]) -> ApiError {
+    let error = |field: String, message: &str| match e {
+        ConfigError::Duplicate { .. } => ApiError::Conflict {
+            message: message.to_string(),
+            field: Some(field),
+        },
+        _ => ApiError::invalid(field, message),
+    };
     let path = e.path().unwrap_or("(document)");
     for (at, prefix) in placed {
         let Some((section, i)) = at else { continue };
@@ -525,8 +533,8 @@ fn config_error(e: &ConfigError, placed: &[(Placed, String)]) -> ApiError {
                 (p, r) if r.starts_with('[') => format!("{p}{r}"),
                 (p, r) => format!("{p}.{r}"),
             };
-            return ApiError::invalid(field, e.message());
+            return error(field, e.message());
         }
     }
-    ApiError::invalid(path, e.message())
+    error(path.to_string(), e.message())
 }

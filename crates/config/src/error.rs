@@ -7,6 +7,10 @@ pub enum ConfigError {
     /// a syntax or type error the message ends with the YAML line and column.
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+    /// A key written twice in a keyed collection (`routes[3]`: "duplicate of routes[1]
+    /// (network red, prefix 10.0.0.0/24)"); the API answers it with 409.
+    #[error("{path}: {message}")]
+    Duplicate { path: String, message: String },
     /// An error in a file read by `Config::load`.
     #[error("{file}: {error}")]
     InFile {
@@ -31,7 +35,7 @@ impl ConfigError {
     /// Where in the document the problem is (`None` when the file could not be read).
     pub fn path(&self) -> Option<&str> {
         match self {
-            ConfigError::Invalid { path, .. } => Some(path),
+            ConfigError::Invalid { path, .. } | ConfigError::Duplicate { path, .. } => Some(path),
             ConfigError::InFile { error, .. } => error.path(),
             ConfigError::Io { .. } => None,
         }
@@ -40,7 +44,9 @@ impl ConfigError {
     /// What is wrong, without the path or the file.
     pub fn message(&self) -> &str {
         match self {
-            ConfigError::Invalid { message, .. } | ConfigError::Io { message, .. } => message,
+            ConfigError::Invalid { message, .. }
+            | ConfigError::Duplicate { message, .. }
+            | ConfigError::Io { message, .. } => message,
             ConfigError::InFile { error, .. } => error.message(),
         }
     }

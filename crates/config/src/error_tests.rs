@@ -288,3 +288,89 @@ fn what_the_tables_refuse_is_traced_to_its_field() {
         "MTU 60",
     );
 }
+
+/// `BASE` with a next hop `d` to point entries at.
+fn base_with_d() -> String {
+    format!("{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: drop }}]\n")
+}
+
+#[test]
+fn a_key_written_twice_is_refused_naming_both_places() {
+    let b = base_with_d();
+    // The same (network, prefix) twice, even to different next hops.
+    let e = error(&format!(
+        "{b}routes:\n  - {{ network: red, prefix: 10.0.0.0/24, nexthop: d }}\n  - {{ network: red, prefix: 10.0.1.0/24, nexthop: d }}\n  - {{ network: red, prefix: 10.0.0.0/24, nexthop: e }}\n"
+    ));
+    assert_eq!(
+        e,
+        "routes[2]: duplicate of routes[0] (network red, prefix 10.0.0.0/24)"
+    );
+    assert_error(
+        &format!(
+            "{b}bridge: [{{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}, {{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}]"
+        ),
+        "bridge[1]",
+        "duplicate of bridge[0] (network red, mac 02:00:00:00:01:06)",
+    );
+    assert_error(
+        &format!("{b}labels: [{{ label: 500, nexthop: d }}, {{ label: 500, nexthop: e }}]"),
+        "labels[1]",
+        "duplicate of labels[0] (label 500)",
+    );
+    assert_error(
+        "networks: [{ name: red }, { name: red }]",
+        "networks[1].name",
+        "duplicate of networks[0]",
+    );
+    assert_error(
+        &format!(
+            "{BASE}  - {{ name: to-b, underlay: uplink, remote: 192.0.2.3, remote_mac: '02:00:00:00:00:0c' }}"
+        ),
+        "tunnels[1].name",
+        "duplicate of tunnels[0]",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: drop }}, {{ name: d, kind: receive }}]"
+        ),
+        "nexthops[2].name",
+        "duplicate of nexthops[0]",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red }, { name: vm, network: red }]",
+        "interfaces[1].name",
+        "duplicate of interfaces[0]",
+    );
+    assert_error(
+        "networks: [{ name: red, flood: [d, e, d] }]\nnexthops: [{ name: d, kind: drop }, { name: e, kind: drop }]",
+        "networks[0].flood[2]",
+        "duplicate of networks[0].flood[0] (next hop 'd')",
+    );
+    // Workloads' peers make entries too: the same address or MAC twice in a network.
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, peer_mac: '02:00:00:00:00:05', peer_addresses: [10.0.0.5, 10.0.0.5] }]",
+        "interfaces[0].peer_addresses[1]",
+        "duplicate of interfaces[0].peer_addresses[0] (network red, peer address 10.0.0.5)",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: a, network: red, peer_mac: '02:00:00:00:00:05' }, { name: b, network: red, peer_mac: '02:00:00:00:00:05' }]",
+        "interfaces[1].peer_mac",
+        "duplicate of interfaces[0].peer_mac (network red, peer mac 02:00:00:00:00:05)",
+    );
+    // The same key in two networks is two keys.
+    let ok = "networks: [{ name: red }, { name: blue }]\nnexthops: [{ name: d, kind: drop }]\nroutes: [{ network: red, prefix: 10.0.0.0/24, nexthop: d }, { network: blue, prefix: 10.0.0.0/24, nexthop: d }]\nlabels: [{ label: 500, nexthop: d }, { label: 501, nexthop: d }]";
+    Config::from_yaml(ok).unwrap().translate().unwrap();
+}
+
+#[test]
+fn a_duplicate_is_told_apart_from_other_mistakes() {
+    let c = Config::from_yaml(&format!(
+        "{}labels: [{{ label: 500, nexthop: d }}, {{ label: 500, nexthop: d }}]",
+        base_with_d()
+    ))
+    .unwrap();
+    assert!(matches!(
+        c.translate(),
+        Err(crate::ConfigError::Duplicate { .. })
+    ));
+}

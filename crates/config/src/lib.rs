@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod keys;
 pub mod model;
 mod nexthops;
 mod translate;
