@@ -11,10 +11,12 @@ pub enum ConfigError {
     /// (network red, prefix 10.0.0.0/24)"); the API answers it with 409.
     #[error("{path}: {message}")]
     Duplicate { path: String, message: String },
-    /// An error in a file read by `Config::load`.
-    #[error("{file}: {error}")]
+    /// An error in a file (`Config::load`, `ConfigFile`): "cfg.yaml:12: routes[3].prefix:
+    /// ...", the line where the field (or the construct that is not closed) is written.
+    #[error("{file}{}: {error}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     InFile {
         file: String,
+        line: Option<usize>,
         error: Box<ConfigError>,
     },
     /// The file could not be read.
