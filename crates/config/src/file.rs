@@ -24,6 +24,8 @@ use std::path::Path;
 /// before it is read.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
+const EMPTY_FILE: &str = "the file is empty";
+
 /// Reads a whole text file, refusing one over `limit` bytes (before reading it), one
 /// that is not UTF-8 and one with nothing but blanks in it.
 pub fn read_text(path: &Path, limit: Option<u64>) -> Result<String, ConfigError> {
@@ -66,9 +68,7 @@ pub fn read_text(path: &Path, limit: Option<u64>) -> Result<String, ConfigError>
         ))
     })?;
     if text.trim().is_empty() {
-        return Err(fail(
-            "the file is empty (write {} for a configuration with nothing in it)".into(),
-        ));
+        return Err(fail(EMPTY_FILE.into()));
     }
     Ok(text)
 }
@@ -84,9 +84,16 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Reads a configuration file (at most `MAX_FILE_BYTES`).
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = read_text(path, Some(MAX_FILE_BYTES)).map_err(|e| match e {
+            ConfigError::Io { file, message } if message == EMPTY_FILE => ConfigError::Io {
+                file,
+                message: format!("{message} (write {{}} for a configuration with nothing in it)"),
+            },
+            e => e,
+        })?;
         Ok(Self {
             name: path.display().to_string(),
-            text: read_text(path, Some(MAX_FILE_BYTES))?,
+            text,
         })
     }
 
