@@ -789,6 +789,17 @@ async fn a_key_twice_is_a_conflict_and_changes_nothing() {
     .await;
     refused(&r, StatusCode::CONFLICT, Some("peer_addresses[0]"));
     assert!(snapshot(&s) == before);
+    // The document says so.
+    let (_, doc) = call(&app, "GET", "/openapi.json", None).await;
+    for (path, method) in [
+        ("/api/v1/config", "put"),
+        ("/api/v1/networks/{name}", "put"),
+    ] {
+        assert!(
+            doc["paths"][path][method]["responses"]["409"].is_object(),
+            "{path} {method}"
+        );
+    }
     // What was refused can be deleted once, and then it is gone from the list and the
     // tables alike.
     let r = call(&app, "DELETE", "/api/v1/routes/red/10.2.0.0/24", None).await;
