@@ -120,3 +120,17 @@ def test_a_start_that_fails_leaves_the_state_as_it_was(bins, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert re.search(r"state\.json: networks\[1\]\.name: duplicate of networks\[0\]", r.stderr), r.stderr
+
+
+def test_batch_files_are_read_the_same_way(bins, tmp_path):
+    """ovrctl batch reads its file through the same loader, before it calls ovrd."""
+    ovrctl, _ = bins
+    for name, text, expected in [
+        ("empty.json", " \n", "empty.json: the file is empty"),
+        ("big.json", None, f"big.json: {LIMIT + 1} bytes, over the {LIMIT} bytes (64 MiB)"),
+    ]:
+        path = write(tmp_path, name, text)
+        r = subprocess.run([str(ovrctl), "--socket", str(tmp_path / "none.sock"), "batch", str(path)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (name, r.stderr)
+        assert f"ovrctl: {tmp_path / expected}" in r.stderr, (name, r.stderr)

@@ -505,6 +505,22 @@ fn aliases_may_not_blow_the_document_up() {
         e.contains("its aliases expand the document to more than"),
         "{e}"
     );
+    // An alias repeating an entry makes a duplicate (200,001 bridge entries were).
+    let mut many = format!(
+        "{}bridge:\n  - &b {{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}\n",
+        base_with_d()
+    );
+    for _ in 0..1000 {
+        many.push_str("  - *b\n");
+    }
+    // (A value reached through an alias is where its anchor is written.)
+    let line = line_with(&many, "- &b", 0);
+    assert_eq!(
+        file_error(&many),
+        format!(
+            "cfg.yaml:{line}: bridge[1]: duplicate of bridge[0] (network red, mac 02:00:00:00:01:06)"
+        )
+    );
     // Aliases used with measure are fine.
     let ok = "networks:\n  - { name: red, policy: &p [{ action: allow, protocol: tcp, dst_ports: 80 }, { action: deny }] }\n  - { name: blue, policy: *p }\n";
     let c = Config::from_yaml(ok).unwrap();

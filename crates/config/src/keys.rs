@@ -19,18 +19,20 @@ pub(crate) fn duplicate(path: String, first: &str, what: &str) -> ConfigError {
     }
 }
 
-/// Refuses the second of two items with the same key. `items`: (path, key); `what`
-/// describes a key for the message.
-fn unique<K: Hash + Eq>(
-    items: impl Iterator<Item = (String, K)>,
+/// Refuses the second of two items with the same key. `items`: (where, key); `path`
+/// names a place (only for the message: a million routes are not formatted to be
+/// checked); `what` describes a key.
+fn unique<P: Copy, K: Hash + Eq>(
+    items: impl Iterator<Item = (P, K)>,
+    path: impl Fn(P) -> String,
     what: impl Fn(&K) -> String,
 ) -> R<()> {
-    let mut seen: HashMap<K, String> = HashMap::new();
-    for (path, key) in items {
+    let mut seen: HashMap<K, P> = HashMap::new();
+    for (at, key) in items {
         if let Some(first) = seen.get(&key) {
-            return Err(duplicate(path, first, &what(&key)));
+            return Err(duplicate(path(at), &path(*first), &what(&key)));
         }
-        seen.insert(key, path);
+        seen.insert(key, at);
     }
     Ok(())
 }
@@ -41,29 +43,27 @@ pub(crate) fn check(c: &Config) -> R<()> {
         c.routes
             .iter()
             .enumerate()
-            .map(|(i, r)| (format!("routes[{i}]"), (r.network.as_str(), r.prefix))),
+            .map(|(i, r)| (i, (r.network.as_str(), r.prefix))),
+        |i| format!("routes[{i}]"),
         |(n, p)| format!("network {n}, prefix {p}"),
     )?;
     unique(
         c.bridge
             .iter()
             .enumerate()
-            .map(|(i, b)| (format!("bridge[{i}]"), (b.network.as_str(), b.mac))),
+            .map(|(i, b)| (i, (b.network.as_str(), b.mac))),
+        |i| format!("bridge[{i}]"),
         |(n, m)| format!("network {n}, mac {m}"),
     )?;
     unique(
-        c.labels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (format!("labels[{i}]"), l.label)),
+        c.labels.iter().enumerate().map(|(i, l)| (i, l.label)),
+        |i| format!("labels[{i}]"),
         |l| format!("label {l}"),
     )?;
     for (i, n) in c.networks.iter().enumerate() {
         unique(
-            n.flood
-                .iter()
-                .enumerate()
-                .map(|(k, f)| (format!("networks[{i}].flood[{k}]"), f.as_str())),
+            n.flood.iter().enumerate().map(|(k, f)| (k, f.as_str())),
+            |k| format!("networks[{i}].flood[{k}]"),
             |f| format!("next hop '{f}'"),
         )?;
     }
@@ -81,14 +81,14 @@ pub(crate) fn check(c: &Config) -> R<()> {
             f.peer_addresses
                 .iter()
                 .enumerate()
-                .map(move |(k, a)| (format!("interfaces[{i}].peer_addresses[{k}]"), (net, *a)))
+                .map(move |(k, a)| ((i, k), (net, *a)))
         }),
+        |(i, k)| format!("interfaces[{i}].peer_addresses[{k}]"),
         |(n, a)| format!("network {n}, peer address {a}"),
     )?;
     unique(
-        peers().filter_map(|(i, net, f)| {
-            Some((format!("interfaces[{i}].peer_mac"), (net, f.peer_mac?)))
-        }),
+        peers().filter_map(|(i, net, f)| Some((i, (net, f.peer_mac?)))),
+        |i| format!("interfaces[{i}].peer_mac"),
         |(n, m)| format!("network {n}, peer mac {m}"),
     )
 }
