@@ -437,6 +437,13 @@ fn errors_in_a_file_name_the_file_the_line_and_the_field() {
         e.starts_with(&format!("cfg.yaml:{line}: labels[1].label: ")),
         "{e}"
     );
+    // A field left out: the line of its object.
+    let bad = EXAMPLE.replace("    mac: \"02:00:00:00:00:0a\"\n", "");
+    let line = line_with(&bad, "name: uplink", 0);
+    assert_eq!(
+        file_error(&bad),
+        format!("cfg.yaml:{line}: interfaces[0].mac: an underlay interface needs its MAC")
+    );
     // A field of a mapping written in block style.
     let bad = EXAMPLE.replace("    mtu: 1500", "    mtu: 20");
     let line = line_with(&bad, "mtu: 20", 0);

@@ -365,14 +365,17 @@ fn steps(path: &str) -> Option<Vec<Step>> {
 
 const FOUND: &str = "\u{1}found\u{1}";
 
-/// The line the value at `path` is written on, if it is.
+/// The line the value at `path` is written on or, for a field left out (an underlay
+/// interface's missing `mac`), that of the nearest object around it that is written.
 pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
     let steps = steps(path)?;
-    let de = serde_yaml_ng::Deserializer::from_str(text);
-    match Find(&steps).deserialize(de) {
-        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
-        _ => None,
-    }
+    (1..=steps.len()).rev().find_map(|n| {
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        match Find(&steps[..n]).deserialize(de) {
+            Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
+            _ => None,
+        }
+    })
 }
 
 /// Follows a path into the document and fails on arriving: the YAML crate gives the
