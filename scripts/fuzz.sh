@@ -18,10 +18,15 @@ cd fuzz
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
 # Start every target from the scapy-made packets, so that the fuzzer mutates valid VXLAN,
-# MPLS and GRE frames instead of having to discover them.
+# MPLS and GRE frames instead of having to discover them; the configuration parser from
+# the example configuration.
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
-    cp -n ../crates/wire/fixtures/*.bin ../crates/wire/fixtures/offload/*.in.bin "corpus/$t/" 2>/dev/null || true
+    if [ "$t" = config ]; then
+        cp -n ../crates/config/examples/*.yaml "corpus/$t/" 2>/dev/null || true
+    else
+        cp -n ../crates/wire/fixtures/*.bin ../crates/wire/fixtures/offload/*.in.bin "corpus/$t/" 2>/dev/null || true
+    fi
 done
 
 log=$(mktemp)

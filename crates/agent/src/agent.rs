@@ -17,7 +17,7 @@ use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
 use crate::model::Model;
 use crate::reconcile::{Desired, Entry, diff};
-use crate::store::{SavedIds, Start, Store, StoreError};
+use crate::store::{SavedIds, Source, Start, Store, StoreError};
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
 use ovr_tables::ids::{InterfaceId, NextHopId};
@@ -40,6 +40,9 @@ pub struct Agent {
     interface_ids: BTreeMap<String, InterfaceId>,
     writer: TablesWriter,
     store: Option<Store>,
+    /// Where to keep the state before the first save, when the configuration file
+    /// replaced it at start.
+    previous_state: Option<std::path::PathBuf>,
 }
 
 /// What an accepted change did.
@@ -108,6 +111,20 @@ impl Agent {
     /// Installs the starting configuration in (empty) tables and saves the state.
     pub fn start(
         start: Start,
+        writer: TablesWriter,
+        store: Option<Store>,
+    ) -> Result<Self, StoreError> {
+        let mut agent = Self::start_unsaved(start, writer, store)?;
+        agent.started()?;
+        Ok(agent)
+    }
+
+    /// Installs the starting configuration in (empty) tables, without saving anything:
+    /// a daemon calls `started` once it forwards with it, so that a start that fails
+    /// (an interface that cannot be opened, a socket in use) leaves the state file, and
+    /// the configuration file's effect on it, as they were.
+    pub fn start_unsaved(
+        start: Start,
         mut writer: TablesWriter,
         store: Option<Store>,
     ) -> Result<Self, StoreError> {
@@ -116,7 +133,11 @@ impl Agent {
         let mut interface_ids = start.ids.interfaces.clone();
         interface_ids.extend(t.names.interfaces.clone());
         let installed = Desired::of(&t);
-        let mut agent = Self {
+        let previous_state = match start.source {
+            Source::ConfigFileChanged { previous_state } => Some(previous_state),
+            Source::ConfigFile | Source::State => None,
+        };
+        Ok(Self {
             model: Model::new(start.config),
             base: start.base,
             names: t.names,
@@ -124,9 +145,17 @@ impl Agent {
             interface_ids,
             writer,
             store,
-        };
-        agent.save()?;
-        Ok(agent)
+            previous_state,
+        })
+    }
+
+    /// The start went well: keeps the previous state if the configuration file replaced
+    /// it, and saves the state.
+    pub fn started(&mut self) -> Result<(), StoreError> {
+        if let (Some(to), Some(store)) = (self.previous_state.take(), &self.store) {
+            store.back_up(&to)?;
+        }
+        self.save()
     }
 
     pub fn config(&self) -> &Config {
@@ -502,8 +531,16 @@ fn variant_path(c: &Change) -> String {
 }
 
 /// A translation error as an API error: a field of an object the request placed is named
-/// relative to the request; anything else by its path in the whole configuration.
+/// relative to the request; anything else by its path in the whole configuration. A key
+/// that is there twice is a conflict (409), anything else invalid (422).
 fn config_error(e: &ConfigError, placed: &[(Placed, String)]) -> ApiError {
+    let error = |field: String, message: &str| match e {
+        ConfigError::Duplicate { .. } => ApiError::Conflict {
+            message: message.to_string(),
+            field: Some(field),
+        },
+        _ => ApiError::invalid(field, message),
+    };
     let path = e.path().unwrap_or("(document)");
     for (at, prefix) in placed {
         let Some((section, i)) = at else { continue };
@@ -525,8 +562,8 @@ fn config_error(e: &ConfigError, placed: &[(Placed, String)]) -> ApiError {
                 (p, r) if r.starts_with('[') => format!("{p}{r}"),
                 (p, r) => format!("{p}.{r}"),
             };
-            return ApiError::invalid(field, e.message());
+            return error(field, e.message());
         }
     }
-    ApiError::invalid(path, e.message())
+    error(path.to_string(), e.message())
 }

@@ -4,7 +4,7 @@
 
 use crate::Agent;
 use crate::api::{AppState, DEFAULT_BODY_LIMIT, router};
-use crate::store::{Source, Store, StoreError, initial};
+use crate::store::{Source, Store, StoreError, in_file, initial};
 use crate::worker::{Requests, channel};
 use ovr_config::FlowSettings;
 use ovr_tables::state::{TablesReader, new_tables};
@@ -51,9 +51,38 @@ pub struct Started {
     /// One per worker, drained once per loop iteration (`worker::drain`).
     pub requests: Vec<Requests>,
     pub state: AppState,
+    /// The API, bound but not served yet.
+    pub api: Api,
 }
 
-/// Installs the starting configuration, binds the listeners and starts the API thread.
+/// The listeners, bound, served once the daemon says it forwards (`Api::serve`).
+pub struct Api {
+    state: AppState,
+    unix: Option<std::os::unix::net::UnixListener>,
+    tcp: Option<(std::net::TcpListener, Arc<str>)>,
+}
+
+impl Api {
+    /// The daemon forwards with the configuration (its interfaces are open): saves the
+    /// state (nothing was written before: a start that fails leaves the state file as
+    /// it was) and starts serving the API on its own thread.
+    pub fn serve(self) -> Result<(), StartError> {
+        self.state
+            .agent()
+            .lock()
+            .map_err(|_| StartError::Usage("the agent's lock is poisoned".into()))?
+            .started()?;
+        let Api { state, unix, tcp } = self;
+        std::thread::Builder::new()
+            .name("ovr-api".into())
+            .spawn(move || serve(state, unix, tcp))
+            .map_err(io("API thread"))?;
+        Ok(())
+    }
+}
+
+/// Installs the starting configuration and binds the listeners; nothing is saved and
+/// nothing served until the daemon calls `Api::serve`.
 pub fn start(o: &Options) -> Result<Started, StartError> {
     let store = o.state.clone().map(Store::new);
     let start = initial(o.config.as_deref(), store.as_ref())?;
@@ -65,8 +94,10 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
             "the configuration file changed since the state was saved: it replaces the state (the previous state is kept)"
         ),
     }
+    let source = start.source.clone();
     let (writer, reader) = new_tables();
-    let agent = Agent::start(start, writer, store)?;
+    let agent = Agent::start_unsaved(start, writer, store.clone())
+        .map_err(|e| in_file(e, &source, o.config.as_deref(), store.as_ref()))?;
     let flows = agent.config().flows;
     let (client, requests) = channel(o.workers);
     let state = AppState::new(agent, Some(client));
@@ -94,15 +125,15 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
         }
         (None, _) => None,
     };
-    let app = state.clone();
-    std::thread::Builder::new()
-        .name("ovr-api".into())
-        .spawn(move || serve(app, unix, tcp))
-        .map_err(io("API thread"))?;
     Ok(Started {
         reader,
         flows,
         requests,
+        api: Api {
+            state: state.clone(),
+            unix,
+            tcp,
+        },
         state,
     })
 }

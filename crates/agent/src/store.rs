@@ -17,7 +17,7 @@
 use crate::change::Change;
 use crate::model::Model;
 use ovr_config::model::Config;
-use ovr_config::{ConfigError, Names};
+use ovr_config::{ConfigError, ConfigFile, Names};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -157,11 +157,12 @@ impl Store {
     /// The saved state (the snapshot with the records after it applied), or `None` if
     /// there is no state file.
     pub fn load(&self) -> Result<Option<Saved>, StoreError> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
+        match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.io(e)),
-        };
+            _ => {}
+        }
+        // No size limit: ovrd wrote it, and it holds whatever the API accepted.
+        let text = ovr_config::read_text(&self.path, None)?;
         let parse = |message: String| StoreError::Parse {
             path: self.path.display().to_string(),
             message,
@@ -291,14 +292,18 @@ impl Store {
         Ok(true)
     }
 
-    /// Keeps a copy of the state file beside it (before a changed configuration file
-    /// replaces it); returns where.
-    fn back_up(&self) -> Result<PathBuf, StoreError> {
+    /// Where the state is kept when a changed configuration file replaces it.
+    fn previous(&self) -> PathBuf {
         let mut name = self.path.file_name().unwrap_or_default().to_os_string();
         name.push(".prev");
-        let to = self.path.with_file_name(name);
-        std::fs::copy(&self.path, &to).map_err(|e| self.io(e))?;
-        Ok(to)
+        self.path.with_file_name(name)
+    }
+
+    /// Keeps a copy of the state file at `to` (before a changed configuration file
+    /// replaces it).
+    pub fn back_up(&self, to: &Path) -> Result<(), StoreError> {
+        std::fs::copy(&self.path, to).map_err(|e| self.io(e))?;
+        Ok(())
     }
 }
 
@@ -323,6 +328,35 @@ pub struct Start {
     /// Ids to keep.
     pub ids: Names,
     pub source: Source,
+}
+
+/// An error in the starting configuration, named in the file it came from: the
+/// configuration file, with the line of the field, or the state file.
+pub fn in_file(
+    e: StoreError,
+    source: &Source,
+    config_file: Option<&Path>,
+    store: Option<&Store>,
+) -> StoreError {
+    let StoreError::Config(c) = e else { return e };
+    let located = match (source, config_file, store) {
+        (Source::State, _, Some(s)) => ConfigError::InFile {
+            file: s.path().display().to_string(),
+            line: None,
+            error: Box::new(c),
+        },
+        (Source::State, _, None) => c,
+        (_, Some(f), _) => match ConfigFile::read(f) {
+            Ok(file) => file.locate(c),
+            Err(_) => ConfigError::InFile {
+                file: f.display().to_string(),
+                line: None,
+                error: Box::new(c),
+            },
+        },
+        (_, None, _) => c,
+    };
+    StoreError::Config(located)
 }
 
 /// Combines the configuration file and the state file (docs/agent.md): the state file
@@ -353,10 +387,8 @@ pub fn initial(config_file: Option<&Path>, store: Option<&Store>) -> Result<Star
             source: Source::State,
         },
         (Some(s), Some(f)) => {
-            let previous_state = match store {
-                Some(st) => st.back_up()?,
-                None => PathBuf::new(),
-            };
+            // Copied there once the start went well (`Agent::started`).
+            let previous_state = store.map(Store::previous).unwrap_or_default();
             Start {
                 config: f.clone(),
                 base: Some(f),

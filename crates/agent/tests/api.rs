@@ -722,3 +722,110 @@ async fn tcp_needs_the_bearer_token() {
     let r = call_with(&app, "GET", "/api/v1/config", None, Some("s3cret")).await;
     assert_eq!(r.0, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_key_twice_is_a_conflict_and_changes_nothing() {
+    let (app, s) = setup();
+    let before = snapshot(&s);
+    let route = json!({"network": "red", "prefix": "10.9.0.0/24", "nexthop": "b-red"});
+    // Add: the route exists already.
+    let existing = json!({"network": "red", "prefix": "10.2.0.0/24", "nexthop": "b-both"});
+    let r = call(&app, "POST", "/api/v1/routes", Some(&existing.to_string())).await;
+    refused(&r, StatusCode::CONFLICT, Some("network"));
+    // A batch creating one route twice: the incremental way and the whole way.
+    let twice = json!({"changes": [{"create": {"route": route}}, {"create": {"route": route}}]});
+    let r = call(&app, "POST", "/api/v1/batch", Some(&twice.to_string())).await;
+    refused(
+        &r,
+        StatusCode::CONFLICT,
+        Some("changes[1].create.route.network"),
+    );
+    let twice = json!({"changes": [
+        {"create": {"network": {"name": "green"}}},
+        {"create": {"bridge": {"network": "red", "mac": "02:00:00:00:09:09", "nexthop": "b-red"}}},
+        {"create": {"bridge": {"network": "red", "mac": "02:00:00:00:09:09", "nexthop": "b-blue"}}},
+    ]});
+    let r = call(&app, "POST", "/api/v1/batch", Some(&twice.to_string())).await;
+    refused(
+        &r,
+        StatusCode::CONFLICT,
+        Some("changes[2].create.bridge.network"),
+    );
+    assert!(snapshot(&s) == before);
+    // The whole configuration with a route, a bridge entry or a label listed twice.
+    for (section, at) in [("routes", 0), ("bridge", 0), ("labels", 1)] {
+        let mut c = example();
+        match section {
+            "routes" => c.routes.push(c.routes[at].clone()),
+            "bridge" => c.bridge.push(c.bridge[at].clone()),
+            _ => c.labels.push(c.labels[at].clone()),
+        }
+        let n = match section {
+            "routes" => c.routes.len(),
+            "bridge" => c.bridge.len(),
+            _ => c.labels.len(),
+        } - 1;
+        let body = serde_json::to_string(&c).unwrap();
+        let r = call(&app, "PUT", "/api/v1/config", Some(&body)).await;
+        let field = format!("{section}[{n}]");
+        refused(&r, StatusCode::CONFLICT, Some(field.as_str()));
+        let msg = r.1["error"].as_str().unwrap();
+        assert!(
+            msg.starts_with(&format!("duplicate of {section}[{at}] (")),
+            "{msg}"
+        );
+        assert!(snapshot(&s) == before);
+    }
+    // A workload given an address another workload of its network has.
+    let mut vm = example().interfaces[1].clone();
+    vm.name = "vm3".into();
+    vm.peer_mac = Some("02:00:00:00:01:09".parse().unwrap());
+    let r = call(
+        &app,
+        "POST",
+        "/api/v1/interfaces",
+        Some(&serde_json::to_string(&vm).unwrap()),
+    )
+    .await;
+    refused(&r, StatusCode::CONFLICT, Some("peer_addresses[0]"));
+    assert!(snapshot(&s) == before);
+    // The document says so.
+    let (_, doc) = call(&app, "GET", "/openapi.json", None).await;
+    for (path, method) in [
+        ("/api/v1/config", "put"),
+        ("/api/v1/networks/{name}", "put"),
+    ] {
+        assert!(
+            doc["paths"][path][method]["responses"]["409"].is_object(),
+            "{path} {method}"
+        );
+    }
+    // What was refused can be deleted once, and then it is gone from the list and the
+    // tables alike.
+    let r = call(&app, "DELETE", "/api/v1/routes/red/10.2.0.0/24", None).await;
+    assert_eq!(r.0, StatusCode::OK, "{}", r.1);
+    let r = call(&app, "GET", "/api/v1/routes/red/10.2.0.0/24", None).await;
+    assert_eq!(r.0, StatusCode::NOT_FOUND, "{}", r.1);
+    let a = s.agent().lock().unwrap();
+    assert_eq!(installed(&a), fresh(a.config()));
+}
+
+#[test]
+fn a_starting_configuration_with_a_key_twice_is_refused() {
+    let mut c = example();
+    c.routes.push(c.routes[1].clone());
+    let (w, _r) = ovr_tables::state::new_tables();
+    let start = ovr_agent::store::Start {
+        config: c,
+        base: None,
+        ids: ovr_config::Names::default(),
+        source: ovr_agent::store::Source::ConfigFile,
+    };
+    let e = ovr_agent::Agent::start(start, w, None)
+        .err()
+        .expect("refused");
+    assert_eq!(
+        e.to_string(),
+        "routes[2]: duplicate of routes[1] (network red, prefix 10.3.0.0/24)"
+    );
+}

@@ -181,3 +181,63 @@ fn the_file_is_rewritten_whole_when_records_outgrow_it() {
     drop(a);
     assert_eq!(initial(None, Some(&store)).unwrap().config, config);
 }
+
+#[test]
+fn nothing_is_saved_before_the_start_went_well() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host.yaml");
+    std::fs::write(&file, EXAMPLE).unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let start = initial(Some(&file), Some(&store)).unwrap();
+    let (w, _r) = new_tables();
+    let mut a = Agent::start_unsaved(start, w, Some(store.clone())).unwrap();
+    assert!(!path.exists());
+    a.started().unwrap();
+    assert!(path.exists());
+    drop(a);
+    // An edited file replaces the state: the old one is kept only once the start
+    // went well.
+    let saved = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&file, EXAMPLE.replace("10.2.0.0/24", "10.4.0.0/24")).unwrap();
+    let start = initial(Some(&file), Some(&store)).unwrap();
+    let prev = dir.path().join("state.json.prev");
+    assert_eq!(
+        start.source,
+        Source::ConfigFileChanged {
+            previous_state: prev.clone()
+        }
+    );
+    let (w, _r) = new_tables();
+    let mut a = Agent::start_unsaved(start, w, Some(store.clone())).unwrap();
+    assert!(!prev.exists());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), saved);
+    a.started().unwrap();
+    assert_eq!(std::fs::read_to_string(&prev).unwrap(), saved);
+    assert_ne!(std::fs::read_to_string(&path).unwrap(), saved);
+}
+
+#[test]
+fn an_error_in_the_starting_configuration_names_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host.yaml");
+    let text = EXAMPLE.replace("label: 501", "label: 3");
+    std::fs::write(&file, &text).unwrap();
+    let line = text.lines().position(|l| l.contains("label: 3")).unwrap() + 1;
+    let store = Store::new(dir.path().join("state.json"));
+    let start = initial(Some(&file), Some(&store)).unwrap();
+    let source = start.source.clone();
+    let (w, _r) = new_tables();
+    let e = Agent::start_unsaved(start, w, Some(store.clone()))
+        .err()
+        .unwrap();
+    let e = ovr_agent::store::in_file(e, &source, Some(&file), Some(&store)).to_string();
+    assert!(
+        e.starts_with(&format!("{}:{line}: labels[1].label: ", file.display())),
+        "{e}"
+    );
+    // An empty state file is an error, not an empty configuration.
+    std::fs::write(dir.path().join("state.json"), "\n").unwrap();
+    let e = initial(None, Some(&store)).err().unwrap().to_string();
+    assert!(e.ends_with("state.json: the file is empty"), "{e}");
+}

@@ -7,10 +7,16 @@ pub enum ConfigError {
     /// a syntax or type error the message ends with the YAML line and column.
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    /// An error in a file read by `Config::load`.
-    #[error("{file}: {error}")]
+    /// A key written twice in a keyed collection (`routes[3]`: "duplicate of routes[1]
+    /// (network red, prefix 10.0.0.0/24)"); the API answers it with 409.
+    #[error("{path}: {message}")]
+    Duplicate { path: String, message: String },
+    /// An error in a file (`Config::load`, `ConfigFile`): "cfg.yaml:12: routes[3].prefix:
+    /// ...", the line where the field (or the construct that is not closed) is written.
+    #[error("{file}{}: {error}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     InFile {
         file: String,
+        line: Option<usize>,
         error: Box<ConfigError>,
     },
     /// The file could not be read.
@@ -31,7 +37,7 @@ impl ConfigError {
     /// Where in the document the problem is (`None` when the file could not be read).
     pub fn path(&self) -> Option<&str> {
         match self {
-            ConfigError::Invalid { path, .. } => Some(path),
+            ConfigError::Invalid { path, .. } | ConfigError::Duplicate { path, .. } => Some(path),
             ConfigError::InFile { error, .. } => error.path(),
             ConfigError::Io { .. } => None,
         }
@@ -40,7 +46,9 @@ impl ConfigError {
     /// What is wrong, without the path or the file.
     pub fn message(&self) -> &str {
         match self {
-            ConfigError::Invalid { message, .. } | ConfigError::Io { message, .. } => message,
+            ConfigError::Invalid { message, .. }
+            | ConfigError::Duplicate { message, .. }
+            | ConfigError::Io { message, .. } => message,
             ConfigError::InFile { error, .. } => error.message(),
         }
     }

@@ -288,3 +288,285 @@ fn what_the_tables_refuse_is_traced_to_its_field() {
         "MTU 60",
     );
 }
+
+/// `BASE` with a next hop `d` to point entries at.
+fn base_with_d() -> String {
+    format!("{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: drop }}]\n")
+}
+
+#[test]
+fn a_key_written_twice_is_refused_naming_both_places() {
+    let b = base_with_d();
+    // The same (network, prefix) twice, even to different next hops.
+    let e = error(&format!(
+        "{b}routes:\n  - {{ network: red, prefix: 10.0.0.0/24, nexthop: d }}\n  - {{ network: red, prefix: 10.0.1.0/24, nexthop: d }}\n  - {{ network: red, prefix: 10.0.0.0/24, nexthop: e }}\n"
+    ));
+    assert_eq!(
+        e,
+        "routes[2]: duplicate of routes[0] (network red, prefix 10.0.0.0/24)"
+    );
+    assert_error(
+        &format!(
+            "{b}bridge: [{{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}, {{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}]"
+        ),
+        "bridge[1]",
+        "duplicate of bridge[0] (network red, mac 02:00:00:00:01:06)",
+    );
+    assert_error(
+        &format!("{b}labels: [{{ label: 500, nexthop: d }}, {{ label: 500, nexthop: e }}]"),
+        "labels[1]",
+        "duplicate of labels[0] (label 500)",
+    );
+    assert_error(
+        "networks: [{ name: red }, { name: red }]",
+        "networks[1].name",
+        "duplicate of networks[0]",
+    );
+    assert_error(
+        &format!(
+            "{BASE}  - {{ name: to-b, underlay: uplink, remote: 192.0.2.3, remote_mac: '02:00:00:00:00:0c' }}"
+        ),
+        "tunnels[1].name",
+        "duplicate of tunnels[0]",
+    );
+    assert_error(
+        &format!(
+            "{BASE}nexthops: [{{ name: d, kind: drop }}, {{ name: e, kind: drop }}, {{ name: d, kind: receive }}]"
+        ),
+        "nexthops[2].name",
+        "duplicate of nexthops[0]",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red }, { name: vm, network: red }]",
+        "interfaces[1].name",
+        "duplicate of interfaces[0]",
+    );
+    assert_error(
+        "networks: [{ name: red, flood: [d, e, d] }]\nnexthops: [{ name: d, kind: drop }, { name: e, kind: drop }]",
+        "networks[0].flood[2]",
+        "duplicate of networks[0].flood[0] (next hop 'd')",
+    );
+    // Workloads' peers make entries too: the same address or MAC twice in a network.
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, peer_mac: '02:00:00:00:00:05', peer_addresses: [10.0.0.5, 10.0.0.5] }]",
+        "interfaces[0].peer_addresses[1]",
+        "duplicate of interfaces[0].peer_addresses[0] (network red, peer address 10.0.0.5)",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: a, network: red, peer_mac: '02:00:00:00:00:05' }, { name: b, network: red, peer_mac: '02:00:00:00:00:05' }]",
+        "interfaces[1].peer_mac",
+        "duplicate of interfaces[0].peer_mac (network red, peer mac 02:00:00:00:00:05)",
+    );
+    // The same key in two networks is two keys.
+    let ok = "networks: [{ name: red }, { name: blue }]\nnexthops: [{ name: d, kind: drop }]\nroutes: [{ network: red, prefix: 10.0.0.0/24, nexthop: d }, { network: blue, prefix: 10.0.0.0/24, nexthop: d }]\nlabels: [{ label: 500, nexthop: d }, { label: 501, nexthop: d }]";
+    Config::from_yaml(ok).unwrap().translate().unwrap();
+}
+
+#[test]
+fn a_duplicate_is_told_apart_from_other_mistakes() {
+    let c = Config::from_yaml(&format!(
+        "{}labels: [{{ label: 500, nexthop: d }}, {{ label: 500, nexthop: d }}]",
+        base_with_d()
+    ))
+    .unwrap();
+    assert!(matches!(
+        c.translate(),
+        Err(crate::ConfigError::Duplicate { .. })
+    ));
+}
+
+/// The error for `yaml` read as the file `cfg.yaml`, as text: parsed, translated and
+/// applied as `load_tables` does.
+fn file_error(yaml: &str) -> String {
+    let f = crate::ConfigFile::new("cfg.yaml", yaml);
+    match f.parse().and_then(|c| {
+        let t = c.translate().map_err(|e| f.locate(e))?;
+        let (mut w, _r) = new_tables();
+        t.apply(&mut w).map_err(|e| f.locate(e))
+    }) {
+        Ok(()) => panic!("accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The 1-based line of the `n`th (from 0) line of `text` that contains `what`.
+fn line_with(text: &str, what: &str, n: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(what))
+        .nth(n)
+        .map(|(i, _)| i + 1)
+        .unwrap_or_else(|| panic!("no {what} in the text"))
+}
+
+const EXAMPLE: &str = include_str!("../examples/two-networks.yaml");
+
+#[test]
+fn errors_in_a_file_name_the_file_the_line_and_the_field() {
+    // The example with its first route listed twice, at the end of the routes.
+    let first = "  - { network: red, prefix: 10.2.0.0/24, nexthop: b-red }\n";
+    let twice = EXAMPLE.replace("\n\nbridge:", &format!("\n{first}\nbridge:"));
+    let line = line_with(&twice, "10.2.0.0/24", 1);
+    assert_eq!(
+        file_error(&twice),
+        format!(
+            "cfg.yaml:{line}: routes[2]: duplicate of routes[0] (network red, prefix 10.2.0.0/24)"
+        )
+    );
+    // A value that does not parse: the line, the field, the column.
+    let bad = EXAMPLE.replace("10.3.0.0/24", "10.3.0.1/24");
+    let line = line_with(&bad, "10.3.0.1/24", 0);
+    let e = file_error(&bad);
+    assert!(
+        e.starts_with(&format!("cfg.yaml:{line}: routes[1].prefix: ")),
+        "{e}"
+    );
+    assert!(e.contains("(column "), "{e}");
+    // A reference translation refuses, in block style.
+    let bad = EXAMPLE.replace("flood: [b-blue]", "flood:\n      - b-blue\n      - nowhere");
+    let line = line_with(&bad, "nowhere", 0);
+    assert_eq!(
+        file_error(&bad),
+        format!("cfg.yaml:{line}: networks[1].flood[1]: no next hop named 'nowhere'")
+    );
+    // What the tables refuse.
+    let bad = EXAMPLE.replace("label: 501", "label: 3");
+    let line = line_with(&bad, "label: 3", 0);
+    let e = file_error(&bad);
+    assert!(
+        e.starts_with(&format!("cfg.yaml:{line}: labels[1].label: ")),
+        "{e}"
+    );
+    // A field left out: the line of its object.
+    let bad = EXAMPLE.replace("    mac: \"02:00:00:00:00:0a\"\n", "");
+    let line = line_with(&bad, "name: uplink", 0);
+    assert_eq!(
+        file_error(&bad),
+        format!("cfg.yaml:{line}: interfaces[0].mac: an underlay interface needs its MAC")
+    );
+    // A field of a mapping written in block style.
+    let bad = EXAMPLE.replace("    mtu: 1500", "    mtu: 20");
+    let line = line_with(&bad, "mtu: 20", 0);
+    let e = file_error(&bad);
+    assert!(
+        e.starts_with(&format!("cfg.yaml:{line}: interfaces[0].mtu: ")),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unclosed_bracket_or_quote_is_reported_where_it_opens() {
+    let e = file_error("networks:\n  - { name: red, vni: 100\n  - { name: blue }\nroutes: []\n");
+    assert!(
+        e.starts_with("cfg.yaml:2: ") && e.contains("the '{' at line 2 column 5 is not closed"),
+        "{e}"
+    );
+    let e = file_error("networks: [{ name: red },\n\n  { name: blue }\n");
+    assert!(
+        e.starts_with("cfg.yaml:1: ") && e.contains("the '[' at line 1 column 11 is not closed"),
+        "{e}"
+    );
+    let e = file_error("networks:\n  - name: 'red\n  - name: blue\n");
+    assert!(
+        e.starts_with("cfg.yaml:2: ") && e.contains("quote at line 2 column 11 is not closed"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_empty_document_is_an_error() {
+    for text in ["", "\n\n", "# nothing yet\n", "---\n", "~\n"] {
+        let e = file_error(text);
+        assert!(
+            e.starts_with("cfg.yaml: (document): no configuration"),
+            "{text:?}: {e}"
+        );
+    }
+    // An explicitly empty configuration is one.
+    assert_eq!(Config::from_yaml("{}").unwrap(), Config::default());
+}
+
+#[test]
+fn aliases_may_not_blow_the_document_up() {
+    // Billion laughs: 9 levels of 9 aliases each.
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let e = file_error(&bomb);
+    assert!(e.starts_with("cfg.yaml:"), "{e}");
+    assert!(e.contains("expand") || e.contains("repetition"), "{e}");
+    // Wide: one big anchor repeated, within what the YAML crate allows.
+    let mut wide = String::from("networks: [{ name: red, gateways: &g [");
+    wide.push_str(&vec!["10.0.0.1/24"; 2000].join(", "));
+    wide.push_str("] }");
+    for i in 0..300 {
+        wide.push_str(&format!(", {{ name: n{i}, gateways: *g }}"));
+    }
+    wide.push_str("]\n");
+    let e = file_error(&wide);
+    assert!(
+        e.contains("its aliases expand the document to more than"),
+        "{e}"
+    );
+    // An alias repeating an entry makes a duplicate (200,001 bridge entries were).
+    let mut many = format!(
+        "{}bridge:\n  - &b {{ network: red, mac: '02:00:00:00:01:06', nexthop: d }}\n",
+        base_with_d()
+    );
+    for _ in 0..1000 {
+        many.push_str("  - *b\n");
+    }
+    // (A value reached through an alias is where its anchor is written.)
+    let line = line_with(&many, "- &b", 0);
+    assert_eq!(
+        file_error(&many),
+        format!(
+            "cfg.yaml:{line}: bridge[1]: duplicate of bridge[0] (network red, mac 02:00:00:00:01:06)"
+        )
+    );
+    // Aliases used with measure are fine.
+    let ok = "networks:\n  - { name: red, policy: &p [{ action: allow, protocol: tcp, dst_ports: 80 }, { action: deny }] }\n  - { name: blue, policy: *p }\n";
+    let c = Config::from_yaml(ok).unwrap();
+    assert_eq!(c.networks[1].policy, c.networks[0].policy);
+}
+
+#[test]
+fn files_are_read_within_limits() {
+    let dir = std::env::temp_dir().join(format!("ovr-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.yaml");
+    // Sparse: refused by its size, without being read.
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(crate::MAX_FILE_BYTES + 1).unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&path.display().to_string())
+            && e.contains("over the 67108864 bytes (64 MiB)"),
+        "{e}"
+    );
+    std::fs::write(&path, "\n  \n").unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.ends_with(": the file is empty (write {} for a configuration with nothing in it)"),
+        "{e}"
+    );
+    std::fs::write(&path, b"routes: [\xff]").unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(e.contains("not UTF-8 text (byte 9)"), "{e}");
+    let e = Config::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("is a directory"), "{e}");
+    std::fs::write(&path, "networks: [{ name: red }, { name: red }]\n").unwrap();
+    let e = crate::load_tables(&path).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}:1: networks[1].name: duplicate of networks[0] ('red' is used twice)",
+            path.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

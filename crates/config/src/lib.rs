@@ -9,12 +9,15 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod file;
+mod keys;
 pub mod model;
 mod nexthops;
 mod translate;
 pub mod values;
 
 pub use error::ConfigError;
+pub use file::{ConfigFile, MAX_FILE_BYTES, read_text};
 pub use model::{Config, FlowSettings};
 pub use translate::{Names, Translation, refused_at};
 
@@ -29,11 +32,13 @@ pub struct Loaded {
     pub reader: TablesReader,
 }
 
-/// Reads, translates and applies a configuration file to new tables.
+/// Reads, translates and applies a configuration file to new tables. Errors name the
+/// file, the line and the field.
 pub fn load_tables(path: &Path) -> Result<Loaded, ConfigError> {
-    let translation = Config::load(path)?.translate()?;
+    let file = ConfigFile::read(path)?;
+    let translation = file.parse()?.translate().map_err(|e| file.locate(e))?;
     let (mut writer, reader) = new_tables();
-    translation.apply(&mut writer)?;
+    translation.apply(&mut writer).map_err(|e| file.locate(e))?;
     Ok(Loaded {
         translation,
         writer,
@@ -42,23 +47,17 @@ pub fn load_tables(path: &Path) -> Result<Loaded, ConfigError> {
 }
 
 impl Config {
-    /// Parses a YAML document.
+    /// Parses a YAML document (its aliases not expanding it beyond about twice its size,
+    /// see `file`; nothing at all is the empty configuration, unlike in a file). Errors
+    /// give the YAML line and column where known.
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(ConfigError::parse)
+        file::parse(text, false).map_err(|(e, _)| e)
     }
 
-    /// Reads and parses a file.
+    /// Reads and parses a configuration file (at most `MAX_FILE_BYTES`); errors name the
+    /// file and the line.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
-        Self::from_yaml(&text).map_err(|e| ConfigError::InFile {
-            file,
-            error: Box::new(e),
-        })
+        ConfigFile::read(path)?.parse()
     }
 
     /// The table changes this configuration makes, resolved and checked.

@@ -138,16 +138,21 @@ fn number<T: Copy + Ord>(
     first: u32,
     id: impl Fn(u32) -> T,
 ) -> R<BTreeMap<String, T>> {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = std::collections::HashMap::new();
     let mut order = Vec::new();
     for (i, n) in names.enumerate() {
         let path = format!("{section}[{i}].name");
         if n.is_empty() {
             return err(path, "must not be empty");
         }
-        if !seen.insert(n.clone()) {
-            return err(path, format!("'{n}' is used twice"));
+        if let Some(first) = seen.get(&n) {
+            return Err(crate::keys::duplicate(
+                path,
+                &format!("{section}[{first}]"),
+                &format!("'{n}' is used twice"),
+            ));
         }
+        seen.insert(n.clone(), i);
         order.push(n);
     }
     Ok(allocate(order, keep, first, id))
@@ -458,6 +463,7 @@ fn positions<'a>(names: impl Iterator<Item = &'a String>) -> BTreeMap<String, us
 }
 
 pub(crate) fn translate(c: &Config, keep: &Names) -> R<Translation> {
+    crate::keys::check(c)?;
     let mut names = Names {
         networks: number(
             "networks",

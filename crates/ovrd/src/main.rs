@@ -159,6 +159,7 @@ fn run(a: &Args) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     let reader = agent.reader;
+    let api = agent.api;
     let mut handoffs: Vec<Option<_>> = if n > 1 {
         handoff::mailboxes(n)
             .map_err(|e| format!("worker mailboxes: {e}"))?
@@ -263,7 +264,14 @@ fn run(a: &Args) -> Result<(), String> {
             }
         }
         if failed.is_none() {
-            info!(config = ?a.config, interfaces, workers = n, "forwarding");
+            // Forwarding with it: now the state is saved and the API served.
+            match api.serve() {
+                Ok(()) => info!(config = ?a.config, interfaces, workers = n, "forwarding"),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failed = Some(e.to_string());
+                }
+            }
         }
         let done = threads
             .into_iter()

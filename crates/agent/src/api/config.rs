@@ -120,8 +120,8 @@ macro_rules! named {
             #[utoipa::path(put, path = $one, tag = $tag, params(("name" = String, Path)),
                         request_body = $ty,
                         responses((status = 200, body = Applied), (status = 400, body = ErrorBody),
-                            (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
-                            (status = 422, body = ErrorBody)))]
+                            (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+                            (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
             pub async fn replace(
                 State(s): State<AppState>,
                 Path(name): Path<String>,
@@ -389,7 +389,8 @@ pub async fn get_config(State(s): State<AppState>) -> Result<Json<Config>, ApiEr
 
 #[utoipa::path(put, path = "/api/v1/config", tag = "config", request_body = Config,
     responses((status = 200, body = Applied), (status = 400, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 pub async fn put_config(
     State(s): State<AppState>,
     Body(c): Body<Config>,

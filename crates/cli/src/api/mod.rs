@@ -457,9 +457,11 @@ pub fn dropstats(c: &Conn) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Applies a file of changes ({"changes": [...]}) all-or-nothing.
+/// Applies a file of changes ({"changes": [...]}) all-or-nothing. The file is read as
+/// configuration files are (at most 64 MiB, not empty).
 pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text =
+        ovr_config::read_text(file, Some(ovr_config::MAX_FILE_BYTES)).map_err(|e| e.to_string())?;
     let body: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let v = call(c, "POST", "/api/v1/batch", Some(&body))?;
