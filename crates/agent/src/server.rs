@@ -51,12 +51,16 @@ pub struct Started {
     /// One per worker, drained once per loop iteration (`worker::drain`).
     pub requests: Vec<Requests>,
     pub state: AppState,
+    /// The tables are those the previous ovrd left (from the state file), not a
+    /// configuration new to the state (what a pinned fast path was described from).
+    pub resumed: bool,
 }
 
 /// Installs the starting configuration, binds the listeners and starts the API thread.
 pub fn start(o: &Options) -> Result<Started, StartError> {
     let store = o.state.clone().map(Store::new);
     let start = initial(o.config.as_deref(), store.as_ref())?;
+    let resumed = matches!(start.source, Source::State);
     match &start.source {
         Source::ConfigFile => info!("starting from the configuration file"),
         Source::State => info!(state = ?o.state, "starting from the saved state"),
@@ -104,6 +108,7 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
         flows,
         requests,
         state,
+        resumed,
     })
 }
 

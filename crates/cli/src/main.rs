@@ -141,6 +141,10 @@ enum Lab {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<String>,
     },
+    /// Restart one host's ovrd with the same arguments (SIGTERM, or nothing if it is not
+    /// running, then start): its fast path keeps forwarding in between, and the new
+    /// ovrd adopts it.
+    Restart { host: String },
     /// Stop every ovrd (printing its counters) and remove everything the lab made.
     Down,
 }
@@ -203,6 +207,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
                 }
                 Err(e) => Err(e),
             },
+            Lab::Restart { host } => lab::restart(&place, &host),
             Lab::Down => lab::down(&place),
         },
         Command::Bench {
