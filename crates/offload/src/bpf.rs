@@ -826,4 +826,39 @@ mod tests {
         want.sort_by_key(|k| k.encode());
         assert_eq!(got, want);
     }
+
+    /// Pinned maps outlive the loader and are adopted by the next one (entries and
+    /// generation), at either hook; `remove_pins` leaves nothing. The bpffs is mounted by
+    /// the first load on the pin directory's parent (a directory of this test's own).
+    #[test]
+    fn pinned_maps_are_adopted_by_the_next_load() {
+        let root = std::env::temp_dir().join(format!("ovr-pin-test-{}", std::process::id()));
+        let dir = root.join("pins");
+        let key = Key {
+            ifindex: 1,
+            ..Key::default()
+        };
+        let r = (|| -> Result<(), OffloadError> {
+            let mut first = Bpf::load_pinned(Hook::Tc, &dir)?;
+            assert_eq!(first.adopted(), None);
+            assert!(
+                Bpf::load_pinned(Hook::Tc, &dir).is_err(),
+                "one ovrd per directory"
+            );
+            first.set_generation(7)?;
+            first.install(&key, &forward_to_1(), 7)?;
+            drop(first);
+            let second = Bpf::load_pinned(Hook::Xdp, &dir)?;
+            assert_eq!(second.adopted(), Some(7));
+            let entries = second.entries()?;
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0].0, key);
+            second.remove_pins();
+            assert!(!dir.exists());
+            Ok(())
+        })();
+        let _ = rustix::mount::unmount(&root, rustix::mount::UnmountFlags::DETACH);
+        let _ = std::fs::remove_dir(&root);
+        r.unwrap_or_else(|e| panic!("{e}"));
+    }
 }
