@@ -121,6 +121,21 @@ def replies(ping_out):
     return out
 
 
+def settle_neighbours(lab):
+    """Waits until each workload has confirmed the other's address (REACHABLE): ARP goes
+    through user space, so a neighbour still being probed for the first time (5 s after
+    it was learnt from the peer's request) would fail while ovrd is down (docs/io.md,
+    "Restarts")."""
+    deadline = time.time() + 15
+    pairs = [(lab.ns("h1-t1-w1"), W2_IP), (lab.ns("h2-t1-w1"), "10.1.0.11")]
+    while time.time() < deadline:
+        if all("REACHABLE" in sh("ip", "neigh", "show", ip, ns=ns).stdout for ns, ip in pairs):
+            return
+        time.sleep(0.1)
+    pytest.fail("neighbours not confirmed: " + str([sh("ip", "neigh", ns=ns).stdout
+                                                    for ns, _ in pairs]))
+
+
 def gone(pid):
     return not os.path.exists(f"/proc/{pid}")
 
@@ -136,10 +151,11 @@ def test_established_flows_survive_kill_and_restart(hook):
         w1, w2 = lab.ns("h1-t1-w1"), lab.ns("h2-t1-w1")
         sink = popen(w2, "python3", "-c", SINK)
         assert sink.stdout.readline().strip() == "ready"
-        seconds = 7
+        seconds = 14
         ping = popen(w1, "ping", "-D", "-i", "0.02", "-w", str(seconds), W2_IP)
         source = popen(w1, "python3", "-c", SOURCE, W2_IP, str(seconds - 1))
         time.sleep(1.5)  # both flows established and offloaded
+        settle_neighbours(lab)
         old = lab.pid("h1")
         os.kill(old, signal.SIGKILL)
         killed = time.time()

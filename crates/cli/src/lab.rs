@@ -684,8 +684,16 @@ fn wait_for(log: &Path, from: usize, word: &str, limit: Duration) -> Result<(), 
     }
 }
 
+/// Whether process `pid` runs: a zombie (exited, not yet reaped by whoever inherited
+/// it) does not.
 fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 pub fn status(p: &Place) -> Result<(), String> {
