@@ -79,11 +79,24 @@ def ping_loss(out):
     return 0, 0
 
 
-def gbps(intervals, t0, lo, hi):
-    """Mean throughput (Gbit/s) of iperf3's intervals lying within [lo, hi) (wall time)."""
-    xs = [i["sum"]["bits_per_second"] for i in intervals
-          if t0 + i["sum"]["start"] >= lo and t0 + i["sum"]["end"] <= hi]
-    return statistics.mean(xs) / 1e9 if xs else float("nan")
+# Samples the receiving workload's eth0 byte counter every 50 ms: (wall time, bytes).
+SAMPLER = r"""
+import sys, time
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    with open("/sys/class/net/eth0/statistics/rx_bytes") as f:
+        print(time.time(), f.read().strip(), flush=True)
+    time.sleep(0.05)
+"""
+
+
+def gbps(samples, lo, hi):
+    """Throughput (Gbit/s) received between wall times lo and hi (the samples nearest)."""
+    inside = [(t, b) for t, b in samples if lo <= t <= hi]
+    if len(inside) < 2:
+        return float("nan")
+    (t0, b0), (t1, b1) = inside[0], inside[-1]
+    return (b1 - b0) * 8 / (t1 - t0) / 1e9
 
 
 def settle_neighbours(w1, w2):
@@ -104,7 +117,8 @@ def round_(lab, before, down, after):
     time.sleep(0.5)
     total = before + down + after + 9  # up to 6 s for the neighbours
     t0 = time.time()
-    client = popen(w1, "iperf3", "-c", W2, "-t", total, "-i", "0.25", "--json")
+    sampler = popen(w2, "python3", "-c", SAMPLER, total + 2)
+    client = popen(w1, "iperf3", "-c", W2, "-t", total, "-i", "1", "--json")
     ping = popen(w1, "ping", "-i", "0.02", "-w", int(total), W2)
     time.sleep(before)
     settle_neighbours(w1, w2)
@@ -114,10 +128,11 @@ def round_(lab, before, down, after):
     restart_at = time.time()
     lab.ctl("restart", "h1")
     restarted = time.time()
-    out, _ = client.communicate(timeout=total + 60)
+    client.communicate(timeout=total + 60)
     server.wait(timeout=30)
     pout, _ = ping.communicate(timeout=total + 60)
-    intervals = json.loads(out)["intervals"]
+    samples = [tuple(map(float, line.split()))
+               for line in sampler.communicate(timeout=60)[0].splitlines()]
     sent, got = ping_loss(pout)
     # An upgrade: lab restart with ovrd running.
     ping = popen(w1, "ping", "-i", "0.02", "-w", "6", W2)
@@ -128,9 +143,9 @@ def round_(lab, before, down, after):
     gout, _ = ping.communicate(timeout=60)
     gsent, ggot = ping_loss(gout)
     return {
-        "before_gbps": gbps(intervals, t0, t0 + 1, killed),
-        "down_gbps": gbps(intervals, t0, killed + 0.25, restart_at),
-        "after_gbps": gbps(intervals, t0, restarted + 0.5, t0 + total),
+        "before_gbps": gbps(samples, t0 + 1, killed),
+        "down_gbps": gbps(samples, killed + 0.1, restart_at),
+        "after_gbps": gbps(samples, restarted + 0.5, t0 + total),
         "ping_kill_restart": [sent, got],
         "restart_s": restarted - restart_at,
         "ping_graceful_restart": [gsent, ggot],
