@@ -53,6 +53,9 @@ pub struct Started {
     pub state: AppState,
     /// The API, bound but not served yet.
     pub api: Api,
+    /// The tables are those the previous ovrd left (from the state file), not a
+    /// configuration new to the state (what a pinned fast path was described from).
+    pub resumed: bool,
 }
 
 /// The listeners, bound, served once the daemon says it forwards (`Api::serve`).
@@ -86,6 +89,7 @@ impl Api {
 pub fn start(o: &Options) -> Result<Started, StartError> {
     let store = o.state.clone().map(Store::new);
     let start = initial(o.config.as_deref(), store.as_ref())?;
+    let resumed = matches!(start.source, Source::State);
     match &start.source {
         Source::ConfigFile => info!("starting from the configuration file"),
         Source::State => info!(state = ?o.state, "starting from the saved state"),
@@ -135,6 +139,7 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
             tcp,
         },
         state,
+        resumed,
     })
 }
 

@@ -6,6 +6,11 @@
 //!
 //! What `up` creates is written to a state file first, so `down` removes exactly that
 //! (by name and by process id), even after a failed `up`.
+//!
+//! Each ovrd pins its fast path under its own directory of one BPF filesystem that the
+//! lab mounts in its directory (`DIR/bpf/hN`), so that it outlives the process (`lab
+//! restart`, kill -9) as ovrd does on a real host; `down` unmounts it, which lets go of
+//! whatever is still pinned.
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -102,6 +107,9 @@ pub struct Host {
     /// A host with the kernel's own bridge and vxlan device instead of ovr.
     #[serde(default)]
     pub kernel: bool,
+    /// ovrd and its arguments, as started (`lab restart` starts it again so).
+    #[serde(default)]
+    pub ovrd_cmd: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -110,6 +118,9 @@ pub struct State {
     pub namespaces: Vec<String>,
     pub hosts: Vec<Host>,
     pub workloads: Vec<Workload>,
+    /// The BPF filesystem the ovrds pin their fast paths on (mounted by `up`).
+    #[serde(default)]
+    pub bpffs: Option<PathBuf>,
 }
 
 fn state_path(p: &Place) -> PathBuf {
@@ -393,6 +404,7 @@ fn add_host(p: &Place, s: &mut State, ul: &str, h: usize, kernel: bool) -> Resul
         mac: hmac,
         ovrd_pid: None,
         kernel,
+        ovrd_cmd: Vec::new(),
     });
     save(p, s)
 }
@@ -470,37 +482,104 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         LabOffload::Xdp => "--offload=xdp",
         LabOffload::Tc => "--offload=tc",
     });
+    let bpffs = p.dir().join("bpf");
+    std::fs::create_dir_all(&bpffs).map_err(|e| format!("{}: {e}", bpffs.display()))?;
+    run(
+        None,
+        &["mount", "-t", "bpf", "bpf", &bpffs.to_string_lossy()],
+    )?;
+    s.bpffs = Some(bpffs.clone());
+    save(p, s)?;
     let mut cpus = Pinning::new(&a.ovrd_args);
     for h in 1..=a.hosts {
         let cfg = host_config(s, h, a.tenants, a.encap);
         let host = &s.hosts[h - 1];
         std::fs::write(&host.config, cfg).map_err(|e| format!("{}: {e}", host.config.display()))?;
-        let log =
-            std::fs::File::create(&host.log).map_err(|e| format!("{}: {e}", host.log.display()))?;
-        let err = log.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &host.namespace])
-            .arg(ovrd)
-            .arg("--config")
-            .arg(&host.config)
-            // Each host its own API socket and state (the hosts share one filesystem).
-            .arg("--api-socket")
-            .arg(socket_of(host))
-            .arg("--state")
-            .arg(host.config.with_extension("state.json"))
-            .args(offload_arg)
-            .args(cpus.next_host())
-            .args(&a.ovrd_args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("{}: {e}", ovrd.display()))?;
-        s.hosts[h - 1].ovrd_pid = Some(child.id());
-        save(p, s)?;
-        wait_for(&s.hosts[h - 1].log, "forwarding", Duration::from_secs(10))?;
+        let mut cmd = vec![ovrd.to_string_lossy().into_owned()];
+        let path = |x: &Path| x.to_string_lossy().into_owned();
+        cmd.extend([
+            "--config".into(),
+            path(&host.config),
+            // Each host its own API socket, state and pins (the hosts share one filesystem).
+            "--api-socket".into(),
+            path(&socket_of(host)),
+            "--state".into(),
+            path(&host.config.with_extension("state.json")),
+            "--fast-path-pin-dir".into(),
+            path(&bpffs.join(&host.name)),
+        ]);
+        cmd.extend(offload_arg.map(String::from));
+        cmd.extend(cpus.next_host());
+        cmd.extend(a.ovrd_args.iter().cloned());
+        s.hosts[h - 1].ovrd_cmd = cmd;
+        start_ovrd(p, s, h - 1)?;
     }
     Ok(())
+}
+
+/// Starts host `i`'s ovrd (its recorded command, output appended to its log) and waits
+/// until it forwards.
+fn start_ovrd(p: &Place, s: &mut State, i: usize) -> Result<(), String> {
+    let host = &s.hosts[i];
+    let (program, args) = host
+        .ovrd_cmd
+        .split_first()
+        .ok_or("no ovrd command recorded")?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&host.log)
+        .map_err(|e| format!("{}: {e}", host.log.display()))?;
+    let from = log.metadata().map(|m| m.len() as usize).unwrap_or(0);
+    let err = log.try_clone().map_err(|e| e.to_string())?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", &host.namespace])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("{program}: {e}"))?;
+    s.hosts[i].ovrd_pid = Some(child.id());
+    save(p, s)?;
+    wait_for(&s.hosts[i].log, from, "forwarding", Duration::from_secs(10))
+}
+
+/// Restarts host `name`'s ovrd: SIGTERM to the one running (if any), then the same
+/// command again. The lab's state follows the new process.
+pub fn restart(p: &Place, name: &str) -> Result<(), String> {
+    let mut s = load(p)?.ok_or("no lab is up: `ovrctl lab up` first")?;
+    let i = s
+        .hosts
+        .iter()
+        .position(|h| h.name == name && !h.kernel)
+        .ok_or_else(|| format!("no ovr host named '{name}' (see `ovrctl lab status`)"))?;
+    if let Some(pid) = s.hosts[i].ovrd_pid {
+        stop(pid);
+    }
+    start_ovrd(p, &mut s, i)?;
+    println!(
+        "{}: ovrd restarted (pid {})",
+        name,
+        s.hosts[i].ovrd_pid.unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// SIGTERM to ovrd `pid`, SIGKILL if it is still there after 10 s.
+fn stop(pid: u32) {
+    if !alive(pid) {
+        return;
+    }
+    let _ = run(None, &["kill", "-TERM", &pid.to_string()]);
+    let t = Instant::now();
+    while alive(pid) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(pid) {
+        let _ = run(None, &["kill", "-KILL", &pid.to_string()]);
+    }
 }
 
 /// Which CPUs each host's ovrd pins its workers to: the next ones of the lab's CPUs in
@@ -602,11 +681,12 @@ fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), Strin
     run(Some(&ns), &["ip", "link", "set", "brt1", "up"]).map(drop)
 }
 
-fn wait_for(log: &Path, word: &str, limit: Duration) -> Result<(), String> {
+/// Waits until `word` appears in `log` past byte `from`.
+fn wait_for(log: &Path, from: usize, word: &str, limit: Duration) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains(word) {
+        if text.get(from..).is_some_and(|t| t.contains(word)) {
             return Ok(());
         }
         if t.elapsed() > limit {
@@ -619,8 +699,16 @@ fn wait_for(log: &Path, word: &str, limit: Duration) -> Result<(), String> {
     }
 }
 
+/// Whether process `pid` runs: a zombie (exited, not yet reaped by whoever inherited
+/// it) does not.
 fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 /// A host's API socket (each host its own; they share one filesystem).
@@ -768,16 +856,9 @@ fn teardown(p: &Place, json: bool) -> Result<String, String> {
         let Some(pid) = h.ovrd_pid.filter(|p| alive(*p)) else {
             continue;
         };
-        let _ = run(None, &["kill", "-TERM", &pid.to_string()]);
-        let t = Instant::now();
-        while alive(pid) && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if alive(pid) {
-            let _ = run(None, &["kill", "-KILL", &pid.to_string()]);
-        }
+        stop(pid);
         let log = std::fs::read_to_string(&h.log).unwrap_or_default();
-        if let Some(at) = log.find(COUNTERS_AT_EXIT) {
+        if let Some(at) = log.rfind(COUNTERS_AT_EXIT) {
             let text = log[at + COUNTERS_AT_EXIT.len()..].trim_start();
             let _ = writeln!(report, "== {}: ovrd's counters at exit", h.name);
             let _ = write!(report, "{text}");
@@ -786,6 +867,11 @@ fn teardown(p: &Place, json: bool) -> Result<String, String> {
     }
     for ns in s.namespaces.iter().rev() {
         let _ = run(None, &["ip", "netns", "del", ns]);
+    }
+    // What the ovrds left pinned (they leave their fast paths at SIGTERM) goes with the
+    // filesystem.
+    if let Some(fs) = &s.bpffs {
+        let _ = run(None, &["umount", &fs.to_string_lossy()]);
     }
     let _ = std::fs::remove_dir_all(p.dir());
     let _ = writeln!(

@@ -143,6 +143,10 @@ enum Lab {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         cmd: Vec<String>,
     },
+    /// Restart one host's ovrd with the same arguments (SIGTERM, or nothing if it is not
+    /// running, then start): its fast path keeps forwarding in between, and the new
+    /// ovrd adopts it.
+    Restart { host: String },
     /// Stop every ovrd (printing its counters) and remove everything the lab made.
     Down,
 }
@@ -265,6 +269,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
                 }
                 Err(e) => Err(e),
             },
+            Lab::Restart { host } => lab::restart(&place, &host),
             Lab::Down => lab::down(&place, json),
         },
         Command::Bench {

@@ -13,7 +13,7 @@
 //
 // The fast path handles only what it can do exactly as the user-space pipeline would:
 // VXLAN over IPv4 (no options, no fragments, a UDP checksum, if any, that verifies),
-// inner untagged IPv4 TCP and UDP without options or fragments, TTL > 1, no Ethernet
+// inner untagged IPv4 TCP, UDP and ICMP echo without options or fragments, TTL > 1, no Ethernet
 // padding, within the egress MTU. XDP also needs frames in one buffer and (from a workload) a transport checksum
 // that verifies: a sender that left its checksum to the NIC (CHECKSUM_PARTIAL on a veth)
 // is indistinguishable there from one that sent a bad checksum, and both go to user
@@ -264,7 +264,8 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
     struct ethhdr *eth = data + off;
     struct iphdr *ip = data + off + 14;
     if (eth->h_proto != bpf_htons(ETH_P_IP) || *(__u8 *)ip != 0x45 ||
-        (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP) ||
+        (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP &&
+         ip->protocol != IPPROTO_ICMP) ||
         (ip->frag_off & bpf_htons(0x3fff)) ||
         bpf_ntohs(ip->tot_len) != frame_len - off - 14)
         return count(OVR_C_UNPARSED), -1;
@@ -280,6 +281,11 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
         p->l4_hdr = (l4[12] >> 4) * 4;
         if (p->l4_hdr < 20 || p->l4_hdr > p->l4_len)
             return count(OVR_C_UNPARSED), -1;
+    } else if (ip->protocol == IPPROTO_ICMP) {
+        // Echo request (8) and reply (0) only: one flow both ways, keyed by the identifier.
+        if (l4 + 8 > (__u8 *)end || (l4[0] != 0 && l4[0] != 8))
+            return count(OVR_C_UNPARSED), -1;
+        p->l4_hdr = 8;
     } else {
         if (l4 + 8 > (__u8 *)end || bpf_ntohs(*(__u16 *)(l4 + 4)) != p->l4_len)
             return count(OVR_C_UNPARSED), -1;
@@ -287,8 +293,14 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
     }
     p->key.saddr = ip->saddr;
     p->key.daddr = ip->daddr;
-    p->key.sport = *(__u16 *)l4;
-    p->key.dport = *(__u16 *)(l4 + 2);
+    if (ip->protocol == IPPROTO_ICMP) {
+        // As user space keys an echo: its identifier for both ports.
+        p->key.sport = *(__u16 *)(l4 + 4);
+        p->key.dport = p->key.sport;
+    } else {
+        p->key.sport = *(__u16 *)l4;
+        p->key.dport = *(__u16 *)(l4 + 2);
+    }
     p->key.proto = ip->protocol;
     __builtin_memcpy(p->key.dmac, eth->h_dest, 6);
     return 0;

@@ -1,9 +1,13 @@
 //! The kernel backend: bpf/fast_path.c loaded once, at one of two hooks ([`Hook`]), and
 //! attached to every interface ovrd forwards on, so that every interface's program
 //! shares the flow map, the egress map and the AF_XDP socket map (each interface has its
-//! own slots in it, named in its `ovr_ifaces` entry). One load rather than pinned maps:
-//! nothing to clean up on bpffs after a crash, and the kernel detaches everything when
-//! ovrd exits.
+//! own slots in it, named in its `ovr_ifaces` entry).
+//!
+//! Loaded with a pin directory ([`Bpf::load_pinned`], `crate::pin`), the program, its
+//! maps and its links outlive ovrd, so that established flows keep forwarding while no
+//! ovrd runs; the next one adopts them: same maps (entries, generation), the new program
+//! swapped into each link atomically. Without one ([`Bpf::load`]), the kernel detaches
+//! everything when ovrd exits.
 //!
 //! - XDP: earliest and cheapest per frame, and the AF_XDP redirect; a frame is one
 //!   buffer without the kernel's metadata, so a large (GSO) packet never reaches it whole
@@ -22,17 +26,21 @@ use crate::layout::{
     ACTION_LEN, Action, ActionBytes, COUNTER_NAMES, IFACE_LEN, Iface, IfaceBytes, KEY_LEN, Key,
     KeyBytes, MAX_ADDRS, NO_XSK, Usage,
 };
+use crate::pin::{MAPS, PinDir};
 use crate::{Offload, OffloadError};
-use aya::Ebpf;
 use aya::maps::{
-    Array, DevMapHash, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray, XskMap,
+    Array, DevMapHash, HashMap as BpfHashMap, IterableMap, Map, MapData, MapInfo, PerCpuArray,
+    XskMap,
 };
-use aya::programs::links::LinkOrder;
-use aya::programs::tc::{TcAttachOptions, TcAttachType};
+use aya::programs::links::{FdLink, LinkOrder, PinnedLink};
+use aya::programs::tc::{SchedClassifierLink, TcAttachOptions, TcAttachType};
+use aya::programs::xdp::XdpLink;
 use aya::programs::{SchedClassifier, Xdp as XdpProgram, XdpMode};
+use aya::{Ebpf, EbpfLoader};
 use ovr_io::error_chain;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -84,6 +92,11 @@ struct Inner {
     xsk_fds: HashMap<u32, Vec<RawFd>>,
     /// Free blocks of AF_XDP slots.
     free_slots: Vec<u32>,
+    /// Where the fast path is pinned (None: it goes with this process).
+    pins: Option<PinDir>,
+    /// Interfaces (ifindex) whose pinned link, an earlier ovrd's, no attachment has
+    /// taken over yet.
+    unclaimed: HashSet<u32>,
 }
 
 /// The loaded program and its maps; clones share them (one per worker).
@@ -94,12 +107,55 @@ pub struct Bpf {
     /// Interfaces were attached or detached since the last `take_changed` (looked at
     /// every loop iteration, without the lock).
     changed: Arc<AtomicBool>,
+    /// The generation in force in the maps an earlier ovrd left pinned (adopted).
+    adopted: Option<u32>,
 }
 
 impl Bpf {
-    /// Loads the program for `hook` (not attached anywhere yet).
+    /// Loads the program for `hook` (not attached anywhere yet); it goes with this process.
     pub fn load(hook: Hook) -> Result<Self, OffloadError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| err("load BPF object", error_chain(&e)))?;
+        let ebpf = Ebpf::load(OBJECT).map_err(|e| err("load BPF object", error_chain(&e)))?;
+        Self::finish(hook, ebpf, None, false)
+    }
+
+    /// Loads the program for `hook` with its maps pinned in `dir` (on bpffs, mounted there
+    /// if needed). A fast path an earlier ovrd left there is adopted: its maps (entries,
+    /// generation) are this one's, and its links are taken over as interfaces are
+    /// attached. One whose maps have another layout (another version of the program) is
+    /// removed first.
+    pub fn load_pinned(hook: Hook, dir: &Path) -> Result<Self, OffloadError> {
+        let pins = PinDir::prepare(dir)?;
+        let adopt = pins.holds_maps()
+            && match same_layout(&pins) {
+                Ok(()) => true,
+                Err(why) => {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "the fast path pinned there has another layout ({why}): removed; \
+                         its flows go through user space again"
+                    );
+                    false
+                }
+            };
+        if !adopt {
+            pins.clear();
+        }
+        let mut loader = EbpfLoader::new();
+        for name in MAPS {
+            loader.map_pin_path(name, pins.map(name));
+        }
+        let ebpf = loader
+            .load(OBJECT)
+            .map_err(|e| err("load BPF object (pinned maps)", error_chain(&e)))?;
+        Self::finish(hook, ebpf, Some(pins), adopt)
+    }
+
+    fn finish(
+        hook: Hook,
+        mut ebpf: Ebpf,
+        pins: Option<PinDir>,
+        adopt: bool,
+    ) -> Result<Self, OffloadError> {
         let name = hook.program();
         let prog = ebpf
             .program_mut(name)
@@ -109,6 +165,30 @@ impl Bpf {
             Hook::Tc => <&mut SchedClassifier>::try_from(prog).and_then(|p| p.load()),
         };
         loaded.map_err(|e| err("load program", format!("{name}: {}", error_chain(&e))))?;
+        if let Some(p) = &pins {
+            // The program pinned is the one in force: this one (the links get it as
+            // interfaces are attached).
+            for other in [Hook::Xdp, Hook::Tc] {
+                let _ = std::fs::remove_file(p.program(other.program()));
+            }
+            let path = p.program(name);
+            let prog = ebpf
+                .program_mut(name)
+                .ok_or_else(|| err("find program", name))?;
+            let pinned = match hook {
+                Hook::Xdp => <&mut XdpProgram>::try_from(prog)
+                    .map(|x| x.pin(&path))
+                    .map_err(|e| e.to_string()),
+                Hook::Tc => <&mut SchedClassifier>::try_from(prog)
+                    .map(|x| x.pin(&path))
+                    .map_err(|e| e.to_string()),
+            };
+            match pinned {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(err("pin program", error_chain(&e))),
+                Err(e) => return Err(err("pin program", e)),
+            }
+        }
         fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,
             name: &'static str,
@@ -116,12 +196,18 @@ impl Bpf {
             let m = ebpf.take_map(name).ok_or_else(|| err("find map", name))?;
             T::try_from(m).map_err(|e| err("map type", format!("{name}: {}", error_chain(&e))))
         }
+        let generation: Array<MapData, u32> = take(&mut ebpf, "ovr_gen")?;
+        let adopted = adopt.then(|| generation.get(&0, 0).unwrap_or(0));
+        let unclaimed = match (&pins, adopt) {
+            (Some(p), true) => p.links().into_iter().collect(),
+            _ => HashSet::new(),
+        };
         let inner = Inner {
             flows: take(&mut ebpf, "ovr_flows")?,
             ifaces: take(&mut ebpf, "ovr_ifaces")?,
             xsks: take(&mut ebpf, "ovr_xsks")?,
             tx: take(&mut ebpf, "ovr_tx")?,
-            generation: take(&mut ebpf, "ovr_gen")?,
+            generation,
             counters: take(&mut ebpf, "ovr_counters")?,
             ebpf,
             attached: HashMap::new(),
@@ -131,12 +217,64 @@ impl Bpf {
                 .rev()
                 .map(|b| b * XSK_SLOTS)
                 .collect(),
+            pins,
+            unclaimed,
         };
         Ok(Self {
             hook,
             inner: Arc::new(Mutex::new(inner)),
             changed: Arc::new(AtomicBool::new(false)),
+            adopted,
         })
+    }
+
+    /// The generation in force in a fast path adopted from an earlier ovrd (None: none
+    /// was adopted).
+    pub fn adopted(&self) -> Option<u32> {
+        self.adopted
+    }
+
+    /// Where the fast path is pinned, and whether it goes with this process all the same
+    /// (a bpffs this process mounted in a mount namespace of its own).
+    pub fn pinned(&self) -> Option<(PathBuf, bool)> {
+        let g = self.lock();
+        g.pins
+            .as_ref()
+            .map(|p| (p.path().to_path_buf(), p.private_mount))
+    }
+
+    /// Every entry of the flow map with its counters.
+    pub fn entries(&self) -> Result<Vec<(Key, Usage)>, OffloadError> {
+        let (mut out, mut cursor) = (Vec::new(), None);
+        loop {
+            cursor = self.scan(cursor, 4096, &mut out)?;
+            if cursor.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Lets go of the pinned links no interface took over (interfaces gone or no longer
+    /// configured while no ovrd ran): detached, and no longer egresses of the fast path.
+    pub fn release_unclaimed(&self) -> Vec<u32> {
+        let mut g = self.lock();
+        let gone: Vec<u32> = g.unclaimed.drain().collect();
+        for &ifindex in &gone {
+            if let Some(p) = &g.pins {
+                let _ = std::fs::remove_file(p.link(ifindex));
+            }
+            let _ = g.ifaces.remove(&ifindex);
+            let _ = g.tx.remove(ifindex);
+        }
+        gone
+    }
+
+    /// Removes every pin (after every attachment was dropped): the maps and the program
+    /// go once nothing holds them (`--detach-fast-path-on-exit`).
+    pub fn remove_pins(&self) {
+        if let Some(p) = &self.lock().pins {
+            p.remove_all();
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -154,6 +292,11 @@ impl Bpf {
     /// (XDP only), gives it socket slots. The fast path itself starts once
     /// [`Offload::refresh`] has described the interface from the tables. Dropping the
     /// attachment detaches the program.
+    ///
+    /// An interface whose link an earlier ovrd pinned keeps it: this program replaces
+    /// the old one in it atomically, and its entry (what the old one knew of the
+    /// interface) stays until the next refresh, so frames keep being forwarded
+    /// throughout, and the interface does not count as a change.
     pub fn attach(&self, name: &str, id: u32, af_xdp: bool) -> Result<Attachment, OffloadError> {
         let ifindex = ovr_io::if_index(name).ok_or_else(|| err("find interface", name))?;
         let mut g = self.lock();
@@ -164,11 +307,25 @@ impl Bpf {
         } else {
             NO_XSK
         };
+        let pin = g.pins.as_ref().map(|p| p.link(ifindex));
+        let old = g
+            .unclaimed
+            .remove(&ifindex)
+            .then(|| pin.as_ref().and_then(|p| PinnedLink::from_pin(p).ok()))
+            .flatten()
+            .map(FdLink::from);
+        let kept = old
+            .as_ref()
+            .and_then(|_| g.ifaces.get(&ifindex, 0).ok())
+            .map(|b| Iface::decode(&b));
         let entry = Iface {
-            kind: 0,
             xsk_base,
-            addrs: [[0; 4]; MAX_ADDRS],
-            mac: [0; 6],
+            ..kept.unwrap_or(Iface {
+                kind: 0,
+                xsk_base,
+                addrs: [[0; 4]; MAX_ADDRS],
+                mac: [0; 6],
+            })
         };
         let attached = (|| {
             g.ifaces
@@ -176,60 +333,39 @@ impl Bpf {
                 .map_err(|e| err("insert interface", error_chain(&e)))?;
             g.tx.insert(ifindex, ifindex, None, 0)
                 .map_err(|e| err("insert egress", error_chain(&e)))?;
-            let hook = self.hook;
-            let program = hook.program();
-            let prog = g
-                .ebpf
-                .program_mut(program)
-                .ok_or_else(|| err("find program", program))?;
-            let prog_type = |e: aya::programs::ProgramError| err("program type", e);
-            match hook {
-                Hook::Xdp => {
-                    let prog: &mut XdpProgram = prog.try_into().map_err(prog_type)?;
-                    let link = prog
-                        .attach_to_if_index(ifindex, XdpMode::Driver)
-                        .map_err(|e| err("attach XDP program (native mode)", error_chain(&e)))?;
-                    prog.take_link(link)
-                        .map(|l| Box::new(l) as Link)
-                        .map_err(|e| err("take XDP link", error_chain(&e)))
-                }
-                Hook::Tc => {
-                    // TCX (Linux 6.6): a link, gone with ovrd, no qdisc to add or remove.
-                    // First, so that no other program on the interface sees the flows
-                    // first (a program of the host's may still be put before it).
-                    let prog: &mut SchedClassifier = prog.try_into().map_err(prog_type)?;
-                    let link = prog
-                        .attach_with_options(
-                            name,
-                            TcAttachType::Ingress,
-                            TcAttachOptions::TcxOrder(LinkOrder::first()),
-                        )
-                        .map_err(|e| {
-                            err(
-                                "attach TC program (TCX, Linux 6.6 or later)",
-                                error_chain(&e),
-                            )
-                        })?;
-                    prog.take_link(link)
-                        .map(|l| Box::new(l) as Link)
-                        .map_err(|e| err("take TC link", error_chain(&e)))
-                }
+            let link = link(&mut g.ebpf, self.hook, name, ifindex, old, pin.as_deref())?;
+            if let Some(path) = &pin
+                && !path.exists()
+            {
+                // A new link: pinned, so that it outlives this process.
+                let pinned = link
+                    .pin(path)
+                    .map_err(|e| err("pin link", error_chain(&e)))?;
+                return Ok(FdLink::from(pinned));
             }
+            Ok(link)
         })();
         match attached {
             Ok(link) => {
                 g.attached.insert(id, (ifindex, entry));
                 g.names.insert(id, name.to_string());
-                self.changed.store(true, Ordering::Release);
+                if kept.is_none() {
+                    self.changed.store(true, Ordering::Release);
+                }
                 Ok(Attachment {
                     program: self.clone(),
                     id,
                     ifindex,
                     xsk_base,
                     link: Some(link),
+                    pin,
+                    keep: false,
                 })
             }
             Err(e) => {
+                if let Some(p) = &pin {
+                    let _ = std::fs::remove_file(p);
+                }
                 let _ = g.ifaces.remove(&ifindex);
                 let _ = g.tx.remove(ifindex);
                 if xsk_base != NO_XSK {
@@ -259,18 +395,102 @@ impl Bpf {
 }
 
 /// The program attached to one interface. Dropped: detached, and the interface is no
-/// longer an egress of the fast path.
+/// longer an egress of the fast path — unless it is left in place ([`Attachment::leave`]).
 pub struct Attachment {
     program: Bpf,
     id: u32,
     ifindex: u32,
     xsk_base: u32,
-    link: Option<Link>,
+    /// The kernel's hold of the program on the interface (a TCX or XDP bpf_link):
+    /// closing the last descriptor of one that is not pinned detaches the program.
+    link: Option<FdLink>,
+    /// Where the link is pinned.
+    pin: Option<PathBuf>,
+    /// Dropped without detaching (the pinned fast path outlives ovrd).
+    keep: bool,
 }
 
-/// The kernel's hold of the program on one interface (an XdpLink or a
-/// SchedClassifierLink), kept only to be dropped: that detaches the program.
-type Link = Box<dyn std::any::Any + Send>;
+impl Attachment {
+    /// Lets go of the interface but leaves the program on it, pinned, forwarding the
+    /// flows it has for whichever ovrd comes next (without a pin, this detaches).
+    pub fn leave(mut self) {
+        self.keep = self.pin.is_some();
+    }
+}
+
+/// The program's link on `ifindex` (interface `name`): `old` (an earlier ovrd's, pinned
+/// at `pin`) with this program swapped in atomically, or a new one. An old link of the
+/// other hook (ovrd restarted with another `--offload`) is let go first.
+fn link(
+    ebpf: &mut Ebpf,
+    hook: Hook,
+    name: &str,
+    ifindex: u32,
+    old: Option<FdLink>,
+    pin: Option<&Path>,
+) -> Result<FdLink, OffloadError> {
+    let program = hook.program();
+    let prog = ebpf
+        .program_mut(program)
+        .ok_or_else(|| err("find program", program))?;
+    let prog_type = |e: aya::programs::ProgramError| err("program type", e);
+    let link_type = |e: aya::programs::links::LinkError| err("link type", e);
+    let forget_old = || {
+        if let Some(p) = pin {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    match hook {
+        Hook::Xdp => {
+            let prog: &mut XdpProgram = prog.try_into().map_err(prog_type)?;
+            let old = old.and_then(|l| XdpLink::try_from(l).ok());
+            let id = match old {
+                Some(l) => prog
+                    .attach_to_link(l)
+                    .map_err(|e| err("replace XDP program", error_chain(&e)))?,
+                None => {
+                    forget_old();
+                    prog.attach_to_if_index(ifindex, XdpMode::Driver)
+                        .map_err(|e| err("attach XDP program (native mode)", error_chain(&e)))?
+                }
+            };
+            let l = prog
+                .take_link(id)
+                .map_err(|e| err("take XDP link", error_chain(&e)))?;
+            FdLink::try_from(l).map_err(link_type)
+        }
+        Hook::Tc => {
+            // TCX (Linux 6.6): a link, no qdisc to add or remove. First, so that no other
+            // program on the interface sees the flows first (a program of the host's may
+            // still be put before it).
+            let prog: &mut SchedClassifier = prog.try_into().map_err(prog_type)?;
+            let old = old.and_then(|l| SchedClassifierLink::try_from(l).ok());
+            let id = match old {
+                Some(l) => prog
+                    .attach_to_link(l)
+                    .map_err(|e| err("replace TC program", error_chain(&e)))?,
+                None => {
+                    forget_old();
+                    prog.attach_with_options(
+                        name,
+                        TcAttachType::Ingress,
+                        TcAttachOptions::TcxOrder(LinkOrder::first()),
+                    )
+                    .map_err(|e| {
+                        err(
+                            "attach TC program (TCX, Linux 6.6 or later)",
+                            error_chain(&e),
+                        )
+                    })?
+                }
+            };
+            let l = prog
+                .take_link(id)
+                .map_err(|e| err("take TC link", error_chain(&e)))?;
+            FdLink::try_from(l).map_err(link_type)
+        }
+    }
+}
 
 impl ovr_io::XskSlots for Attachment {
     fn insert(&mut self, queue: u32, fd: RawFd) -> Result<(), String> {
@@ -288,7 +508,15 @@ impl ovr_io::XskSlots for Attachment {
 
 impl Drop for Attachment {
     fn drop(&mut self) {
-        // Detach first, then forget the interface.
+        if self.keep {
+            // Pinned: closing this descriptor leaves the program attached, and the maps
+            // keep the interface's entries.
+            return;
+        }
+        // Detach first (the pin is the other hold on the link), then forget the interface.
+        if let Some(p) = &self.pin {
+            let _ = std::fs::remove_file(p);
+        }
         drop(self.link.take());
         let mut g = self.program.lock();
         let _ = g.ifaces.remove(&self.ifindex);
@@ -462,6 +690,48 @@ impl Offload for Bpf {
     }
 }
 
+/// Whether the maps pinned in `p` are the ones this program defines (type, key and value
+/// sizes, entries): an earlier version's with another layout cannot be adopted.
+fn same_layout(p: &PinDir) -> Result<(), String> {
+    fn data(m: &Map) -> Option<&MapData> {
+        match m {
+            Map::Array(d)
+            | Map::HashMap(d)
+            | Map::XskMap(d)
+            | Map::DevMapHash(d)
+            | Map::PerCpuArray(d) => Some(d),
+            _ => None,
+        }
+    }
+    let shape = |i: &MapInfo| {
+        (
+            format!("{:?}", i.map_type().ok()),
+            i.key_size(),
+            i.value_size(),
+            i.max_entries(),
+        )
+    };
+    // Loading the object creates its maps (empty, unpinned), not its programs.
+    let fresh = Ebpf::load(OBJECT).map_err(|e| error_chain(&e))?;
+    for name in MAPS {
+        let want = fresh
+            .map(name)
+            .and_then(data)
+            .ok_or_else(|| format!("{name}: not in the program"))?
+            .info()
+            .map_err(|e| format!("{name}: {}", error_chain(&e)))?;
+        let have = MapInfo::from_pin(p.map(name)).map_err(|e| format!("{name}: {e}"))?;
+        if shape(&want) != shape(&have) {
+            return Err(format!(
+                "{name}: {:?} pinned, {:?} here",
+                shape(&have),
+                shape(&want)
+            ));
+        }
+    }
+    Ok(())
+}
+
 const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
 
 /// Workers attach interfaces and own fast paths on their own threads.
@@ -555,5 +825,40 @@ mod tests {
         let mut want = keys.clone();
         want.sort_by_key(|k| k.encode());
         assert_eq!(got, want);
+    }
+
+    /// Pinned maps outlive the loader and are adopted by the next one (entries and
+    /// generation), at either hook; `remove_pins` leaves nothing. The bpffs is mounted by
+    /// the first load on the pin directory's parent (a directory of this test's own).
+    #[test]
+    fn pinned_maps_are_adopted_by_the_next_load() {
+        let root = std::env::temp_dir().join(format!("ovr-pin-test-{}", std::process::id()));
+        let dir = root.join("pins");
+        let key = Key {
+            ifindex: 1,
+            ..Key::default()
+        };
+        let r = (|| -> Result<(), OffloadError> {
+            let mut first = Bpf::load_pinned(Hook::Tc, &dir)?;
+            assert_eq!(first.adopted(), None);
+            assert!(
+                Bpf::load_pinned(Hook::Tc, &dir).is_err(),
+                "one ovrd per directory"
+            );
+            first.set_generation(7)?;
+            first.install(&key, &forward_to_1(), 7)?;
+            drop(first);
+            let second = Bpf::load_pinned(Hook::Xdp, &dir)?;
+            assert_eq!(second.adopted(), Some(7));
+            let entries = second.entries()?;
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0].0, key);
+            second.remove_pins();
+            assert!(!dir.exists());
+            Ok(())
+        })();
+        let _ = rustix::mount::unmount(&root, rustix::mount::UnmountFlags::DETACH);
+        let _ = std::fs::remove_dir(&root);
+        r.unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -4,7 +4,8 @@
 //! went, routed or bridged, from a tunnel) and the tables (router MAC, VNI, MTU).
 //!
 //! Only what the XDP program reproduces exactly is described: VXLAN over IPv4 with an
-//! IPv4 inner packet, TCP or UDP, between a workload and the underlay (both ways) or
+//! IPv4 inner packet, TCP, UDP or ICMP echo (so that a ping survives ovrd's restart as a
+//! TCP session does), between a workload and the underlay (both ways) or
 //! between two local workloads; bridged or routed. Anything else stays in user space.
 
 use crate::layout::{Action, Key, TPL_LEN, VXLAN_HEAD, flags};
@@ -18,7 +19,7 @@ use ovr_wire::ethernet::HEADER_LEN;
 /// Why a packet's flow is not offloaded (counted, not an error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// Not a flow's packet (flood replica, gateway), IPv6, MPLS, ICMP, ...
+    /// Not a flow's packet (flood replica, gateway), IPv6, MPLS, ICMP but echo, ...
     Shape,
     /// The next hop or the interfaces are of a kind the fast path does not handle.
     Path,
@@ -39,7 +40,7 @@ pub fn describe(
     let m = meta;
     if !m.has(mf::FLOW_HIT | mf::FLOW_CREATED)
         || m.has(mf::REPLICA | mf::IPV6 | mf::PINNED | mf::OUTER_GRE)
-        || !matches!(m.key.protocol, 6 | 17)
+        || !matches!(m.key.protocol, 1 | 6 | 17)
     {
         return Err(Refused::Shape);
     }
@@ -90,6 +91,19 @@ pub fn describe(
     }
     let ip = &inner[HEADER_LEN..];
     let l4 = &ip[20..];
+    let icmp = ip[9] == 1;
+    // An echo's flow is keyed by its identifier both ways (as user space keys it).
+    let (src_port, dst_port) = match (icmp, l4[0]) {
+        (true, 0 | 8) => {
+            let id = u16::from_be_bytes([l4[4], l4[5]]);
+            (id, id)
+        }
+        (true, _) => return Err(Refused::Shape),
+        _ => (
+            u16::from_be_bytes([l4[0], l4[1]]),
+            u16::from_be_bytes([l4[2], l4[3]]),
+        ),
+    };
     let key_dst_mac = if routed {
         vrf.router_mac.0
     } else {
@@ -102,8 +116,8 @@ pub fn describe(
         // rewritten, only its MACs and TTL.
         src: ip[12..16].try_into().unwrap_or_default(),
         dst: ip[16..20].try_into().unwrap_or_default(),
-        src_port: u16::from_be_bytes([l4[0], l4[1]]),
-        dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+        src_port,
+        dst_port,
         dst_mac: key_dst_mac,
         protocol: ip[9],
     };
@@ -116,8 +130,9 @@ pub fn describe(
             f |= flags::DEC_TTL;
         }
     }
-    if !from_tunnel {
-        // A workload may have left its checksum to the NIC: only a complete one passes.
+    if !from_tunnel && !icmp {
+        // A workload may have left its checksum to the NIC: only a complete one passes
+        // (the kernel sums ICMP itself; its checksum has no pseudo-header to check with).
         f |= flags::CHECK_L4;
     }
     let action = Action {

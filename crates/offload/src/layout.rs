@@ -164,6 +164,23 @@ impl Iface {
         b[24..30].copy_from_slice(&self.mac);
         b
     }
+
+    /// An entry read back (one an earlier ovrd left in a pinned map).
+    pub fn decode(b: &IfaceBytes) -> Self {
+        let u = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap_or_default());
+        let mut addrs = [[0u8; 4]; MAX_ADDRS];
+        for (i, a) in addrs.iter_mut().enumerate() {
+            a.copy_from_slice(&b[8 + 4 * i..12 + 4 * i]);
+        }
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&b[24..30]);
+        Self {
+            kind: u(0),
+            xsk_base: u(4),
+            addrs,
+            mac,
+        }
+    }
 }
 
 /// The program's counters (`enum` `OVR_C_*`), by index.

@@ -30,9 +30,11 @@
 //! per interface, and the egresses left to user space.
 #![forbid(unsafe_code)]
 
+mod adopt;
 pub mod bpf;
 pub mod describe;
 pub mod layout;
+pub mod pin;
 
 pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
@@ -44,7 +46,7 @@ use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::ForwardingState;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +97,8 @@ pub struct Shared {
     /// The generation in force, read without the lock on every loop iteration.
     generation: Arc<AtomicU32>,
     state: Arc<Mutex<SharedState>>,
+    /// Entries adopted from an earlier ovrd still tracked (`adopt`), read without the lock.
+    adopted_len: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -111,6 +115,10 @@ struct SharedState {
     counted: HashMap<u32, u64>,
     /// Egress interfaces that dropped redirected frames, until when they are avoided.
     bad_egress: HashMap<u32, u64>,
+    /// The generation was adopted for the tables this ovrd starts with (`adopt`).
+    resume: bool,
+    /// Entries adopted from an earlier ovrd, with their counters already merged.
+    adopted: HashMap<Key, Usage>,
 }
 
 impl Shared {
@@ -252,7 +260,7 @@ impl<O: Offload> FastPath<O> {
     /// How long the worker may sleep without traffic at most, if the fast path needs
     /// it sooner than whatever else wakes the worker: while it holds entries.
     pub fn wake_within_ms(&self) -> Option<i32> {
-        (!self.installed.is_empty()).then_some(SWEEP_WAKE_MS)
+        (!self.installed.is_empty() || self.shared.adopted() > 0).then_some(SWEEP_WAKE_MS)
     }
 
     /// Flows offloaded now (in any generation).
@@ -288,6 +296,7 @@ impl<O: Offload> FastPath<O> {
         let shared = self.shared.clone();
         let mut s = shared.lock();
         s.changed |= changed;
+        adopt::resume(&mut s, epoch);
         // Another worker may already forward with newer tables: then this one waits
         // for them (its next loop iteration) rather than describe interfaces or flows
         // from older ones under the new generation.
@@ -380,6 +389,7 @@ impl<O: Offload> FastPath<O> {
         {
             self.merge(cx, other, o);
         }
+        self.shared.claim(&key);
         if let Err(e) = self.backend.install(&key, &action, self.generation) {
             self.owner.remove(&key);
             self.installed.remove(&id.0);
@@ -632,11 +642,12 @@ impl<O: Offload> FastPath<O> {
     /// less than reading only one's own entry by entry).
     fn sweep_step(&mut self, cx: &mut Cx) {
         let now = cx.now;
-        if self.installed.is_empty() {
+        let adopted = self.shared.adopted();
+        if self.installed.is_empty() && adopted == 0 {
             self.swept_at = Some(now);
             return;
         }
-        let entries = self.table_len.max(self.installed.len()) as u128;
+        let entries = self.table_len.max(self.installed.len() + adopted) as u128;
         let pass = u128::from(sweep_pass_ns(cx.settings.idle_timeout_ns));
         // Time owed is capped at one pass (after a long sleep, one pass, not several).
         let last = self
@@ -669,6 +680,9 @@ impl<O: Offload> FastPath<O> {
             self.last_pass_began = self.pass_began;
         }
         self.cursor = next;
+        if adopted > 0 {
+            self.age_adopted(cx, &read);
+        }
         for (key, usage) in read {
             // Most entries of a large table carry nothing new: skipped before ovr's
             // records of them are looked up (those lookups are the sweep's main cost).

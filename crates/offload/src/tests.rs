@@ -426,21 +426,21 @@ fn other_flow(frame: &[u8]) -> Vec<u8> {
     f
 }
 
-/// The first case's frame (UDP) as flow `k`: UDP from source port `k` (checksum none),
-/// or an ICMP echo request with identifier `k`.
-fn flow_k(frame: &[u8], k: u8, icmp: bool) -> Vec<u8> {
+/// The first case's frame (UDP) as flow `k`: from source port `k` (checksum none),
+/// with IPv4 options (four NOPs: the fast path leaves such packets to user space) or not.
+fn flow_k(frame: &[u8], k: u8, options: bool) -> Vec<u8> {
     let mut f = frame.to_vec();
-    if icmp {
-        f[23] = 1;
-        f[34..40].copy_from_slice(&[8, 0, 0, 0, 0, k]);
-        let c = ovr_wire::checksum::checksum(&f[34..]);
-        f[36..38].copy_from_slice(&c.to_be_bytes());
-    } else {
-        f[35] = k;
-        f[40..42].fill(0);
+    f[35] = k;
+    f[40..42].fill(0);
+    if options {
+        f.splice(34..34, [1u8; 4]);
+        f[14] = 0x46;
+        let total = u16::from_be_bytes([f[16], f[17]]) + 4;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
     }
+    let end = 14 + usize::from(f[14] & 0x0f) * 4;
     f[24..26].fill(0);
-    let c = ovr_wire::checksum::checksum(&f[14..34]);
+    let c = ovr_wire::checksum::checksum(&f[14..end]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
     f
 }
@@ -448,7 +448,7 @@ fn flow_k(frame: &[u8], k: u8, icmp: bool) -> Vec<u8> {
 #[test]
 fn a_new_flow_on_the_id_of_a_gone_one_is_offered() {
     let c = &cases()[0];
-    // Flows installed, and flows refused (ICMP, which the fast path does not carry), in
+    // Flows installed, and flows refused (IPv4 options, which the fast path leaves), in
     // the same generation: then all deleted in user space (`ovrctl flows --delete`).
     for refused in [false, true] {
         let mut r = rig();
@@ -623,4 +623,75 @@ fn the_sweep_reads_entries_at_a_pace_and_keeps_fast_path_flows_alive() {
     assert_eq!(r.fast.counters.removed, FLOWS);
     assert!(r.fast.is_empty());
     assert!(r.fake.s.borrow().entries.is_empty());
+}
+
+/// A fast path adopted from an earlier ovrd (its maps pinned). With the tables it left,
+/// its generation stays in force (nothing flushed, nothing refreshed) and its entries keep
+/// forwarding: merged into the totals, removed once idle for the idle timeout, taken over
+/// when user space offers the flow again. With tables new to it, the generation goes on
+/// from the adopted one (never back to 1).
+#[test]
+fn adopted_entries_keep_their_generation_age_and_are_taken_over() {
+    let c = &cases()[0];
+    let mut earlier = rig();
+    earlier.run("vm1", &c.input, 1);
+    let key = earlier.key();
+    let left = |generation: u32| {
+        let fake = Fake::default();
+        {
+            let mut s = fake.s.borrow_mut();
+            let (action, _, usage) = earlier.fake.s.borrow().entries[&key];
+            s.entries.insert(key, (action, generation, usage));
+            s.generation = generation;
+        }
+        fake
+    };
+    let second = 1_000_000_000;
+
+    // Resumed: generation 7 stays; the entry carries packets, then goes idle and ages.
+    let fake = left(7);
+    let shared = Shared::adopting(7, vec![(key, Usage::default())], true);
+    let mut r = rig_with(
+        FastPath::sharing(fake.clone(), shared.clone()),
+        fake.clone(),
+    );
+    r.idle(second);
+    assert_eq!(fake.s.borrow().generation, 7);
+    assert_eq!(fake.s.borrow().refreshed, 0);
+    assert_eq!(shared.adopted(), 1);
+    assert_eq!(r.fast.wake_within_ms(), Some(SWEEP_WAKE_MS));
+    fake.set_packets(&key, 5);
+    r.idle(20 * second);
+    assert_eq!(r.fast.counters.packets, 5);
+    assert_eq!(shared.adopted(), 1);
+    assert!(fake.s.borrow().entries.contains_key(&key));
+    r.idle(90 * second);
+    assert_eq!(shared.adopted(), 0);
+    assert!(fake.s.borrow().entries.is_empty());
+    assert_eq!(r.fast.counters.removed, 1);
+
+    // Resumed, and the flow comes through user space: this ovrd's entry from then on.
+    let fake = left(7);
+    let shared = Shared::adopting(7, vec![(key, Usage::default())], true);
+    let mut r = rig_with(
+        FastPath::sharing(fake.clone(), shared.clone()),
+        fake.clone(),
+    );
+    r.run("vm1", &c.input, second);
+    assert_eq!(shared.adopted(), 0);
+    assert_eq!(r.key(), key);
+    assert_eq!(fake.s.borrow().entries[&key].1, 7);
+
+    // New tables: generation 8; the adopted entry is stale and ages all the same.
+    let fake = left(7);
+    let shared = Shared::adopting(7, vec![(key, Usage::default())], false);
+    let mut r = rig_with(
+        FastPath::sharing(fake.clone(), shared.clone()),
+        fake.clone(),
+    );
+    r.idle(second);
+    assert_eq!(fake.s.borrow().generation, 8);
+    r.idle(90 * second);
+    assert_eq!(shared.adopted(), 0);
+    assert!(fake.s.borrow().entries.is_empty());
 }

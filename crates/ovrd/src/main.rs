@@ -1,5 +1,7 @@
 //! ovrd: loads a configuration, opens its interfaces and forwards between them until
-//! SIGTERM or SIGINT, then closes everything it opened and prints its counters.
+//! SIGTERM or SIGINT, then closes everything it opened and prints its counters. The
+//! fast path (`--offload`) is pinned and left forwarding at exit unless
+//! `--detach-fast-path-on-exit`; a restarted ovrd adopts it (docs/io.md, "Restarts").
 #![forbid(unsafe_code)]
 
 mod handoff;
@@ -79,6 +81,16 @@ struct Args {
     /// Linux 6.6 (TCX), reads the interfaces with AF_PACKET. off: user space only.
     #[arg(long, value_enum, default_value_t = OffloadArg::Off)]
     offload: OffloadArg,
+    /// Where the fast path's program, maps and links are pinned (on a BPF filesystem; one
+    /// directory per ovrd), so that established flows keep forwarding while ovrd is down
+    /// (a restart, an upgrade, a crash) and the next ovrd adopts them. If the directory's
+    /// parent is not on a bpffs, one is mounted there.
+    #[arg(long, default_value = "/sys/fs/bpf/ovr")]
+    fast_path_pin_dir: PathBuf,
+    /// At SIGTERM or SIGINT, take the fast path down with ovrd (programs detached, maps
+    /// and pins removed) instead of leaving it forwarding for the next ovrd.
+    #[arg(long)]
+    detach_fast_path_on_exit: bool,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -175,6 +187,7 @@ fn run(a: &Args) -> Result<(), String> {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
     let options = worker::Options {
+        keep_fast_path: !a.detach_fast_path_on_exit,
         busy_poll: a.busy_poll,
         spin: Duration::from_micros(a.spin_us),
         stats_every: (a.stats_every > 0).then(|| Duration::from_secs(a.stats_every)),
@@ -194,10 +207,13 @@ fn run(a: &Args) -> Result<(), String> {
         );
     }
     let program = hook
-        .map(ovr_offload::bpf::Bpf::load)
+        .map(|h| ovr_offload::bpf::Bpf::load_pinned(h, &a.fast_path_pin_dir))
         .transpose()
         .map_err(|e| e.to_string())?;
-    let generations = ovr_offload::Shared::default();
+    let generations = match &program {
+        Some(x) => fast_path_record(x, agent.resumed)?,
+        None => ovr_offload::Shared::default(),
+    };
     let start = Instant::now();
     let readers = reader.factory();
     // Each worker opens its interfaces on its own thread (drivers stay on the thread
@@ -264,6 +280,12 @@ fn run(a: &Args) -> Result<(), String> {
             }
         }
         if failed.is_none() {
+            if let Some(x) = &program {
+                let gone = x.release_unclaimed();
+                if !gone.is_empty() {
+                    info!(ifindexes = ?gone, "fast path: let go of interfaces no longer here");
+                }
+            }
             // Forwarding with it: now the state is saved and the API served.
             match api.serve() {
                 Ok(()) => info!(config = ?a.config, interfaces, workers = n, "forwarding"),
@@ -282,7 +304,17 @@ fn run(a: &Args) -> Result<(), String> {
             None => done,
         }
     })?;
-    info!("stopped: every interface let go");
+    match &program {
+        Some(x) if a.detach_fast_path_on_exit => {
+            x.remove_pins();
+            info!("stopped: every interface let go, the fast path detached");
+        }
+        Some(x) => info!(
+            pins = ?x.pinned().map(|(d, _)| d),
+            "stopped: every interface let go; the fast path stays, forwarding the flows it has"
+        ),
+        None => info!("stopped: every interface let go"),
+    }
     let mut total = snapshots.into_iter();
     let mut sum = total.next().ok_or("no worker")?;
     for s in total {
@@ -295,6 +327,37 @@ fn run(a: &Args) -> Result<(), String> {
         .unwrap_or_default();
     eprintln!("{COUNTERS_AT_EXIT}\n{sum}{program}");
     Ok(())
+}
+
+/// What the workers' fast paths share, continuing a fast path an earlier ovrd left
+/// pinned (`resumed`: the tables are the ones it left, see `ovr_offload::adopt`).
+fn fast_path_record(
+    x: &ovr_offload::bpf::Bpf,
+    resumed: bool,
+) -> Result<ovr_offload::Shared, String> {
+    if let Some((dir, true)) = x.pinned() {
+        tracing::warn!(
+            dir = %dir.display(),
+            "the bpffs for the fast path's pins was mounted in ovrd's own mount namespace \
+             (ip netns exec?): they go with ovrd; mount one there beforehand to keep them"
+        );
+    }
+    let Some(generation) = x.adopted() else {
+        return Ok(ovr_offload::Shared::default());
+    };
+    let entries = x.entries().map_err(|e| e.to_string())?;
+    info!(
+        generation,
+        entries = entries.len(),
+        resumed,
+        "fast path adopted from the previous ovrd{}",
+        if resumed {
+            ""
+        } else {
+            " (new tables: its entries go stale)"
+        }
+    );
+    Ok(ovr_offload::Shared::adopting(generation, entries, resumed))
 }
 
 /// Pins the calling worker thread to `core`, if given.

@@ -402,8 +402,9 @@ impl Ports {
         }
     }
 
-    /// Closes every driver (detaching XDP programs), logging each interface's counters.
-    pub fn close(mut self) {
+    /// Closes every driver, logging each interface's counters, and detaches the fast
+    /// path's program, or leaves it forwarding (`keep`: pinned, for the next ovrd).
+    pub fn close(mut self, keep: bool) {
         for p in &mut self.ports {
             let s = p.stats();
             if !p.rx {
@@ -427,7 +428,10 @@ impl Ports {
                 "closed"
             );
             p.driver = None;
-            p.program = None;
+            match p.program.take() {
+                Some(a) if keep => a.leave(),
+                _ => {}
+            }
         }
     }
 }

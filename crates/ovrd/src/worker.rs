@@ -29,6 +29,8 @@ const IDLE_POLL_MS: i32 = 100;
 
 /// How a worker runs.
 pub struct Options {
+    /// At exit, leave the fast path's program on the interfaces (pinned).
+    pub keep_fast_path: bool,
     pub busy_poll: bool,
     pub spin: Duration,
     pub stats_every: Option<Duration>,
@@ -132,7 +134,7 @@ impl Worker {
                 "frames handed over to the workers owning their flows (dropped: mailbox full)"
             );
         }
-        self.ports.close();
+        self.ports.close(o.keep_fast_path);
         Ok(snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)))
     }
 
