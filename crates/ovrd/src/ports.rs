@@ -251,8 +251,17 @@ impl Ports {
         for i in st.interfaces().iter() {
             let may_be_absent = i.kind == InterfaceKind::Tap;
             let mut p = Port::new(i.id, &i.name, i.kind, share);
-            p.attach_or_wait(pref, batch, s.offload.as_ref(), may_be_absent)
-                .map_err(|e| e.to_string())?;
+            if let Err(e) = p.attach_or_wait(pref, batch, s.offload.as_ref(), may_be_absent) {
+                // A start that fails leaves the fast path on the interfaces already
+                // taken over as it found it, pinned and forwarding: an upgrade that
+                // does not start must not cut the sessions the old ovrd left.
+                for p in &mut s.ports {
+                    if let Some(a) = p.program.take() {
+                        a.leave();
+                    }
+                }
+                return Err(e.to_string());
+            }
             s.ports.push(p);
         }
         s.reindex();
