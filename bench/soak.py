@@ -116,6 +116,7 @@ class Poller(threading.Thread):
         super().__init__(daemon=True)
         self.socks, self.stop = socks, threading.Event()
         self.polls, self.errors, self.max_ms, self.last_error = 0, 0, 0.0, None
+        self.ms = []  # every poll's time
 
     def run(self):
         apis = {s: None for s in self.socks}
@@ -132,7 +133,8 @@ class Poller(threading.Thread):
                         apis[s].close()
                         apis[s] = None
                     self.polls += 1
-                    self.max_ms = max(self.max_ms, (time.perf_counter() - t) * 1e3)
+                    self.ms.append((time.perf_counter() - t) * 1e3)
+                    self.max_ms = max(self.max_ms, self.ms[-1])
 
 
 class Udp(threading.Thread):
@@ -188,6 +190,11 @@ class Udp(threading.Thread):
         except Exception as e:  # noqa: BLE001 (reported by the summary)
             if not self.stop.is_set():
                 self.error = str(e)
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))] if xs else 0.0
 
 
 def iperf_result(path):
@@ -248,8 +255,8 @@ def summarize(a, samples, watches, start, lab_info, parts):
                           if v - c0["drops"].get(k, 0)}
             h["flows"] = c["flows"]
             h["fast_path"] = c["fast_path"]
-            h["unexpected_drops"] = {k: v for k, v in c["drops"].items()
-                                     if v and k not in EXPECTED_DROPS}
+            h["unexpected_drops"] = {k: v for k, v in h["drops"].items()
+                                     if k not in EXPECTED_DROPS}
             drops_ok &= not h["unexpected_drops"]
             h["counter_errors"] = sum(1 for s in samples if s["host"] == w.name
                                       and "counters_error" in s)
@@ -293,7 +300,9 @@ def report(s):
         f"{t['udp']['error'] or ''}")
     log(f"  ping {t['ping']['received']}/{t['ping']['sent']}; churn {t['churn']['updates']} updates "
         f"in {t['churn']['rounds']} rounds {t['churn']['error'] or ''}; api {t['api']['polls']} "
-        f"polls, {t['api']['errors']} errors, slowest {t['api']['max_ms']:.0f} ms "
+        f"polls, {t['api']['errors']} errors, p50 {t['api']['p50_ms']:.0f} ms, p99 "
+        f"{t['api']['p99_ms']:.0f} ms, slowest {t['api']['max_ms']:.0f} ms, "
+        f"{t['api']['over_1s']} over 1 s "
         f"{t['api']['last_error'] or ''}")
 
 
@@ -365,7 +374,8 @@ def run(a, made, out_dir):
         "churn": {"updates": churn.updates, "rounds": churn.rounds,
                   "error": str(churn.error) if churn.error else None},
         "api": {"polls": poller.polls, "errors": poller.errors, "max_ms": round(poller.max_ms, 1),
-                "last_error": poller.last_error},
+                "p50_ms": round(pct(poller.ms, 0.5), 1), "p99_ms": round(pct(poller.ms, 0.99), 1),
+                "over_1s": sum(1 for x in poller.ms if x > 1000), "last_error": poller.last_error},
     }
     return summarize(a, samples, watches, start, versions(a.ovrctl), parts)
 
