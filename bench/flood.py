@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import pathlib
-import signal
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import Api  # noqa: E402
+from soak import API_ERRORS, on_stop_signals  # noqa: E402
 from suite import PORT, Cleanup, Made, Ovr, log, start_time, stop_pid, versions  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def call(sock, method, path, timeout=10):
     api = Api(sock, timeout=timeout)
     try:
         return api.call(method, path), None
-    except Exception as e:  # noqa: BLE001 (recorded)
+    except API_ERRORS as e:  # recorded
         return None, str(e)
     finally:
         api.close()
@@ -297,11 +297,7 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     conds = [c for c in a.conditions.split(",") if c]
 
-    def on_signal(sig, _frame):
-        raise Cleanup(f"signal {sig}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    on_stop_signals()
     made.save()
     recs = []
     settings = {"network_quota": a.network_quota, "setup_rate": a.setup_rate}

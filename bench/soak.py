@@ -36,6 +36,7 @@ killed run left.
 """
 
 import argparse
+import http.client
 import json
 import os
 import pathlib
@@ -58,6 +59,18 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXPECTED_DROPS = set()
 LOG_LINE = re.compile(r"^\S+\s+(WARN|ERROR)\s")
 ROUTE = "10.1.0.22/32"  # the route the UDP stream takes and the churn flips
+# What a failed API request raises. Not Exception: the signal handler's Cleanup (SIGTERM)
+# is one, and the main thread must not swallow it.
+API_ERRORS = (OSError, RuntimeError, ValueError, http.client.HTTPException)
+
+
+def on_stop_signals():
+    """SIGTERM and SIGHUP raise Cleanup in the main thread (which then tears down)."""
+    def on_signal(sig, _frame):
+        raise Cleanup(f"signal {sig}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
 
 
 def rss_kib(pid):
@@ -102,7 +115,7 @@ class Watch:
         rec = {"host": self.name, "rss_kib": rss_kib(self.pid), "log": self.new_log_lines()}
         try:
             rec["counters"] = self.counters()
-        except Exception as e:  # noqa: BLE001 (recorded; the summary reports it)
+        except API_ERRORS as e:  # recorded; the summary reports it
             rec["counters_error"] = str(e)
         return rec
 
@@ -424,11 +437,7 @@ def main():
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def on_signal(sig, _frame):
-        raise Cleanup(f"signal {sig}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    on_stop_signals()
     made.save()
     try:
         s = run(a, made, out_dir)
