@@ -192,12 +192,13 @@ class Churn(threading.Thread):
     """Updates on a host's API until stopped: per round, a batch of unrelated routes
     created and one deleted (so the FIB holds about `keep` of them), and the route in use
     pointed at the other of two equivalent next hops. `first`: where the unrelated routes
-    start (carried from one trial to the next)."""
+    start (carried from one trial to the next). `pause`: seconds between rounds (0: as
+    fast as the API answers); `route`: the route in use, in network t1."""
 
-    def __init__(self, sock, batch, keep, first, nexthops, nice=0):
+    def __init__(self, sock, batch, keep, first, nexthops, nice=0, pause=0.0, route=None):
         super().__init__(daemon=True)
         self.api, self.batch, self.keep, self.nexthops = Api(sock), batch, keep, nexthops
-        self.nice = nice
+        self.nice, self.pause, self.route = nice, pause, route or IN_USE
         self.stop, self.updates, self.rounds, self.next = threading.Event(), 0, 0, first
         self.error = None
 
@@ -221,12 +222,25 @@ class Churn(threading.Thread):
                     self.api.call("POST", "/api/v1/batch", rm)
                     self.updates += self.batch
                 nh = self.nexthops[self.rounds % 2]
-                self.api.call("PUT", f"/api/v1/routes/t1/{IN_USE}", json.dumps(
-                    {"network": "t1", "prefix": IN_USE, "nexthop": nh}).encode())
+                self.api.call("PUT", f"/api/v1/routes/t1/{self.route}", json.dumps(
+                    {"network": "t1", "prefix": self.route, "nexthop": nh}).encode())
                 self.updates += 1
                 self.rounds += 1
+                if self.pause:
+                    self.stop.wait(self.pause)
         except Exception as e:  # reported by the trial
             self.error = e
+
+
+def prepare_churn(sock, route):
+    """What Churn needs on a lab host: an equivalent of the next hop to h2 in t1 (same
+    tunnel, same VNI), and `route` (traffic sent to the gateway MAC is routed) through it."""
+    api = Api(sock)
+    nh = api.call("GET", "/api/v1/nexthops/h2-t1")
+    api.call("POST", "/api/v1/nexthops", json.dumps({**nh, "name": "h2-t1-alt"}).encode())
+    api.call("POST", "/api/v1/routes", json.dumps(
+        {"network": "t1", "prefix": route, "nexthop": "h2-t1"}).encode())
+    api.close()
 
 
 def trial(a, made, s, rate_pps, seconds, churn):
@@ -281,16 +295,8 @@ def trial(a, made, s, rate_pps, seconds, churn):
 def forward(a, made, out):
     s = Ovr(made, f"{a.prefix}-f", a.ovrctl, "ovr-auto")
     s.up()
-    state = json.loads(pathlib.Path(f"/run/ovr-lab-{s.p}/state.json").read_text())
-    h1 = next(h for h in state["hosts"] if h["name"] == "h1")
-    s.h1_sock = pathlib.Path(h1["config"]).with_suffix(".sock")
-    api = Api(s.h1_sock)
-    # An equivalent of the next hop the traffic uses (same tunnel, same VNI).
-    nh = api.call("GET", "/api/v1/nexthops/h2-t1")
-    api.call("POST", "/api/v1/nexthops", json.dumps({**nh, "name": "h2-t1-alt"}).encode())
-    # The traffic is routed (sent to the gateway MAC) through this route.
-    api.call("POST", "/api/v1/routes", json.dumps(
-        {"network": "t1", "prefix": IN_USE, "nexthop": "h2-t1"}).encode())
+    s.h1_sock = s.hosts["h1"]["socket"]
+    prepare_churn(s.h1_sock, IN_USE)
     s.churn_next = 0
     results = {}
     rates = [r for r in a.rates]

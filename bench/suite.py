@@ -326,24 +326,32 @@ class Ovr(System):
     everywhere (ovr-afp), or ovrd's default (ovr-auto: today the same as ovr-afp, which
     stays to pin the driver should the default change; workloads keep their offloads)."""
 
-    def __init__(self, made, prefix, ovrctl, name, extra=()):
+    def __init__(self, made, prefix, ovrctl, name, extra=(), tenants=1, workloads=1):
         super().__init__(made, prefix)
         self.ovrctl, self.name, self.extra = ovrctl, name, list(extra)
+        self.tenants, self.workloads = tenants, workloads
 
     def up(self):
         self.made.labs.append(self.p)
         self.made.save()
         r = subprocess.run([self.ovrctl, "lab", "--prefix", self.p, "up", "--hosts", "2",
-                            "--tenants", "1", *OVR_LAB_ARGS[self.name]]
+                            "--tenants", str(self.tenants), "--workloads", str(self.workloads),
+                            *OVR_LAB_ARGS[self.name]]
                            + [f"--ovrd-arg={x}" for x in self.extra],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"ovrctl lab up: {r.stderr.strip()}")
+        self.read_state()
+        self.finish()
+
+    def read_state(self):
+        """The lab's hosts (with their API socket) and workloads, by name."""
         state = json.loads(pathlib.Path(f"/run/ovr-lab-{self.p}/state.json").read_text())
         self.pids = [h["ovrd_pid"] for h in state["hosts"] if h.get("ovrd_pid")]
-        wl = {w["name"]: w for w in state["workloads"]}
+        self.hosts = {h["name"]: {**h, "socket": str(pathlib.Path(h["config"]).with_suffix(".sock"))}
+                      for h in state["hosts"]}
+        self.wl = wl = {w["name"]: w for w in state["workloads"]}
         self.src, self.dst = wl["h1-t1-w1"]["namespace"], wl["h2-t1-w1"]["namespace"]
-        self.finish()
 
     def forwarder_pids(self):
         return self.pids
