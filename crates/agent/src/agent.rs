@@ -162,6 +162,14 @@ impl Agent {
     /// Applies changes all-or-nothing. `batch`: errors name the change
     /// ("changes[2].create.route.nexthop"); otherwise the field of the one object.
     pub fn apply(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
+        // Nothing to change, nothing to save: no record, no fsync.
+        if changes.is_empty() {
+            return Ok(Applied {
+                table_changes: 0,
+                incremental: true,
+                spent_us: Spent::default(),
+            });
+        }
         if changes.iter().all(entry_change) && !self.collides_with_peers(&changes) {
             return self.apply_entries(changes, batch);
         }

@@ -520,6 +520,40 @@ async fn a_batch_is_all_or_nothing() {
     assert!(!a.names().nexthops.contains_key("b-both"));
 }
 
+/// Valid JSON of the wrong shape is a 422 naming where, never "not valid JSON" (that is
+/// for bodies that are not JSON at all).
+#[tokio::test]
+async fn a_batch_of_the_wrong_shape_is_422_naming_the_change() {
+    let (app, s) = setup();
+    let before = snapshot(&s);
+    for (body, field) in [
+        (r#"{"changes":[1]}"#, "changes[0]"),
+        (
+            r#"{"changes":[{"create":{"route":{}}},"create"]}"#,
+            "changes[0].create.route.network",
+        ),
+        (
+            r#"{"changes":[{"create":{"label":{"label":5,"nexthop":"b-red"}},"delete":{}}]}"#,
+            "changes[0]",
+        ),
+        (r#"{"changes":[[]]}"#, "changes[0]"),
+        (r#"{"changes":[{"create":7}]}"#, "changes[0].create"),
+    ] {
+        let r = call(&app, "POST", "/api/v1/batch", Some(body)).await;
+        refused(&r, StatusCode::UNPROCESSABLE_ENTITY, Some(field));
+        let msg = r.1["error"].as_str().unwrap();
+        assert!(!msg.contains("not valid JSON"), "{body}: {msg}");
+    }
+    // An object of one key naming the kind is what is expected: the message says so.
+    let r = call(&app, "POST", "/api/v1/batch", Some(r#"{"changes":[1]}"#)).await;
+    let msg = r.1["error"].as_str().unwrap();
+    assert!(msg.contains("one key"), "{msg}");
+    // Not JSON at all stays 400.
+    let r = call(&app, "POST", "/api/v1/batch", Some(r#"{"changes":[1"#)).await;
+    refused(&r, StatusCode::BAD_REQUEST, None);
+    assert_eq!(snapshot(&s), before);
+}
+
 #[tokio::test]
 async fn ids_of_what_stays_do_not_change() {
     let (app, s) = setup();

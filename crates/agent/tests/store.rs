@@ -181,3 +181,22 @@ fn the_file_is_rewritten_whole_when_records_outgrow_it() {
     drop(a);
     assert_eq!(initial(None, Some(&store)).unwrap().config, config);
 }
+
+/// An empty batch changes nothing, so nothing is written (nor synced) to the state file.
+#[test]
+fn an_empty_batch_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let mut a = agent(example(), Some(store.clone()));
+    a.apply(vec![route("10.7.0.0/16")], true).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let applied = a.apply(Vec::new(), true).unwrap();
+    assert_eq!(applied.table_changes, 0);
+    assert_eq!(applied.spent_us.save, 0);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the state file was written"
+    );
+}
