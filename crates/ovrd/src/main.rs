@@ -219,7 +219,12 @@ fn run(a: &Args) -> Result<(), String> {
                     let share = Share { index, count: n };
                     let worker = pin(core, index).and_then(|()| {
                         let st = reader.enter().ok_or("the tables are gone")?;
-                        let extra = handoff.iter().map(|(m, _)| m.fd()).collect();
+                        // Woken by another worker's frames, and by the API's requests.
+                        let extra = handoff
+                            .iter()
+                            .map(|(m, _)| m.fd())
+                            .chain([requests.fd()])
+                            .collect();
                         let fast = program
                             .clone()
                             .map(|x| ovr_offload::FastPath::sharing(x, generations));

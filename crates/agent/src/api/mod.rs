@@ -3,7 +3,7 @@
 
 mod body;
 pub mod config;
-mod diagnose;
+pub mod diagnose;
 mod observe;
 
 pub use body::{Body, Limit, parse};
@@ -18,6 +18,7 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use ovr_config::Names;
 use std::sync::{Arc, Mutex};
 use utoipa::OpenApi;
 
@@ -30,15 +31,28 @@ pub struct AppState {
     agent: Arc<Mutex<Agent>>,
     worker: Option<WorkerClient>,
     captures: Arc<Mutex<Captures>>,
+    /// The agent's names as of its last change: reads that only need names (counters,
+    /// flows) never wait behind a change holding the agent.
+    names: Arc<Mutex<Arc<Names>>>,
 }
 
 impl AppState {
     pub fn new(agent: Agent, worker: Option<WorkerClient>) -> Self {
         Self {
+            names: Arc::new(Mutex::new(agent.shared_names())),
             agent: Arc::new(Mutex::new(agent)),
             worker,
             captures: Arc::default(),
         }
+    }
+
+    /// The names and ids installed, without taking the agent.
+    fn names(&self) -> Arc<Names> {
+        let n = self
+            .names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&n)
     }
 
     /// The agent, for a caller outside the API (tests, ovrd at shutdown).
@@ -52,12 +66,16 @@ impl AppState {
         &self,
         f: impl FnOnce(&mut Agent) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let agent = Arc::clone(&self.agent);
+        let (agent, names) = (Arc::clone(&self.agent), Arc::clone(&self.names));
         tokio::task::spawn_blocking(move || {
             let mut a = agent
                 .lock()
                 .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
-            Ok(f(&mut a))
+            let r = f(&mut a);
+            *names
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+            Ok(r)
         })
         .await
         .map_err(|e| ApiError::Internal(format!("the agent task failed: {e}")))?
