@@ -755,4 +755,21 @@ async fn tcp_needs_the_bearer_token() {
     refused(&r, StatusCode::UNAUTHORIZED, None);
     let r = call_with(&app, "GET", "/api/v1/config", None, Some("s3cret")).await;
     assert_eq!(r.0, StatusCode::OK);
+    // The scheme's name is case-insensitive (RFC 9110); the token is not.
+    for (header, status) in [
+        ("bearer s3cret", StatusCode::OK),
+        ("BEARER s3cret", StatusCode::OK),
+        ("Bearer   s3cret", StatusCode::OK),
+        ("bearer S3CRET", StatusCode::UNAUTHORIZED),
+        ("Basic s3cret", StatusCode::UNAUTHORIZED),
+        ("Bearers3cret", StatusCode::UNAUTHORIZED),
+    ] {
+        let r = Request::builder()
+            .uri("/api/v1/config")
+            .header("authorization", header)
+            .body(Body::empty())
+            .unwrap();
+        let got = app.clone().oneshot(r).await.unwrap().status();
+        assert_eq!(got, status, "{header}");
+    }
 }

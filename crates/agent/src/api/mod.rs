@@ -184,11 +184,20 @@ async fn bearer(State(token): State<Arc<str>>, req: Request, next: Next) -> Resp
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match given {
         Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
         _ => ApiError::Unauthorized.into_response(),
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header; the scheme's name is
+/// case-insensitive (RFC 9110, 11.1), and spaces may separate it from the token.
+fn bearer_token(v: &str) -> Option<&str> {
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 /// Compares without stopping at the first difference (the token's prefix must not be
