@@ -41,7 +41,7 @@ def host(tmp_path):
 
 
 def test_a_thousand_concurrent_counter_reads_are_all_answered(host):
-    results, _ = api_load.run(1000, socket=host.socket)
+    results, _ = api_load.run(1000, socket_path=host.socket)
     s = api_load.summary(results, 0)
     assert s["statuses"] == {"200": 1000}, s
     # Every answer is the whole document, the interfaces named.
@@ -100,9 +100,24 @@ def start_tcp(host, token_file, port):
         stdout=out, stderr=subprocess.STDOUT)
     deadline = time.time() + 10
     while "forwarding" not in log.read_text() and p.poll() is None:
-        assert time.time() < deadline, "ovrd did not start"
+        if time.time() > deadline:
+            p.kill()
+            p.wait()
+            raise AssertionError(f"ovrd did not start: {log.read_text()}")
         time.sleep(0.05)
     return p, log
+
+
+def refused_start(host, token_file):
+    """Starts ovrd with the TCP listener, expecting a refusal; answers its log."""
+    p, log = start_tcp(host, token_file, 7870)
+    try:
+        assert p.wait(timeout=10) != 0, log.read_text()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return log.read_text()
 
 
 def in_ns(host, *cmd, timeout=30):
@@ -117,15 +132,11 @@ def test_tcp_listener_token_rules_bearer_case_and_ovrctl_url(host):
     # Readable by others: refused at start, saying why.
     tf.write_text(token)
     os.chmod(tf, 0o644)
-    p, log = start_tcp(host, tf, 7870)
-    assert p.wait(timeout=10) != 0
-    assert "group or others" in log.read_text(), log.read_text()
+    assert "group or others" in refused_start(host, tf)
     # Too short.
     tf.write_text("short-token\n")
     os.chmod(tf, 0o600)
-    p, log = start_tcp(host, tf, 7870)
-    assert p.wait(timeout=10) != 0
-    assert "at least 32" in log.read_text(), log.read_text()
+    assert "at least 32" in refused_start(host, tf)
 
     tf.write_text(token + "\n")
     p, log = start_tcp(host, tf, 7870)

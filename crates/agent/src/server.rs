@@ -182,6 +182,9 @@ fn bind_unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener,
 /// runtime's blocking pool, where changes are translated and committed) inherit it.
 const API_NICE: i32 = 10;
 
+/// The API's async threads at most.
+const API_THREADS: usize = 2;
+
 fn serve(
     state: AppState,
     unix: Option<std::os::unix::net::UnixListener>,
@@ -191,7 +194,12 @@ fn serve(
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), API_NICE) {
         warn!("API thread priority: {e}");
     }
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    // Two threads (at this nice value too: they inherit it) so that a burst of requests
+    // (a thousand dashboards' reads at once) is answered on two cores when they are free.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(API_THREADS));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("ovr-api")
         .enable_all()
         .build()
     {
