@@ -493,33 +493,36 @@ impl WorkerClient {
                 }
             }
         };
-        let v = rx
-            .wait_for(Option::is_some)
+        // The round ends within ANSWER_TIMEOUT; this bound is only against a bug.
+        let v = tokio::time::timeout(ANSWER_TIMEOUT * 2, rx.wait_for(Option::is_some))
             .await
+            .map_err(|_| ApiError::Unavailable("the counters did not come".into()))?
             .map_err(|_| ApiError::Internal("the counters round was dropped".into()))?;
         v.clone()
             .unwrap_or_else(|| Err(ApiError::Internal("no counters".into())))
     }
 
-    /// Starts a round on its own task (a reader that gives up must not take the others'
-    /// answer with it); the task gives up when every reader has.
+    /// Starts a round on its own task: a reader that gives up must not take the others'
+    /// answer with it. A round always runs to its end (one snapshot per worker, at most
+    /// ANSWER_TIMEOUT), so that a reader joining late never waits on an abandoned one.
     fn counters_round(&self) -> Round {
         let taken = Arc::new(AtomicBool::new(false));
         let answer = Arc::new(watch::channel(None).0);
         let (this, flag, tx) = (self.clone(), Arc::clone(&taken), Arc::clone(&answer));
         tokio::spawn(async move {
-            let all = this.ask_all(|r| Request::Counters(Arc::clone(&flag), r));
-            let sum = tokio::select! {
-                all = all => all.and_then(|all| {
-                    let mut all = all.into_iter();
-                    let mut sum = all.next().ok_or_else(|| ApiError::Internal("no worker".into()))?;
-                    for s in all {
-                        sum.merge(s);
-                    }
-                    Ok(sum)
-                }),
-                () = tx.closed() => return,
-            };
+            let all = this
+                .ask_all(|r| Request::Counters(Arc::clone(&flag), r))
+                .await;
+            let sum = all.and_then(|all| {
+                let mut all = all.into_iter();
+                let mut sum = all
+                    .next()
+                    .ok_or_else(|| ApiError::Internal("no worker".into()))?;
+                for s in all {
+                    sum.merge(s);
+                }
+                Ok(sum)
+            });
             // Closed for joining before the answer is visible.
             flag.store(true, Ordering::Release);
             tx.send_replace(Some(sum));
@@ -700,6 +703,28 @@ mod tests {
         drain(&rxs[0], &mut pipeline());
         let (reply, _answer) = oneshot::channel();
         client.send(0, Request::Trace(reply)).unwrap();
+    }
+
+    /// Readers that gave up do not leave a round behind that later readers would join
+    /// and wait on forever.
+    #[tokio::test]
+    async fn a_round_every_reader_left_still_ends() {
+        let (client, mut rxs) = channel(1);
+        let requests = rxs.remove(0);
+        std::thread::spawn(move || {
+            let mut pipe = pipeline();
+            while let Some(r) = requests.recv() {
+                std::thread::sleep(Duration::from_millis(50));
+                serve(&mut pipe, r);
+            }
+        });
+        let c = client.clone();
+        let gone = tokio::spawn(async move { c.counters().await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        gone.abort();
+        let _ = gone.await;
+        let later = tokio::time::timeout(Duration::from_secs(5), client.counters()).await;
+        assert!(matches!(later, Ok(Ok(_))), "{later:?}");
     }
 
     /// A thousand concurrent counter reads: all answered, in a few rounds.
