@@ -7,6 +7,7 @@ interfaces: the API and the tables are what is tested, not forwarding. The seed 
 so that a run is repeatable.
 """
 
+import os
 import shutil
 import subprocess
 
@@ -14,7 +15,8 @@ from system.netns import Lab
 from system.ovrd import Ovrd
 
 PORT = 18740
-TOKEN = "schemathesis-token"
+# ovrd wants 32 bytes at least, in a file only its owner can read.
+TOKEN = "schemathesis-token-0123456789abcdef"
 SEED = "324755588516889059921387446714894158531"
 
 
@@ -22,6 +24,7 @@ def test_no_server_errors_and_answers_match_the_document(tmp_path):
     st = shutil.which("st") or shutil.which("schemathesis")
     assert st, "schemathesis is not installed (scripts/setup.sh installs it)"
     (tmp_path / "token").write_text(TOKEN + "\n")
+    os.chmod(tmp_path / "token", 0o600)
     lab = Lab("sc")
     ovrd = None
     try:

@@ -24,14 +24,16 @@ use ovr_tables::ids::{InterfaceId, NextHopId};
 use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::TablesWriter;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub struct Agent {
     model: Model,
     /// The configuration file the state started from (saved with it).
     base: Option<Config>,
-    /// Names and their ids, as installed.
-    names: Names,
+    /// Names and their ids, as installed (shared: the API reads them without taking the
+    /// agent's lock, which a long change holds).
+    names: Arc<Names>,
     /// What the tables hold, by table key.
     installed: Desired,
     /// Every interface name that was ever given an id, with it: a name that comes back
@@ -140,7 +142,7 @@ impl Agent {
         Ok(Self {
             model: Model::new(start.config),
             base: start.base,
-            names: t.names,
+            names: Arc::new(t.names),
             installed,
             interface_ids,
             writer,
@@ -172,6 +174,12 @@ impl Agent {
         &self.names
     }
 
+    /// The names, to be read after the agent's lock is let go (they are replaced, never
+    /// changed in place).
+    pub fn shared_names(&self) -> Arc<Names> {
+        Arc::clone(&self.names)
+    }
+
     pub fn writer(&self) -> &TablesWriter {
         &self.writer
     }
@@ -191,6 +199,14 @@ impl Agent {
     /// Applies changes all-or-nothing. `batch`: errors name the change
     /// ("changes[2].create.route.nexthop"); otherwise the field of the one object.
     pub fn apply(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
+        // Nothing to change, nothing to save: no record, no fsync.
+        if changes.is_empty() {
+            return Ok(Applied {
+                table_changes: 0,
+                incremental: true,
+                spent_us: Spent::default(),
+            });
+        }
         if changes.iter().all(entry_change) && !self.collides_with_peers(&changes) {
             return self.apply_entries(changes, batch);
         }
@@ -446,7 +462,7 @@ impl Agent {
         let mut t = Instant::now();
         let keep = Names {
             interfaces: self.interface_ids.clone(),
-            ..self.names.clone()
+            ..Names::clone(&self.names)
         };
         let tr = new
             .config()
@@ -473,7 +489,7 @@ impl Agent {
         spent.commit = lap(&mut t);
         let old = core::mem::replace(&mut self.installed, desired);
         let old_model = core::mem::replace(&mut self.model, new);
-        let old_names = core::mem::replace(&mut self.names, tr.names);
+        let old_names = core::mem::replace(&mut self.names, Arc::new(tr.names));
         let old_ids = self.interface_ids.clone();
         self.interface_ids.extend(self.names.interfaces.clone());
         if let Err(e) = self.save() {

@@ -32,6 +32,9 @@ pub enum ApiError {
     /// The forwarding worker did not answer (stopping, or not running).
     #[error("{0}")]
     Unavailable(String),
+    /// The forwarding worker's queue is full: 503 with Retry-After.
+    #[error("{0}")]
+    Busy(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -70,7 +73,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -119,6 +122,12 @@ impl IntoResponse for ApiError {
             field: self.field().map(str::to_string),
         };
         let mut r = (self.status(), axum::Json(body)).into_response();
+        if let ApiError::Busy(_) = self {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(crate::worker::RETRY_AFTER_S),
+            );
+        }
         if self == ApiError::Unauthorized {
             r.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -4,6 +4,7 @@
 
 use crate::Agent;
 use crate::api::{AppState, DEFAULT_BODY_LIMIT, router};
+use crate::listen::Limits;
 use crate::store::{Source, Store, StoreError, in_file, initial};
 use crate::worker::{Requests, channel};
 use ovr_config::FlowSettings;
@@ -109,17 +110,10 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
     let unix = o.socket.as_ref().map(|p| bind_unix(p)).transpose()?;
     let tcp = match (&o.listen, &o.token_file) {
         (Some(addr), Some(tf)) => {
-            let token = std::fs::read_to_string(tf).map_err(io(tf.display().to_string()))?;
-            let token = token.trim();
-            if token.is_empty() {
-                return Err(StartError::Usage(format!(
-                    "{}: the token is empty",
-                    tf.display()
-                )));
-            }
+            let token = read_token(tf)?;
             let l = std::net::TcpListener::bind(addr).map_err(io(format!("listen on {addr}")))?;
             l.set_nonblocking(true).map_err(io("listener"))?;
-            info!(%addr, "API on TCP (bearer token required)");
+            info!(%addr, "API on TCP (plain HTTP, bearer token required)");
             Some((l, Arc::<str>::from(token)))
         }
         (Some(_), None) => {
@@ -141,6 +135,49 @@ pub fn start(o: &Options) -> Result<Started, StartError> {
         state,
         resumed,
     })
+}
+
+/// The shortest bearer token accepted (bytes): 32 random bytes' worth of guessing.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+/// Reads the TCP listener's token: the file must be the owner's alone (no group or
+/// other permission: a token others can read is no secret) and the token long enough.
+fn read_token(tf: &std::path::Path) -> Result<String, StartError> {
+    let what = tf.display().to_string();
+    let mode = std::fs::metadata(tf)
+        .map_err(io(what.clone()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(StartError::Usage(format!(
+            "{what}: the token file is open to group or others (mode {:o}): chmod 600 it",
+            mode & 0o7777
+        )));
+    }
+    let token = std::fs::read_to_string(tf).map_err(io(what.clone()))?;
+    let token = token.trim();
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(StartError::Usage(format!(
+            "{what}: the token is {} bytes; at least {MIN_TOKEN_LEN} are needed (e.g. `openssl rand -hex 32 > {what}`)",
+            token.len()
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// Lifts the soft descriptor limit to the hard one (each API connection is one), and
+/// answers the connection cap per listener that it allows.
+fn connection_cap() -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        l.current = l.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, l) {
+            warn!("raising the descriptor limit: {e}");
+        }
+    }
+    let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    crate::listen::cap(now)
 }
 
 /// Binds the Unix socket, owner-only (0600), replacing a stale one.
@@ -181,6 +218,9 @@ fn bind_unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener,
 /// runtime's blocking pool, where changes are translated and committed) inherit it.
 const API_NICE: i32 = 10;
 
+/// The API's async threads at most.
+const API_THREADS: usize = 2;
+
 fn serve(
     state: AppState,
     unix: Option<std::os::unix::net::UnixListener>,
@@ -190,7 +230,12 @@ fn serve(
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), API_NICE) {
         warn!("API thread priority: {e}");
     }
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    // Two threads (at this nice value too: they inherit it) so that a burst of requests
+    // (a thousand dashboards' reads at once) is answered on two cores when they are free.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(API_THREADS));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("ovr-api")
         .enable_all()
         .build()
     {
@@ -200,27 +245,35 @@ fn serve(
             return;
         }
     };
+    let limits = Limits {
+        max: connection_cap(),
+        ..Limits::default()
+    };
+    info!(
+        header_timeout_s = limits.header.as_secs(),
+        idle_timeout_s = limits.idle.as_secs(),
+        max_connections = limits.max,
+        "API connection limits (per listener)"
+    );
     rt.block_on(async move {
         let mut tasks = Vec::new();
         if let Some(l) = unix {
             let app = router(state.clone(), DEFAULT_BODY_LIMIT, None);
             match tokio::net::UnixListener::from_std(l) {
-                Ok(l) => tasks.push(tokio::spawn(async move { axum::serve(l, app).await })),
+                Ok(l) => tasks.push(tokio::spawn(crate::listen::serve(l, app, limits))),
                 Err(e) => warn!("API socket: {e}"),
             }
         }
         if let Some((l, token)) = tcp {
             let app = router(state.clone(), DEFAULT_BODY_LIMIT, Some(token));
             match tokio::net::TcpListener::from_std(l) {
-                Ok(l) => tasks.push(tokio::spawn(async move { axum::serve(l, app).await })),
+                Ok(l) => tasks.push(tokio::spawn(crate::listen::serve(l, app, limits))),
                 Err(e) => warn!("API listener: {e}"),
             }
         }
         for t in tasks {
-            match t.await {
-                Ok(Err(e)) => warn!("API server stopped: {e}"),
-                Err(e) => warn!("API server task: {e}"),
-                Ok(Ok(())) => {}
+            if let Err(e) = t.await {
+                warn!("API server task: {e}");
             }
         }
     });

@@ -4,6 +4,12 @@
 //! on a one-shot channel; the API asks every worker, waits for the answers with a
 //! timeout and merges them.
 //!
+//! Under a flood of requests: each worker's queue is bounded (a full one is 503 with
+//! Retry-After, at once); a request wakes its worker (an eventfd in the worker's poll
+//! set), so an idle worker answers at once instead of at its next idle timeout; a
+//! request whose client gave up is skipped; and concurrent counter reads share one
+//! round trip (`CounterRounds`).
+//!
 //! Flow ids are per worker; the API shows `local id × workers + worker`, which is the
 //! worker's own id when there is one worker.
 
@@ -15,18 +21,30 @@ use ovr_dataplane::{DropReason, Pipeline};
 use ovr_graph::Trace;
 use ovr_graph::trace::MAX_STEPS;
 use ovr_tables::flow::{FlowAction, FlowId, flags};
+use rustix::event::{EventfdFlags, eventfd};
 use serde::Serialize;
-use std::sync::mpsc;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use utoipa::ToSchema;
 
-/// Requests answered per loop iteration at most: the worker's own work comes first.
-const PER_ITERATION: usize = 4;
+/// Requests waiting for one worker at most. Counter reads are coalesced, so this bounds
+/// the other kinds (flow dumps, trace, captures): beyond it the API answers 503 with
+/// Retry-After rather than queueing work the worker cannot get to.
+pub const QUEUE: usize = 256;
 
-/// How long the API waits for the worker (it looks at the channel at least every
-/// 100 ms when idle).
+/// Time a worker spends answering per loop iteration (at least one request): its own
+/// work, forwarding, comes first.
+const BUDGET: Duration = Duration::from_millis(2);
+
+/// How long the API waits for the worker.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Seconds a client told the queue is full should wait (Retry-After).
+pub const RETRY_AFTER_S: u32 = 1;
 
 /// Which flows (all conditions must hold).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,7 +141,9 @@ pub struct CaptureStart {
 }
 
 pub enum Request {
-    Counters(oneshot::Sender<Snapshot>),
+    /// The counters, for a round of coalesced reads: `taken` is set when a worker takes
+    /// it, so that later reads start a round of their own (and see what happened since).
+    Counters(Arc<AtomicBool>, oneshot::Sender<Snapshot>),
     Flows(FlowFilter, oneshot::Sender<FlowDump>),
     /// Removes matching flows (with their reverse); answers how many entries went.
     DeleteFlows(FlowFilter, oneshot::Sender<usize>),
@@ -139,10 +159,39 @@ pub enum Request {
     CaptureStop(u32, oneshot::Sender<bool>),
 }
 
-/// The worker's end.
-pub type Requests = mpsc::Receiver<Request>;
+/// The worker's end: its queue, and the eventfd written when a request is queued (to be
+/// polled with the worker's interfaces).
+pub struct Requests {
+    rx: mpsc::Receiver<Request>,
+    wake: Arc<OwnedFd>,
+}
 
-/// Answers what is waiting, a few at most, and ends captures whose time is up: call
+impl Requests {
+    /// Readable when a request has been queued since the last `drain`.
+    pub fn fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    /// The next request, waiting for it (for a thread that does nothing else); `None`
+    /// once the API is gone.
+    pub fn recv(&self) -> Option<Request> {
+        self.rx.recv().ok()
+    }
+
+    /// Clears the wake-up: call when the worker wakes, before it drains, so that a
+    /// request queued after the drain looked wakes it again.
+    pub fn awake(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(self.wake.as_fd(), &mut b);
+    }
+}
+
+fn wake(fd: &OwnedFd) {
+    // An eventfd counts up; a full counter (never in practice) still reads as readable.
+    let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
+}
+
+/// Answers what is waiting, for up to `BUDGET`, and ends captures whose time is up: call
 /// once per loop iteration.
 pub fn drain(requests: &Requests, pipe: &mut Pipeline) {
     drain_with(requests, pipe, |_| {});
@@ -155,20 +204,40 @@ pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut sync: impl FnMut
     if !pipe.taps.is_empty() {
         pipe.taps.expire(Instant::now());
     }
-    for _ in 0..PER_ITERATION {
-        match requests.try_recv() {
-            Ok(r) => {
-                let reads = matches!(r, Request::Counters(_) | Request::Flows(..));
-                let deletes = matches!(r, Request::DeleteFlows(..));
-                if reads {
-                    sync(pipe);
-                }
-                serve(pipe, r);
-                if deletes {
-                    sync(pipe);
-                }
+    let start = Instant::now();
+    while let Ok(r) = requests.rx.try_recv() {
+        if !r.abandoned() {
+            let reads = matches!(r, Request::Counters(..) | Request::Flows(..));
+            let deletes = matches!(r, Request::DeleteFlows(..));
+            if reads {
+                sync(pipe);
             }
-            Err(_) => return,
+            serve(pipe, r);
+            if deletes {
+                sync(pipe);
+            }
+        }
+        if start.elapsed() >= BUDGET {
+            // Out of time: the rest on the next iteration, which must not sleep.
+            wake(&requests.wake);
+            return;
+        }
+    }
+}
+
+impl Request {
+    /// Whether whoever asked has gone (the HTTP client hung up, or the API stopped
+    /// waiting): its answer would be thrown away, so the work is not done.
+    pub fn abandoned(&self) -> bool {
+        match self {
+            Request::Counters(_, r) => r.is_closed(),
+            Request::Flows(_, r) => r.is_closed(),
+            Request::DeleteFlows(_, r) => r.is_closed(),
+            Request::TraceAdd(_, r) => r.is_closed(),
+            Request::Trace(r) => r.is_closed(),
+            Request::TraceClear(r) => r.is_closed(),
+            Request::CaptureStart(_, r) => r.is_closed(),
+            Request::CaptureStop(_, r) => r.is_closed(),
         }
     }
 }
@@ -176,7 +245,8 @@ pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut sync: impl FnMut
 /// Answers one request. A closed reply channel (the client gave up) is not an error.
 pub fn serve(pipe: &mut Pipeline, request: Request) {
     match request {
-        Request::Counters(reply) => {
+        Request::Counters(taken, reply) => {
+            taken.store(true, Ordering::Release);
             let _ = reply.send(pipe.snapshot(|_| None));
         }
         Request::Flows(filter, reply) => {
@@ -309,13 +379,40 @@ fn dump(pipe: &Pipeline, f: &FlowFilter) -> FlowDump {
 /// The API's end: asks the workers and waits for their answers.
 #[derive(Clone)]
 pub struct WorkerClient {
-    txs: Vec<mpsc::Sender<Request>>,
+    txs: Vec<mpsc::SyncSender<Request>>,
+    wakes: Vec<Arc<OwnedFd>>,
+    counters: Arc<Mutex<Option<Round>>>,
+}
+
+/// A round of coalesced counter reads: open (others may join) until a worker takes it.
+struct Round {
+    taken: Arc<AtomicBool>,
+    answer: Arc<watch::Sender<Option<Result<Snapshot, ApiError>>>>,
 }
 
 /// Channels to `workers` workers: the client for the API, a receiver for each worker loop.
 pub fn channel(workers: usize) -> (WorkerClient, Vec<Requests>) {
-    let (txs, rxs) = (0..workers.max(1)).map(|_| mpsc::channel()).unzip();
-    (WorkerClient { txs }, rxs)
+    channel_of(workers, QUEUE)
+}
+
+fn channel_of(workers: usize, queue: usize) -> (WorkerClient, Vec<Requests>) {
+    let mut client = WorkerClient {
+        txs: Vec::new(),
+        wakes: Vec::new(),
+        counters: Arc::default(),
+    };
+    let mut rxs = Vec::new();
+    for _ in 0..workers.max(1) {
+        let (tx, rx) = mpsc::sync_channel(queue);
+        let wake = Arc::new(
+            eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)
+                .expect("an eventfd for the worker's requests"),
+        );
+        client.txs.push(tx);
+        client.wakes.push(Arc::clone(&wake));
+        rxs.push(Requests { rx, wake });
+    }
+    (client, rxs)
 }
 
 async fn answer<T>(answer: oneshot::Receiver<T>) -> Result<T, ApiError> {
@@ -333,6 +430,22 @@ impl WorkerClient {
         self.txs.len() as u32
     }
 
+    /// Queues a request for worker `w` and wakes it; a full queue is refused at once.
+    fn send(&self, w: usize, r: Request) -> Result<(), ApiError> {
+        match self.txs[w].try_send(r) {
+            Ok(()) => {
+                wake(&self.wakes[w]);
+                Ok(())
+            }
+            Err(TrySendError::Full(_)) => Err(ApiError::Busy(format!(
+                "the forwarding worker has {QUEUE} requests waiting: try again"
+            ))),
+            Err(TrySendError::Disconnected(_)) => Err(ApiError::Unavailable(
+                "the forwarding workers are not running".into(),
+            )),
+        }
+    }
+
     /// Asks worker `w`.
     async fn ask_one<T>(
         &self,
@@ -340,9 +453,7 @@ impl WorkerClient {
         make: impl FnOnce(oneshot::Sender<T>) -> Request,
     ) -> Result<T, ApiError> {
         let (reply, rx) = oneshot::channel();
-        self.txs[w]
-            .send(make(reply))
-            .map_err(|_| ApiError::Unavailable("the forwarding workers are not running".into()))?;
+        self.send(w, make(reply))?;
         answer(rx).await
     }
 
@@ -352,11 +463,9 @@ impl WorkerClient {
         make: impl Fn(oneshot::Sender<T>) -> Request,
     ) -> Result<Vec<T>, ApiError> {
         let mut pending = Vec::with_capacity(self.txs.len());
-        for tx in &self.txs {
+        for w in 0..self.txs.len() {
             let (reply, rx) = oneshot::channel();
-            tx.send(make(reply)).map_err(|_| {
-                ApiError::Unavailable("the forwarding workers are not running".into())
-            })?;
+            self.send(w, make(reply))?;
             pending.push(rx);
         }
         let mut out = Vec::with_capacity(pending.len());
@@ -366,15 +475,59 @@ impl WorkerClient {
         Ok(out)
     }
 
+    /// Every worker's counters, summed. Reads made while a round is still queued join
+    /// it (the snapshot is taken after they arrived, so none sees older counters than
+    /// it asked for): a thousand concurrent reads cost the workers one round or two.
     pub async fn counters(&self) -> Result<Snapshot, ApiError> {
-        let mut all = self.ask_all(Request::Counters).await?.into_iter();
-        let mut sum = all
-            .next()
-            .ok_or_else(|| ApiError::Internal("no worker".into()))?;
-        for s in all {
-            sum.merge(s);
-        }
-        Ok(sum)
+        let mut rx = {
+            let mut open = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+            match open.as_ref() {
+                Some(r) if !r.taken.load(Ordering::Acquire) && r.answer.borrow().is_none() => {
+                    r.answer.subscribe()
+                }
+                _ => {
+                    let r = self.counters_round();
+                    let rx = r.answer.subscribe();
+                    *open = Some(r);
+                    rx
+                }
+            }
+        };
+        // The round ends within ANSWER_TIMEOUT; this bound is only against a bug.
+        let v = tokio::time::timeout(ANSWER_TIMEOUT * 2, rx.wait_for(Option::is_some))
+            .await
+            .map_err(|_| ApiError::Unavailable("the counters did not come".into()))?
+            .map_err(|_| ApiError::Internal("the counters round was dropped".into()))?;
+        v.clone()
+            .unwrap_or_else(|| Err(ApiError::Internal("no counters".into())))
+    }
+
+    /// Starts a round on its own task: a reader that gives up must not take the others'
+    /// answer with it. A round always runs to its end (one snapshot per worker, at most
+    /// ANSWER_TIMEOUT), so that a reader joining late never waits on an abandoned one.
+    fn counters_round(&self) -> Round {
+        let taken = Arc::new(AtomicBool::new(false));
+        let answer = Arc::new(watch::channel(None).0);
+        let (this, flag, tx) = (self.clone(), Arc::clone(&taken), Arc::clone(&answer));
+        tokio::spawn(async move {
+            let all = this
+                .ask_all(|r| Request::Counters(Arc::clone(&flag), r))
+                .await;
+            let sum = all.and_then(|all| {
+                let mut all = all.into_iter();
+                let mut sum = all
+                    .next()
+                    .ok_or_else(|| ApiError::Internal("no worker".into()))?;
+                for s in all {
+                    sum.merge(s);
+                }
+                Ok(sum)
+            });
+            // Closed for joining before the answer is visible.
+            flag.store(true, Ordering::Release);
+            tx.send_replace(Some(sum));
+        });
+        Round { taken, answer }
     }
 
     /// The filter for one worker, and which workers to ask: a flow id names its worker.
@@ -472,5 +625,135 @@ impl WorkerClient {
     pub async fn capture_stop(&self, id: u32) -> Result<bool, ApiError> {
         let stopped = self.ask_all(|r| Request::CaptureStop(id, r)).await?;
         Ok(stopped.into_iter().any(|s| s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::response::IntoResponse;
+
+    fn pipeline() -> Pipeline {
+        Pipeline::new(ovr_dataplane::Settings {
+            flow_capacity: 64,
+            ..Default::default()
+        })
+    }
+
+    fn readable(r: &Requests) -> bool {
+        let mut p = [rustix::event::PollFd::new(
+            &r.wake,
+            rustix::event::PollFlags::IN,
+        )];
+        rustix::event::poll(&mut p, Some(&rustix::event::Timespec::default())).unwrap() == 1
+    }
+
+    #[test]
+    fn a_request_wakes_the_worker() {
+        let (client, rxs) = channel(1);
+        let requests = &rxs[0];
+        assert!(!readable(requests));
+        let (reply, _answer) = oneshot::channel();
+        client.send(0, Request::TraceAdd(3, reply)).unwrap();
+        assert!(
+            readable(requests),
+            "a queued request makes the eventfd readable"
+        );
+        requests.awake();
+        assert!(!readable(requests), "awake clears it");
+    }
+
+    #[test]
+    fn an_abandoned_request_is_not_served() {
+        let (client, rxs) = channel(1);
+        let mut pipe = pipeline();
+        // The client gave up (its receiver is dropped) before the worker looked.
+        let (reply, answer) = oneshot::channel();
+        client.send(0, Request::TraceAdd(5, reply)).unwrap();
+        drop(answer);
+        drain(&rxs[0], &mut pipe);
+        assert_eq!(
+            pipe.graph().trace().pending(),
+            0,
+            "the abandoned request was served"
+        );
+        // One still waited for is.
+        let (reply, mut answer) = oneshot::channel();
+        client.send(0, Request::TraceAdd(5, reply)).unwrap();
+        drain(&rxs[0], &mut pipe);
+        assert_eq!(answer.try_recv(), Ok(5));
+        assert_eq!(pipe.graph().trace().pending(), 5);
+    }
+
+    #[test]
+    fn a_full_queue_is_503_with_retry_after() {
+        let (client, rxs) = channel_of(1, 2);
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            let (reply, answer) = oneshot::channel();
+            client.send(0, Request::Trace(reply)).unwrap();
+            answers.push(answer);
+        }
+        let (reply, _answer) = oneshot::channel();
+        let e = client.send(0, Request::Trace(reply)).unwrap_err();
+        let r = e.into_response();
+        assert_eq!(r.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()["retry-after"], "1");
+        // Room again once the worker has answered.
+        drain(&rxs[0], &mut pipeline());
+        let (reply, _answer) = oneshot::channel();
+        client.send(0, Request::Trace(reply)).unwrap();
+    }
+
+    /// Readers that gave up do not leave a round behind that later readers would join
+    /// and wait on forever.
+    #[tokio::test]
+    async fn a_round_every_reader_left_still_ends() {
+        let (client, mut rxs) = channel(1);
+        let requests = rxs.remove(0);
+        std::thread::spawn(move || {
+            let mut pipe = pipeline();
+            while let Some(r) = requests.recv() {
+                std::thread::sleep(Duration::from_millis(50));
+                serve(&mut pipe, r);
+            }
+        });
+        let c = client.clone();
+        let gone = tokio::spawn(async move { c.counters().await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        gone.abort();
+        let _ = gone.await;
+        let later = tokio::time::timeout(Duration::from_secs(5), client.counters()).await;
+        assert!(matches!(later, Ok(Ok(_))), "{later:?}");
+    }
+
+    /// A thousand concurrent counter reads: all answered, in a few rounds.
+    #[tokio::test]
+    async fn concurrent_counter_reads_share_a_round() {
+        let (client, mut rxs) = channel(1);
+        let requests = rxs.remove(0);
+        let rounds = std::thread::spawn(move || {
+            let mut pipe = pipeline();
+            let mut rounds = 0;
+            while let Some(r) = requests.recv() {
+                // Slow, so that reads pile up while a round waits.
+                std::thread::sleep(Duration::from_millis(5));
+                rounds += usize::from(matches!(r, Request::Counters(..)));
+                serve(&mut pipe, r);
+            }
+            rounds
+        });
+        let reads: Vec<_> = (0..1000)
+            .map(|_| {
+                let c = client.clone();
+                tokio::spawn(async move { c.counters().await })
+            })
+            .collect();
+        for r in reads {
+            r.await.unwrap().unwrap();
+        }
+        drop(client);
+        let rounds = rounds.join().unwrap();
+        assert!(rounds <= 3, "{rounds} rounds for 1000 reads");
     }
 }

@@ -520,6 +520,40 @@ async fn a_batch_is_all_or_nothing() {
     assert!(!a.names().nexthops.contains_key("b-both"));
 }
 
+/// Valid JSON of the wrong shape is a 422 naming where, never "not valid JSON" (that is
+/// for bodies that are not JSON at all).
+#[tokio::test]
+async fn a_batch_of_the_wrong_shape_is_422_naming_the_change() {
+    let (app, s) = setup();
+    let before = snapshot(&s);
+    for (body, field) in [
+        (r#"{"changes":[1]}"#, "changes[0]"),
+        (
+            r#"{"changes":[{"create":{"route":{}}},"create"]}"#,
+            "changes[0].create.route.network",
+        ),
+        (
+            r#"{"changes":[{"create":{"label":{"label":5,"nexthop":"b-red"}},"delete":{}}]}"#,
+            "changes[0]",
+        ),
+        (r#"{"changes":[[]]}"#, "changes[0]"),
+        (r#"{"changes":[{"create":7}]}"#, "changes[0].create"),
+    ] {
+        let r = call(&app, "POST", "/api/v1/batch", Some(body)).await;
+        refused(&r, StatusCode::UNPROCESSABLE_ENTITY, Some(field));
+        let msg = r.1["error"].as_str().unwrap();
+        assert!(!msg.contains("not valid JSON"), "{body}: {msg}");
+    }
+    // An object of one key naming the kind is what is expected: the message says so.
+    let r = call(&app, "POST", "/api/v1/batch", Some(r#"{"changes":[1]}"#)).await;
+    let msg = r.1["error"].as_str().unwrap();
+    assert!(msg.contains("one key"), "{msg}");
+    // Not JSON at all stays 400.
+    let r = call(&app, "POST", "/api/v1/batch", Some(r#"{"changes":[1"#)).await;
+    refused(&r, StatusCode::BAD_REQUEST, None);
+    assert_eq!(snapshot(&s), before);
+}
+
 #[tokio::test]
 async fn ids_of_what_stays_do_not_change() {
     let (app, s) = setup();
@@ -721,6 +755,23 @@ async fn tcp_needs_the_bearer_token() {
     refused(&r, StatusCode::UNAUTHORIZED, None);
     let r = call_with(&app, "GET", "/api/v1/config", None, Some("s3cret")).await;
     assert_eq!(r.0, StatusCode::OK);
+    // The scheme's name is case-insensitive (RFC 9110); the token is not.
+    for (header, status) in [
+        ("bearer s3cret", StatusCode::OK),
+        ("BEARER s3cret", StatusCode::OK),
+        ("Bearer   s3cret", StatusCode::OK),
+        ("bearer S3CRET", StatusCode::UNAUTHORIZED),
+        ("Basic s3cret", StatusCode::UNAUTHORIZED),
+        ("Bearers3cret", StatusCode::UNAUTHORIZED),
+    ] {
+        let r = Request::builder()
+            .uri("/api/v1/config")
+            .header("authorization", header)
+            .body(Body::empty())
+            .unwrap();
+        let got = app.clone().oneshot(r).await.unwrap().status();
+        assert_eq!(got, status, "{header}");
+    }
 }
 
 #[tokio::test]

@@ -241,3 +241,22 @@ fn an_error_in_the_starting_configuration_names_its_file_and_line() {
     let e = initial(None, Some(&store)).err().unwrap().to_string();
     assert!(e.ends_with("state.json: the file is empty"), "{e}");
 }
+
+/// An empty batch changes nothing, so nothing is written (nor synced) to the state file.
+#[test]
+fn an_empty_batch_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    let store = Store::new(&path);
+    let mut a = agent(example(), Some(store.clone()));
+    a.apply(vec![route("10.7.0.0/16")], true).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let applied = a.apply(Vec::new(), true).unwrap();
+    assert_eq!(applied.table_changes, 0);
+    assert_eq!(applied.spent_us.save, 0);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the state file was written"
+    );
+}

@@ -37,10 +37,12 @@ struct Args {
     /// The API's Unix socket (mode 0600).
     #[arg(long, default_value = "/run/ovr/ovrd.sock")]
     api_socket: PathBuf,
-    /// Also serve the API on TCP (ADDR:PORT); requires --api-token-file.
+    /// Also serve the API on TCP (ADDR:PORT); requires --api-token-file. Plain HTTP:
+    /// bind it to a local or management address, or put TLS in front.
     #[arg(long)]
     api_listen: Option<String>,
-    /// The bearer token TCP clients must send.
+    /// The bearer token TCP clients must send: at least 32 bytes, in a file with no
+    /// group or other permission (ovrd refuses to start otherwise).
     #[arg(long)]
     api_token_file: Option<PathBuf>,
     /// Packet I/O: AF_XDP (an XDP program on each interface hands frames to ovr through
@@ -236,7 +238,12 @@ fn run(a: &Args) -> Result<(), String> {
                     let share = Share { index, count: n };
                     let worker = pin(core, index).and_then(|()| {
                         let st = reader.enter().ok_or("the tables are gone")?;
-                        let extra = handoff.iter().map(|(m, _)| m.fd()).collect();
+                        // Woken by another worker's frames, and by the API's requests.
+                        let extra = handoff
+                            .iter()
+                            .map(|(m, _)| m.fd())
+                            .chain([requests.fd()])
+                            .collect();
                         let fast = program
                             .clone()
                             .map(|x| ovr_offload::FastPath::sharing(x, generations));

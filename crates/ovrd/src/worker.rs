@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 /// How long an idle worker sleeps in poll(2) before looking at its stop flag again
-/// (less if the fast path asks: `FastPath::wake_within_ms`).
+/// (less if the fast path asks: `FastPath::wake_within_ms`). Frames, other workers'
+/// hand-overs and the API's requests wake it at once.
 const IDLE_POLL_MS: i32 = 100;
 
 /// How a worker runs.
@@ -138,13 +139,20 @@ impl Worker {
         Ok(snap.unwrap_or_else(|| self.pipe.snapshot(|_| None)))
     }
 
-    /// Sleeps until a frame arrives (or another worker hands some over).
+    /// Sleeps until a frame arrives, another worker hands some over, or the API asks.
     fn sleep(&mut self) -> Result<(), String> {
         let ms = self
             .fast
             .as_ref()
             .and_then(|f| f.wake_within_ms())
             .unwrap_or(IDLE_POLL_MS);
+        let r = self.wait(ms);
+        // Before this iteration drains them: a request queued later wakes the next sleep.
+        self.requests.awake();
+        r
+    }
+
+    fn wait(&mut self, ms: i32) -> Result<(), String> {
         match &mut self.handoff {
             None => self.ports.wait(ms),
             Some((mailbox, _)) => {

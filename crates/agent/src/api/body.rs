@@ -34,7 +34,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
-/// Parses JSON: a syntax error is 400, a wrong type or missing field 422 with its path.
+/// Parses JSON: a body that is not JSON is 400; valid JSON of the wrong shape (a wrong
+/// type, a missing or unknown field) is 422 with its path.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let v: Result<T, _> = serde_path_to_error::deserialize(&mut de);
@@ -42,25 +43,40 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if v.is_ok()
         && let Err(e) = de.end()
     {
-        return Err(ApiError::BadRequest {
-            message: format!("the body is not valid JSON: {e}"),
-            field: None,
-        });
+        return Err(not_json(&e));
     }
     v.map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        match inner.classify() {
-            serde_json::error::Category::Data => ApiError::Invalid {
-                field: field_of(&path, &inner.to_string()),
-                message: inner.to_string(),
-            },
-            _ => ApiError::BadRequest {
-                message: format!("the body is not valid JSON: {inner}"),
-                field: None,
-            },
+        // serde_json reports some shape errors as syntax errors (an enum given a number:
+        // "expected value"), so syntax is judged on the body alone, read as any JSON.
+        if inner.classify() != serde_json::error::Category::Data && !is_json(bytes) {
+            return not_json(&inner);
+        }
+        let message = match inner.classify() {
+            serde_json::error::Category::Data => inner.to_string(),
+            _ => format!(
+                "wrong shape: expected an object with one key naming the kind (such as \
+                 {{\"create\": ...}} or {{\"route\": ...}}), or the kind as a string ({inner})"
+            ),
+        };
+        ApiError::Invalid {
+            field: field_of(&path, &message),
+            message,
         }
     })
+}
+
+fn not_json(e: &serde_json::Error) -> ApiError {
+    ApiError::BadRequest {
+        message: format!("the body is not valid JSON: {e}"),
+        field: None,
+    }
+}
+
+/// Whether `bytes` are one JSON value (of any shape).
+fn is_json(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
 /// The field a data error is about. serde's path stops at the object for a missing

@@ -3,7 +3,7 @@
 
 mod body;
 pub mod config;
-mod diagnose;
+pub mod diagnose;
 mod observe;
 
 pub use body::{Body, Limit, parse};
@@ -18,6 +18,7 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use ovr_config::Names;
 use std::sync::{Arc, Mutex};
 use utoipa::OpenApi;
 
@@ -30,15 +31,28 @@ pub struct AppState {
     agent: Arc<Mutex<Agent>>,
     worker: Option<WorkerClient>,
     captures: Arc<Mutex<Captures>>,
+    /// The agent's names as of its last change: reads that only need names (counters,
+    /// flows) never wait behind a change holding the agent.
+    names: Arc<Mutex<Arc<Names>>>,
 }
 
 impl AppState {
     pub fn new(agent: Agent, worker: Option<WorkerClient>) -> Self {
         Self {
+            names: Arc::new(Mutex::new(agent.shared_names())),
             agent: Arc::new(Mutex::new(agent)),
             worker,
             captures: Arc::default(),
         }
+    }
+
+    /// The names and ids installed, without taking the agent.
+    fn names(&self) -> Arc<Names> {
+        let n = self
+            .names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&n)
     }
 
     /// The agent, for a caller outside the API (tests, ovrd at shutdown).
@@ -52,12 +66,16 @@ impl AppState {
         &self,
         f: impl FnOnce(&mut Agent) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let agent = Arc::clone(&self.agent);
+        let (agent, names) = (Arc::clone(&self.agent), Arc::clone(&self.names));
         tokio::task::spawn_blocking(move || {
             let mut a = agent
                 .lock()
                 .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
-            Ok(f(&mut a))
+            let r = f(&mut a);
+            *names
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+            Ok(r)
         })
         .await
         .map_err(|e| ApiError::Internal(format!("the agent task failed: {e}")))?
@@ -166,11 +184,20 @@ async fn bearer(State(token): State<Arc<str>>, req: Request, next: Next) -> Resp
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match given {
         Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
         _ => ApiError::Unauthorized.into_response(),
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header; the scheme's name is
+/// case-insensitive (RFC 9110, 11.1), and spaces may separate it from the token.
+fn bearer_token(v: &str) -> Option<&str> {
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 /// Compares without stopping at the first difference (the token's prefix must not be

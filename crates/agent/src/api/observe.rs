@@ -26,13 +26,14 @@ fn worker(s: &AppState) -> Result<&WorkerClient, ApiError> {
 /// The worker's counters, interfaces named (configured ones without traffic included).
 async fn snapshot(s: &AppState) -> Result<Snapshot, ApiError> {
     let mut snap = worker(s)?.counters().await?;
-    let names = s.read(|a| a.names().interfaces.clone()).await?;
+    let names = s.names();
+    let names = &names.interfaces;
     for i in &mut snap.interfaces {
         if let Some((n, _)) = names.iter().find(|(_, id)| id.0 == i.id) {
             i.name.clone_from(n);
         }
     }
-    for (name, id) in &names {
+    for (name, id) in names {
         if !snap.interfaces.iter().any(|i| i.id == id.0) {
             snap.interfaces.push(InterfaceSnapshot {
                 id: id.0,
@@ -95,10 +96,7 @@ async fn filter(s: &AppState, q: &HashMap<String, String>) -> Result<FlowFilter,
         match k.as_str() {
             "vrf" => f.vrf = Some(param("vrf", v)?),
             "network" => {
-                let name = v.clone();
-                let id = s
-                    .read(move |a| a.names().networks.get(&name).map(|i| i.0))
-                    .await?;
+                let id = s.names().networks.get(v).map(|i| i.0);
                 f.vrf =
                     Some(id.ok_or_else(|| {
                         ApiError::bad("network", format!("no network named '{v}'"))
@@ -120,7 +118,7 @@ async fn filter(s: &AppState, q: &HashMap<String, String>) -> Result<FlowFilter,
 
 /// Names the networks and next hops of dumped flows.
 async fn named(s: &AppState, mut d: FlowDump) -> Result<FlowDump, ApiError> {
-    let names = s.read(|a| a.names().clone()).await?;
+    let names = s.names();
     for f in &mut d.flows {
         f.network = names
             .network_name(ovr_tables::ids::VrfId(f.vrf))

@@ -40,7 +40,7 @@ pub fn worker() -> WorkerClient {
             ..Default::default()
         };
         let mut pipe = ovr_dataplane::Pipeline::new(settings);
-        for r in requests.iter() {
+        while let Some(r) = requests.recv() {
             worker::serve(&mut pipe, r);
         }
     });

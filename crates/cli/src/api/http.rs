@@ -1,10 +1,12 @@
-//! A minimal HTTP/1.1 client over ovrd's Unix socket: one request per connection
-//! (`Connection: close`), the whole response read. The API is local and small; a full
-//! HTTP stack and an async runtime would be most of ovrctl's size for no gain.
+//! A minimal HTTP/1.1 client over ovrd's Unix socket (or its TCP listener, with a bearer
+//! token): one request per connection (`Connection: close`), the whole response read.
+//! The API is local and small; a full HTTP stack and an async runtime would be most of
+//! ovrctl's size for no gain.
 
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why a request got no HTTP answer.
@@ -33,31 +35,63 @@ pub struct Response {
 /// How long ovrd may take to answer (a commit of a large batch takes a while).
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-pub fn request(
-    socket: &Path,
+/// Where ovrd's API is.
+pub enum Endpoint {
+    Unix(PathBuf),
+    /// `ADDR:PORT` of `ovrd --api-listen`, and the bearer token it wants.
+    Tcp {
+        addr: String,
+        token: Option<String>,
+    },
+}
+
+pub fn request_to(
+    to: &Endpoint,
     method: &str,
     path: &str,
     body: Option<&[u8]>,
 ) -> Result<Response, ClientError> {
-    let name = socket.display().to_string();
+    let name = match to {
+        Endpoint::Unix(p) => p.display().to_string(),
+        Endpoint::Tcp { addr, .. } => format!("http://{addr}"),
+    };
     let io = |source| ClientError::Io {
         path: name.clone(),
         source,
     };
-    let mut s = UnixStream::connect(socket).map_err(|e| match e.kind() {
+    let refused = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-            match not_a_socket(socket) {
+            let what = match to {
+                Endpoint::Unix(p) => not_a_socket(p),
+                Endpoint::Tcp { .. } => None,
+            };
+            match what {
                 Some(what) => ClientError::NotASocket(name.clone(), what),
                 None => ClientError::NotRunning(name.clone()),
             }
         }
         std::io::ErrorKind::PermissionDenied => ClientError::Denied(name.clone()),
         _ => io(e),
-    })?;
-    s.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+    };
+    let (mut s, auth): (Box<dyn Stream>, _) = match to {
+        Endpoint::Unix(p) => {
+            let s = UnixStream::connect(p).map_err(refused)?;
+            s.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+            (Box::new(s), String::new())
+        }
+        Endpoint::Tcp { addr, token } => {
+            let s = TcpStream::connect(addr).map_err(refused)?;
+            s.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+            let auth = token
+                .as_ref()
+                .map(|t| format!("Authorization: Bearer {t}\r\n"))
+                .unwrap_or_default();
+            (Box::new(s), auth)
+        }
+    };
     let body = body.unwrap_or(&[]);
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: ovrd\r\nConnection: close\r\nAccept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: ovrd\r\nConnection: close\r\n{auth}Accept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).map_err(io)?;
@@ -82,6 +116,9 @@ fn not_a_socket(path: &Path) -> Option<&'static str> {
         Some("neither a socket nor a regular file")
     }
 }
+
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
 
 fn parse(raw: &[u8]) -> Result<Response, ClientError> {
     let bad = |m: &str| ClientError::Malformed(m.to_string());
@@ -144,9 +181,8 @@ mod tests {
 
     #[test]
     fn a_missing_socket_says_ovrd_is_not_running() {
-        let e = request(Path::new("/nonexistent/ovrd.sock"), "GET", "/", None)
-            .err()
-            .unwrap();
+        let to = Endpoint::Unix("/nonexistent/ovrd.sock".into());
+        let e = request_to(&to, "GET", "/", None).err().unwrap();
         assert!(matches!(e, ClientError::NotRunning(_)), "{e}");
         assert!(e.to_string().contains("ovrd is not running"));
     }
@@ -158,7 +194,9 @@ mod tests {
         let file = dir.join("ovrd.sock");
         std::fs::write(&file, "").unwrap();
         for (p, what) in [(&file, "a regular file"), (&dir, "a directory")] {
-            let e = request(p, "GET", "/", None).err().unwrap();
+            let e = request_to(&Endpoint::Unix(p.clone()), "GET", "/", None)
+                .err()
+                .unwrap();
             assert!(
                 matches!(e, ClientError::NotASocket(_, w) if w == what),
                 "{e}"

@@ -18,6 +18,13 @@ pub struct Conn {
     /// ovrd's API socket.
     #[arg(long, global = true, default_value = "/run/ovr/ovrd.sock")]
     socket: PathBuf,
+    /// ovrd's TCP listener instead of the socket (`ovrd --api-listen`): http://ADDR:PORT.
+    /// Plain HTTP: across hosts, put TLS in front (docs/agent.md).
+    #[arg(long, global = true, value_parser = parse_url)]
+    url: Option<String>,
+    /// The bearer token for --url (the file `ovrd --api-token-file` reads).
+    #[arg(long, global = true, requires = "url")]
+    token_file: Option<PathBuf>,
     /// Print the API's JSON (for scripts) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -262,17 +269,54 @@ impl From<String> for Failure {
     }
 }
 
+/// `http://ADDR:PORT` (a trailing `/` allowed) to `ADDR:PORT`.
+fn parse_url(u: &str) -> Result<String, String> {
+    let rest = u.strip_prefix("http://").ok_or_else(|| {
+        "give http://ADDR:PORT (ovrctl speaks plain HTTP; for TLS, go through the proxy in front of ovrd from its host)".to_string()
+    })?;
+    let addr = rest.strip_suffix('/').unwrap_or(rest);
+    if addr.is_empty() || addr.contains('/') || !addr.contains(':') {
+        return Err("give http://ADDR:PORT, with no path".into());
+    }
+    Ok(addr.to_string())
+}
+
+impl Conn {
+    fn endpoint(&self) -> Result<http::Endpoint, Failure> {
+        let Some(addr) = &self.url else {
+            return Ok(http::Endpoint::Unix(self.socket.clone()));
+        };
+        let token = self
+            .token_file
+            .as_ref()
+            .map(|f| {
+                std::fs::read_to_string(f)
+                    .map(|t| t.trim().to_string())
+                    .map_err(|e| Failure {
+                        status: exit::PERMISSION_DENIED,
+                        message: format!("{}: {e}", f.display()),
+                    })
+            })
+            .transpose()?;
+        Ok(http::Endpoint::Tcp {
+            addr: addr.clone(),
+            token,
+        })
+    }
+}
+
 /// Sends a request; an API error becomes the message ovrctl prints.
 fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Failure> {
     let bytes = body.map(|b| b.to_string().into_bytes());
-    let r = http::request(&c.socket, method, path, bytes.as_deref()).map_err(|e| Failure {
-        status: match e {
-            http::ClientError::NotRunning(_) => exit::NOT_RUNNING,
-            http::ClientError::Denied(_) => exit::PERMISSION_DENIED,
-            _ => exit::FAILED,
-        },
-        message: e.to_string(),
-    })?;
+    let r =
+        http::request_to(&c.endpoint()?, method, path, bytes.as_deref()).map_err(|e| Failure {
+            status: match e {
+                http::ClientError::NotRunning(_) => exit::NOT_RUNNING,
+                http::ClientError::Denied(_) => exit::PERMISSION_DENIED,
+                _ => exit::FAILED,
+            },
+            message: e.to_string(),
+        })?;
     let v: Value = serde_json::from_slice(&r.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into()));
     if r.status >= 400 {
