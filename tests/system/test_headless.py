@@ -16,8 +16,8 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.overlay_lab import OverlayLab, sh
 
-OVRCTL = ROOT / "target" / "debug" / "ovrctl"
 W2_IP = "10.1.0.21"
 
 
@@ -26,60 +26,14 @@ def build():
     subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
 
 
-def sh(*args, ns=None, check=True, timeout=60):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True)
-
-
 def popen(ns, *args):
     return subprocess.Popen(["ip", "netns", "exec", ns] + [str(a) for a in args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-class Lab:
+class Lab(OverlayLab):
     def __init__(self, tag, *up_args):
-        self.prefix = f"ovrh{os.getpid() % 1000}{tag}"
-        self.dir = f"/run/{self.prefix}-lab"
-        self.up_args = up_args
-
-    def ctl(self, *args, check=True):
-        return sh(OVRCTL, "lab", "--prefix", self.prefix, "--dir", self.dir, *args,
-                  check=check, timeout=120)
-
-    def __enter__(self):
-        r = self.ctl("up", "--hosts", "2", "--tenants", "1", *self.up_args, check=False)
-        if r.returncode != 0:
-            self.ctl("down", check=False)
-            pytest.fail(r.stdout + r.stderr)
-        return self
-
-    def __exit__(self, *exc):
-        down = self.ctl("down", check=False)
-        left = [n for n in sh("ip", "netns", "list").stdout.split()
-                if n.startswith(self.prefix + "-")]
-        assert not left, (left, down.stdout, down.stderr)
-        # Nothing pinned is left: the lab's bpffs is unmounted and its directory gone.
-        with open("/proc/mounts") as f:
-            assert self.dir not in f.read()
-        assert not os.path.exists(self.dir)
-
-    def ns(self, name):
-        return f"{self.prefix}-{name}"
-
-    def state(self):
-        with open(f"{self.dir}/state.json") as f:
-            return json.load(f)
-
-    def pid(self, host):
-        return next(h["ovrd_pid"] for h in self.state()["hosts"] if h["name"] == host)
-
-    def log(self, host):
-        with open(f"{self.dir}/{host}.log") as f:
-            return f.read()
-
-    def pins(self, host):
-        d = f"{self.dir}/bpf/{host}"
-        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+        super().__init__(f"ovrh{os.getpid() % 1000}{tag}", *up_args)
 
 
 # Receives one TCP stream and prints, per arrival, the time and the bytes (summed per 50 ms).

@@ -21,8 +21,8 @@ import pytest
 from scapy.all import IP, TCP, UDP, Ether, Raw, VXLAN, rdpcap  # noqa: F401 (VXLAN binds 4789)
 
 from conftest import ROOT
+from system.overlay_lab import OverlayLab, sh
 
-OVRCTL = ROOT / "target" / "debug" / "ovrctl"
 ROUTER_MAC = "00:00:5e:00:01:00"
 W1_MAC, W2_MAC = "02:01:00:01:01:01", "02:01:00:01:02:01"
 W1_IP, W2_IP = "10.1.0.11", "10.1.0.21"
@@ -33,46 +33,9 @@ def build():
     subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
 
 
-def sh(*args, ns=None, check=True, timeout=60, **kw):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-class Lab:
+class Lab(OverlayLab):
     def __init__(self, tag, *up_args):
-        self.prefix = f"ovrf{os.getpid() % 1000}{tag}"
-        self.dir = f"/run/{self.prefix}-lab"
-        self.up_args = up_args
-
-    def ctl(self, *args, check=True):
-        return sh(OVRCTL, "lab", "--prefix", self.prefix, "--dir", self.dir, *args, check=check)
-
-    def __enter__(self):
-        r = self.ctl("up", "--hosts", "2", "--tenants", "1", *self.up_args, check=False)
-        if r.returncode != 0:
-            self.ctl("down", check=False)
-            pytest.fail(r.stdout + r.stderr)
-        return self
-
-    def __exit__(self, *exc):
-        down = self.ctl("down", check=False)
-        left = [n for n in sh("ip", "netns", "list").stdout.split()
-                if n.startswith(self.prefix + "-")]
-        assert not left, (left, down.stdout, down.stderr)
-
-    def ns(self, name):
-        return f"{self.prefix}-{name}"
-
-    def api(self, host, *args):
-        r = sh(OVRCTL, "--socket", f"{self.dir}/{host}.sock", *args)
-        return r.stdout
-
-    def json(self, host, *args):
-        return json.loads(self.api(host, "--json", *args))
-
-    def log(self, host):
-        with open(f"{self.dir}/{host}.log") as f:
-            return f.read()
+        super().__init__(f"ovrf{os.getpid() % 1000}{tag}", *up_args)
 
 
 WORKERS = pytest.mark.parametrize("workers", [1, 2])
@@ -586,7 +549,7 @@ def test_tc_fast_path_offloads_new_flows_after_flows_are_deleted():
     a new TCP connection takes the ids of gone ones and is carried by the fast path again,
     and nothing on the way is dropped because one host's fast path carries it and the
     other's does not."""
-    with Lab(tag("r", 1, "tc"), "--offload=tc") as lab:
+    with Lab(tag("i", 1, "tc"), "--offload=tc") as lab:
         carried = []
         for round in range(2):
             before = {h: lab.json(h, "counters")["fast_path"]["packets"] for h in ("h1", "h2")}
@@ -606,7 +569,7 @@ def test_user_space_cuts_the_large_tunnel_frames_of_a_tc_peer():
     """A host whose ovrd runs without the fast path (h2, user space alone) receives h1's
     TC fast path traffic as large VXLAN frames (a 64 KB TCP packet each): it cuts them
     into whole tunnel packets and forwards them; nothing is dropped."""
-    with Lab(tag("u", 1, "tc"), "--offload=tc") as lab:
+    with Lab(tag("s", 1, "tc"), "--offload=tc") as lab:
         with open(f"{lab.dir}/state.json") as f:
             h2 = next(h for h in json.load(f)["hosts"] if h["name"] == "h2")
         os.kill(h2["ovrd_pid"], 15)
