@@ -40,7 +40,7 @@ import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from suite import PORT, Made, Ovr, log, sh, start_time, stop_pid  # noqa: E402
+from suite import PORT, Ovr, claim, log, sh, start_time, stop_pid  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -348,8 +348,6 @@ def main():
                          "controller on another machine; here it shares the CPUs)")
     ap.add_argument("--cleanup", action="store_true")
     a = ap.parse_args()
-    if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
-        sys.exit("churn: --prefix: at most 8 characters of a-z, 0-9 and '-'")
     if a.points is None:
         a.points = ("1000:1,2000:100,2000:1000" if a.quick else
                     "10000:1,10000:100,10000:1000,10000:10000,100000:100,100000:1000,"
@@ -358,13 +356,9 @@ def main():
     a.rates = [int(r) for r in a.rates.split(",")]
     if a.quick:
         a.rounds, a.seconds, a.churn_batch, a.churn_keep = 2, 1.0, 100, 1000
-    made = Made.load(a.prefix)
-    if a.cleanup:
-        made.teardown(a.ovrctl)
+    made = claim("churn", a)
+    if made is None:
         return
-    if made.namespaces or made.pids or made.labs:
-        sys.exit(f"churn: a run with prefix '{a.prefix}' left things behind: "
-                 f"`python3 bench/churn.py --prefix {a.prefix} --cleanup` first")
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "runs" / f"churn-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
     out = open(out_dir / "results.jsonl", "a")

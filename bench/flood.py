@@ -49,7 +49,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import Api  # noqa: E402
 from soak import API_ERRORS, on_stop_signals  # noqa: E402
-from suite import PORT, Cleanup, Made, Ovr, log, start_time, stop_pid, versions  # noqa: E402
+from suite import PORT, Cleanup, Ovr, claim, log, start_time, stop_pid, versions  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FLOOD_SRC = "10.2.0.1"  # the flood's first source address (outside the workloads' /24)
@@ -282,17 +282,9 @@ def main():
     ap.add_argument("--ovrctl", default=str(ROOT / "target" / "release" / "ovrctl"))
     ap.add_argument("--cleanup", action="store_true")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("flood: run as root (network namespaces)")
-    if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
-        sys.exit("flood: --prefix: at most 8 characters of a-z, 0-9 and '-'")
-    made = Made.load(a.prefix)
-    if a.cleanup:
-        made.teardown(a.ovrctl)
+    made = claim("flood", a)
+    if made is None:
         return 0
-    if made.namespaces or made.pids or made.labs:
-        sys.exit(f"flood: a run with prefix '{a.prefix}' left things behind: "
-                 f"`python3 bench/flood.py --prefix {a.prefix} --cleanup` first")
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "runs" / f"flood-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
     conds = [c for c in a.conditions.split(",") if c]

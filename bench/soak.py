@@ -49,7 +49,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import ROUTER_MAC, Api, Churn, prepare_churn  # noqa: E402
-from suite import PORT, Cleanup, Made, Ovr, log, start_time, stop_pid, versions  # noqa: E402
+from suite import PORT, Cleanup, Ovr, claim, log, start_time, stop_pid, versions  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -423,17 +423,9 @@ def main():
         # settles after about 70 s of this traffic. 10% of the run, at least 2 minutes,
         # at most half of it.
         a.warmup = min(max(120.0, a.minutes * 6), a.minutes * 30)
-    if os.geteuid() != 0:
-        sys.exit("soak: run as root (network namespaces)")
-    if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
-        sys.exit("soak: --prefix: at most 8 characters of a-z, 0-9 and '-'")
-    made = Made.load(a.prefix)
-    if a.cleanup:
-        made.teardown(a.ovrctl)
+    made = claim("soak", a)
+    if made is None:
         return 0
-    if made.namespaces or made.pids or made.labs:
-        sys.exit(f"soak: a run with prefix '{a.prefix}' left things behind: "
-                 f"`python3 bench/soak.py --prefix {a.prefix} --cleanup` first")
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
 

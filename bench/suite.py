@@ -541,6 +541,25 @@ def versions(ovrctl):
     }
 
 
+
+def claim(tool, a):
+    """What every bench program checks before it makes anything: root, a usable
+    `--prefix` and nothing left by an earlier run with it. With `--cleanup` it removes
+    what such a run left instead and returns None."""
+    if os.geteuid() != 0:
+        sys.exit(f"{tool}: run as root (network namespaces)")
+    if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
+        sys.exit(f"{tool}: --prefix: at most 8 characters of a-z, 0-9 and '-'")
+    made = Made.load(a.prefix)
+    if a.cleanup:
+        made.teardown(a.ovrctl)
+        log(f"{tool}: removed what prefix '{a.prefix}' had left")
+        return None
+    if made.namespaces or made.pids or made.labs:
+        sys.exit(f"{tool}: {made.path} lists what an earlier run left: "
+                 f"`python3 bench/{tool}.py --prefix {a.prefix} --cleanup` first")
+    return made
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -580,18 +599,9 @@ def main():
     for k, v in defaults.items():
         if getattr(a, k) is None:
             setattr(a, k, v)
-    if os.geteuid() != 0:
-        sys.exit("suite: run as root (network namespaces)")
-    if len(a.prefix) > 8 or not a.prefix.replace("-", "").isalnum():
-        sys.exit("suite: --prefix: at most 8 characters of a-z, 0-9 and '-'")
-    made = Made.load(a.prefix)
-    if a.cleanup:
-        made.teardown(a.ovrctl)
-        log(f"suite: removed what prefix '{a.prefix}' had left")
+    made = claim("suite", a)
+    if made is None:
         return
-    if made.namespaces or made.pids or made.labs:
-        sys.exit(f"suite: {made.path} lists what an earlier run left: "
-                 f"`python3 bench/suite.py --prefix {a.prefix} --cleanup` first")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = pathlib.Path(a.out or ROOT / "bench" / "out" / stamp)
     a.out = str(out_dir)
