@@ -456,7 +456,10 @@ impl<O: Offload> FastPath<O> {
         self.counters.packets += dp;
         self.counters.bytes += db;
         let t = cx.now;
-        if let Some(e) = cx.flows.get_mut(FlowId(id)) {
+        // Not to a new flow that took the id of the entry's.
+        if let Some(e) = cx.flows.get_mut(FlowId(id))
+            && e.key == rec.flow
+        {
             e.packets += dp;
             e.bytes += db.saturating_sub(dp * rec.strip);
             e.last_seen = e.last_seen.max(t);
@@ -593,14 +596,20 @@ impl<O: Offload> FastPath<O> {
     /// user space; removes the entry once the flow is gone.
     fn settle(&mut self, cx: &mut Cx, id: u32, rec: Installed, read: Option<Usage>) {
         match (alive(cx, id, &rec), read) {
-            (false, _) => self.retire(id, rec),
+            (false, read) => self.retire(cx, id, rec, read),
             (true, Some(u)) => self.add_usage(cx, id, rec, u),
             (true, None) => self.merge(cx, id, rec),
         }
     }
 
-    /// Removes the entry of a flow gone in user space; a new flow on its id is offered.
-    fn retire(&mut self, id: u32, rec: Installed) {
+    /// Removes the entry of a flow gone in user space, after what it carried since the
+    /// last merge (`read` already, or read now) is counted (the interfaces' and the fast
+    /// path's totals keep it); a new flow on its id is offered.
+    fn retire(&mut self, cx: &mut Cx, id: u32, rec: Installed, read: Option<Usage>) {
+        match read {
+            Some(u) => self.add_usage(cx, id, rec, u),
+            None => self.merge(cx, id, rec),
+        }
         self.installed.remove(&id);
         self.drop_entry(id, rec.key);
         self.untry(id);
@@ -630,7 +639,7 @@ impl<O: Offload> FastPath<O> {
         for id in cx.flows.take_removed() {
             match self.installed.get(&id).copied() {
                 Some(rec) if alive(cx, id, &rec) => {}
-                Some(rec) => self.retire(id, rec),
+                Some(rec) => self.retire(cx, id, rec, None),
                 None => self.untry(id),
             }
         }

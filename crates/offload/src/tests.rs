@@ -370,11 +370,22 @@ fn owner_reinstalls_after_table_changes_merges_counters_and_removes_gone_flows()
     assert_eq!(r.fast.counters.installed, 2);
     let generation = r.fake.s.borrow().generation;
     assert_eq!(r.fake.s.borrow().entries[&key].1, generation);
-    // The flow deleted in user space (the API): its entry goes at the next sweep.
+    // The flow deleted in user space (the API): its entry goes at the next sweep, and
+    // what it carried since the last merge still counts for the interfaces.
+    r.fake.set_packets(&key, 7);
+    let before = (
+        r.fast.counters.packets,
+        r.pipe.cx.interfaces[uplink as usize].tx_packets,
+    );
     r.pipe.cx.flows.remove(id);
     r.fast.sync_all(&mut r.pipe.cx);
     assert!(r.fake.s.borrow().entries.is_empty());
     assert_eq!(r.fast.counters.removed, 1);
+    let after = (
+        r.fast.counters.packets,
+        r.pipe.cx.interfaces[uplink as usize].tx_packets,
+    );
+    assert_eq!((after.0 - before.0, after.1 - before.1), (7, 7));
 }
 
 #[test]
