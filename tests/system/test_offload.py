@@ -13,7 +13,6 @@ Each lab has its own prefix (`ovrf<pid>x`) and directory and is taken down on fa
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 
@@ -576,19 +575,22 @@ def test_user_space_cuts_the_large_tunnel_frames_of_a_tc_peer():
         deadline = time.time() + 10
         while os.path.exists(f"/proc/{h2['ovrd_pid']}") and time.time() < deadline:
             time.sleep(0.1)
-        # The stopped ovrd's fast path stays pinned and forwarding: removed as docs/io.md
-        # says (a link whose pin goes is detached).
-        shutil.rmtree(f"{lab.dir}/bpf/h2")
+        # The stopped ovrd's fast path stays pinned and forwarding until the next ovrd
+        # on its pin directory starts without one: that ovrd removes it.
+        pins = f"{lab.dir}/bpf/h2"
+        assert os.listdir(pins), "the fast path was left pinned"
         log = f"{lab.dir}/h2-user-space.log"
         ovrd = subprocess.Popen(
             ["ip", "netns", "exec", lab.ns("h2"), ROOT / "target" / "debug" / "ovrd",
              "--config", h2["config"], "--api-socket", f"{lab.dir}/h2.sock",
-             "--state", f"{lab.dir}/h2.state.json"],
+             "--state", f"{lab.dir}/h2.state.json", "--fast-path-pin-dir", pins],
             stdout=open(log, "w"), stderr=subprocess.STDOUT)
         try:
             deadline = time.time() + 10
             while "forwarding" not in open(log).read() and time.time() < deadline:
                 time.sleep(0.1)
+            assert not os.path.exists(pins) or not os.listdir(pins), os.listdir(pins)
+            assert "left pinned is removed" in open(log).read()
             sent, got, n = transfer(lab, "h1-t1-w1", lab.ns("h2-t1-w1"), W2_IP, "up")
             c = {h: lab.json(h, "counters") for h in ("h1", "h2")}
         finally:

@@ -157,6 +157,21 @@ impl PinDir {
     }
 }
 
+/// Removes what an earlier ovrd left pinned in `dir` (its fast path goes on forwarding
+/// until then): the ovrd starting now runs without a fast path, and nothing would keep
+/// those entries right. Mounts nothing; returns whether there was one.
+pub fn remove_left(dir: &Path) -> Result<bool, OffloadError> {
+    if !dir.is_dir() || !on_bpffs(dir) {
+        return Ok(false);
+    }
+    let pins = PinDir::prepare(dir)?;
+    let left = pins.holds_maps() || !pins.links().is_empty();
+    if left {
+        pins.remove_all();
+    }
+    Ok(left)
+}
+
 fn on_bpffs(dir: &Path) -> bool {
     rustix::fs::statfs(dir).is_ok_and(|s| s.f_type as u64 == BPF_FS_MAGIC)
 }

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 use worker::Worker;
 
 #[derive(Parser)]
@@ -207,6 +207,18 @@ fn run(a: &Args) -> Result<(), String> {
                     it cannot be combined with --driver af-xdp"
                 .into(),
         );
+    }
+    if hook.is_none() {
+        let dir = &a.fast_path_pin_dir;
+        match ovr_offload::pin::remove_left(dir) {
+            Ok(true) => info!(
+                ?dir,
+                "the fast path an earlier ovrd left pinned is removed (this one runs without)"
+            ),
+            Ok(false) => {}
+            // Another ovrd (with a fast path) uses the directory: not this one's to remove.
+            Err(e) => warn!("{e}"),
+        }
     }
     let program = hook
         .map(|h| ovr_offload::bpf::Bpf::load_pinned(h, &a.fast_path_pin_dir))
