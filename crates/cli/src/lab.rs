@@ -15,8 +15,11 @@
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+mod ovrd;
+pub use ovrd::restart;
+use ovrd::{Pinning, alive, start_ovrd, stop};
 
 /// Where the lab keeps its state, configurations and logs by default.
 pub const DIR: &str = "/run/ovr-lab";
@@ -517,126 +520,6 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts host `i`'s ovrd (its recorded command, output appended to its log) and waits
-/// until it forwards.
-fn start_ovrd(p: &Place, s: &mut State, i: usize) -> Result<(), String> {
-    let host = &s.hosts[i];
-    let (program, args) = host
-        .ovrd_cmd
-        .split_first()
-        .ok_or("no ovrd command recorded")?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&host.log)
-        .map_err(|e| format!("{}: {e}", host.log.display()))?;
-    let from = log.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    let err = log.try_clone().map_err(|e| e.to_string())?;
-    let child = Command::new("ip")
-        .args(["netns", "exec", &host.namespace])
-        .arg(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("{program}: {e}"))?;
-    s.hosts[i].ovrd_pid = Some(child.id());
-    save(p, s)?;
-    wait_for(&s.hosts[i].log, from, "forwarding", Duration::from_secs(10))
-}
-
-/// Restarts host `name`'s ovrd: SIGTERM to the one running (if any), then the same
-/// command again. The lab's state follows the new process.
-pub fn restart(p: &Place, name: &str) -> Result<(), String> {
-    let mut s = load(p)?.ok_or("no lab is up: `ovrctl lab up` first")?;
-    let i = s
-        .hosts
-        .iter()
-        .position(|h| h.name == name && !h.kernel)
-        .ok_or_else(|| format!("no ovr host named '{name}' (see `ovrctl lab status`)"))?;
-    if let Some(pid) = s.hosts[i].ovrd_pid {
-        stop(pid);
-    }
-    start_ovrd(p, &mut s, i)?;
-    println!(
-        "{}: ovrd restarted (pid {})",
-        name,
-        s.hosts[i].ovrd_pid.unwrap_or(0)
-    );
-    Ok(())
-}
-
-/// SIGTERM to ovrd `pid`, SIGKILL if it is still there after 10 s.
-fn stop(pid: u32) {
-    if !alive(pid) {
-        return;
-    }
-    let _ = run(None, &["kill", "-TERM", &pid.to_string()]);
-    let t = Instant::now();
-    while alive(pid) && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if alive(pid) {
-        let _ = run(None, &["kill", "-KILL", &pid.to_string()]);
-    }
-}
-
-/// Which CPUs each host's ovrd pins its workers to: the next ones of the lab's CPUs in
-/// turn, so that the hosts' workers spread over them. Pinned because a worker that moves
-/// between CPUs can reorder a flow's packets on a veth (each CPU's backlog is processed
-/// on its own), which the workloads' TCP takes for loss. Nothing is added when the
-/// ovrd arguments already say `--cpu`.
-struct Pinning {
-    cpus: Vec<usize>,
-    workers: usize,
-    next: usize,
-}
-
-impl Pinning {
-    fn new(ovrd_args: &[String]) -> Self {
-        let given = |name: &str| {
-            ovrd_args.iter().enumerate().find_map(|(i, x)| {
-                let value = x.strip_prefix(name)?;
-                match value.strip_prefix('=') {
-                    Some(v) => Some(v.to_string()),
-                    None if value.is_empty() => ovrd_args.get(i + 1).cloned(),
-                    None => None,
-                }
-            })
-        };
-        let cpus = if given("--cpu").is_some() {
-            Vec::new()
-        } else {
-            rustix::thread::sched_getaffinity(None)
-                .map(|set| {
-                    (0..rustix::thread::CpuSet::MAX_CPU)
-                        .filter(|&c| set.is_set(c))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let workers = given("--workers").and_then(|w| w.parse().ok()).unwrap_or(1);
-        Self {
-            cpus,
-            workers,
-            next: 0,
-        }
-    }
-
-    /// `--cpu=A,B,..` for the next host's ovrd (one CPU per worker), or nothing.
-    fn next_host(&mut self) -> Option<String> {
-        if self.cpus.is_empty() {
-            return None;
-        }
-        let list: Vec<String> = (0..self.workers)
-            .map(|j| self.cpus[(self.next + j) % self.cpus.len()].to_string())
-            .collect();
-        self.next += self.workers;
-        Some(format!("--cpu={}", list.join(",")))
-    }
-}
-
 /// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one
 /// tenant-1 workload, flooding to every other host's VTEP.
 fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), String> {
@@ -679,36 +562,6 @@ fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), Strin
         run(Some(&ns), &["ip", "link", "set", port, "up"])?;
     }
     run(Some(&ns), &["ip", "link", "set", "brt1", "up"]).map(drop)
-}
-
-/// Waits until `word` appears in `log` past byte `from`.
-fn wait_for(log: &Path, from: usize, word: &str, limit: Duration) -> Result<(), String> {
-    let t = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.get(from..).is_some_and(|t| t.contains(word)) {
-            return Ok(());
-        }
-        if t.elapsed() > limit {
-            return Err(format!(
-                "ovrd did not start; its log ({}):\n{text}",
-                log.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Whether process `pid` runs: a zombie (exited, not yet reaped by whoever inherited
-/// it) does not.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 /// A host's API socket (each host its own; they share one filesystem).
