@@ -7,6 +7,7 @@ test adds, changes and deletes that route through the API while pinging, checks 
 unrelated traffic keeps flowing, then restarts ovrd and finds the route kept.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -95,14 +96,16 @@ def two_vms(lab):
     return a, vm1, vm2
 
 
-@pytest.fixture
-def host(tmp_path):
+@contextlib.contextmanager
+def started_host(tmp_path, tag, prepare=lambda vm1, vm2: None):
+    """A running ovrd (`Host`) between two VM namespaces of a lab of its own (`tag`);
+    stopped and the lab removed afterwards. `prepare` runs on the VMs before the start."""
     ovrd, ovrctl = binaries()
-    lab = Lab("ag")
+    lab = Lab(tag)
     h = None
     try:
         a, vm1, vm2 = two_vms(lab)
-        sh("ip", "addr", "add", "10.9.0.5/32", "dev", "eth0", ns=vm2)
+        prepare(vm1, vm2)
         h = Host(ovrd, ovrctl, a, tmp_path)
         h.vm1, h.vm2 = vm1, vm2
         h.start()
@@ -111,6 +114,13 @@ def host(tmp_path):
         if h is not None:
             h.stop()
         lab.close()
+
+
+@pytest.fixture
+def host(tmp_path):
+    extra = lambda vm1, vm2: sh("ip", "addr", "add", "10.9.0.5/32", "dev", "eth0", ns=vm2)  # noqa: E731
+    with started_host(tmp_path, "ag", extra) as h:
+        yield h
 
 
 def ping(ns, dst, count=3):

@@ -17,8 +17,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from system.netns import Lab
-from system.test_agent import Host, binaries, two_vms
+from system.test_agent import started_host
 
 sys.path.insert(0, str(ROOT / "bench"))
 import api_load  # noqa: E402
@@ -26,18 +25,8 @@ import api_load  # noqa: E402
 
 @pytest.fixture
 def host(tmp_path):
-    ovrd, ovrctl = binaries()
-    lab = Lab("ld")
-    h = None
-    try:
-        a, vm1, vm2 = two_vms(lab)
-        h = Host(ovrd, ovrctl, a, tmp_path)
-        h.start()
+    with started_host(tmp_path, "ld") as h:
         yield h
-    finally:
-        if h is not None:
-            h.stop()
-        lab.close()
 
 
 def test_a_thousand_concurrent_counter_reads_are_all_answered(host):
