@@ -315,7 +315,6 @@ def main():
                     recs.append(rec)
     except (KeyboardInterrupt, Cleanup) as e:
         log(f"flood: interrupted ({e or 'Ctrl-C'}): tearing down")
-        made.teardown(a.ovrctl)
         return 130
     finally:
         made.teardown(a.ovrctl)

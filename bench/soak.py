@@ -435,7 +435,6 @@ def main():
         s = run(a, made, out_dir)
     except (KeyboardInterrupt, Cleanup) as e:
         log(f"soak: interrupted ({e or 'Ctrl-C'}): tearing down")
-        made.teardown(a.ovrctl)
         return 130
     finally:
         made.teardown(a.ovrctl)
