@@ -17,6 +17,12 @@ command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 command -v ping >/dev/null || need_apt+=(iputils-ping)
 command -v ethtool >/dev/null || need_apt+=(ethtool)
 command -v iperf3 >/dev/null || need_apt+=(iperf3)
+# The cluster: etcd (the store, and etcdctl for the tests), and what the etcd-client
+# crate's build needs (protoc and the well-known .proto files).
+command -v etcd >/dev/null || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null || need_apt+=(etcd-client)
+command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/any.proto ] || need_apt+=(libprotobuf-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

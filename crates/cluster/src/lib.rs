@@ -1,0 +1,22 @@
+//! ovr as a cluster: intent (networks, policies, ports) and what each agent publishes
+//! (hosts under a lease, the endpoints that are up) live in etcd under `/ovr/v1/`; each
+//! host's agent lists and watches it and derives its own configuration: tunnels to the
+//! other hosts of its networks, bridge entries, host routes and flood lists
+//! (docs/cluster.md).
+//!
+//! - `keys`, `model`: the key layout and the values, each checked on its own.
+//! - `view`: every key's parsed value (or why it was refused), as of a revision.
+//! - `derive`: a view and a host's base configuration → the host's configuration.
+//! - `store`: etcd behind a small trait (`Store`); `etcd` is the real one, `mem` one the
+//!   tests drive (compaction, outages, lease expiry on demand).
+//! - `member`: an agent's part in the cluster: list, apply, watch, publish, resync.
+
+pub mod derive;
+pub mod etcd;
+pub mod keys;
+pub mod mem;
+pub mod member;
+
+pub mod model;
+pub mod store;
+pub mod view;

@@ -1,0 +1,215 @@
+//! The cluster's data model: what lives under `/ovr/v1/` in etcd, one JSON value per key
+//! (docs/cluster.md has the layout and a JSON Schema of each value).
+//!
+//! Intent (networks, policies, ports) is written by operators and tools; hosts and
+//! endpoints are published by each agent under its lease. A value is checked on its own
+//! here (`parse`); what depends on other keys (an unknown network, a MAC or address given
+//! twice) is checked where the whole view is at hand (`derive`).
+
+use crate::keys::Key;
+use core::net::IpAddr;
+use ovr_config::model::{EncapConfig, RuleConfig};
+use ovr_config::values::{Address, Mac, Prefix};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A virtual network: one VNI, its subnets and its distributed gateway (the same
+/// addresses on every host).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// The VXLAN network identifier (1 to 16777215), unique in the cluster.
+    pub vni: u32,
+    /// The network's subnets (IPv4 and IPv6); port addresses must fall in one.
+    #[serde(default)]
+    pub subnets: Vec<Prefix>,
+    /// The gateway's addresses, "address/length", on every host with a port here.
+    #[serde(default)]
+    pub gateways: Vec<Address>,
+    /// How hosts carry the network to each other.
+    #[serde(default = "vxlan")]
+    pub encap: EncapConfig,
+    /// Replicate broadcast and unknown unicast to every other host with a port here.
+    #[serde(default = "yes")]
+    pub flood: bool,
+}
+
+fn vxlan() -> EncapConfig {
+    EncapConfig::Vxlan
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Rules for traffic from or to one network, appended in key order to its policy (no
+/// policy at all: the default, allow within the network and deny between networks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    pub network: String,
+    pub rules: Vec<RuleConfig>,
+}
+
+/// A workload's attachment to a network on one host: the intent (key
+/// `ports/HOST/NAME`). The host's agent makes `interface` a workload interface of the
+/// network and, once the interface is there, publishes it as an endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub network: String,
+    /// The workload's MAC.
+    pub mac: Mac,
+    /// The workload's addresses (host routes on every host of the network).
+    #[serde(default)]
+    pub ips: Vec<IpAddr>,
+    /// The host-side interface (a veth end, a TAP).
+    pub interface: String,
+    /// Who made the port (a CNI plugin's container id, a pod's names): kept, not used.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// An agent, as it publishes itself under its lease (key `hosts/NAME`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// Where the host's tunnels end (the source address of what it sends).
+    pub vtep: IpAddr,
+    /// The MAC of its underlay interface (hosts share the underlay segment).
+    pub mac: Mac,
+    /// The underlay interface's addresses.
+    #[serde(default)]
+    pub underlay: Vec<Address>,
+    /// The MPLS labels this host allocated, by network.
+    #[serde(default)]
+    pub labels: BTreeMap<String, Labels>,
+    /// ovrd's version.
+    pub version: String,
+}
+
+/// The two labels a host gives a network: bridged frames arrive as Ethernet, routed
+/// packets as bare IP (docs/cluster.md, "MPLS").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Labels {
+    pub l2: u32,
+    pub l3: u32,
+}
+
+/// A port that is really up on its host (key `endpoints/HOST/NAME`, under the host's
+/// lease): what every other host of the network routes and bridges to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    pub network: String,
+    pub mac: Mac,
+    #[serde(default)]
+    pub ips: Vec<IpAddr>,
+}
+
+/// Where an agent reports how far it got (key `/ovr/status/v1/NAME`, outside the watched
+/// prefix so that reports do not wake every agent; under the host's lease).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostStatus {
+    /// The etcd revision whose state the host's tables hold.
+    pub applied_revision: i64,
+    /// Keys refused, with the reason (at most `MAX_REPORTED`).
+    pub rejected: BTreeMap<String, String>,
+    /// How many keys were refused in all.
+    pub rejected_count: usize,
+    /// Networks installed on the host (those with a local port).
+    pub networks: Vec<String>,
+}
+
+/// Rejections a host reports by key; the count says how many more there are.
+pub const MAX_REPORTED: usize = 100;
+
+/// A value under a key, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Network(Network),
+    Policy(Policy),
+    Port(Port),
+    Host(Host),
+    Endpoint(Endpoint),
+}
+
+/// The highest VNI (24 bits).
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+/// The highest MPLS label (20 bits); 0-15 are reserved.
+pub const MAX_LABEL: u32 = (1 << 20) - 1;
+
+/// Parses and checks the value of a key on its own.
+pub fn parse(key: &Key, bytes: &[u8]) -> Result<Value, String> {
+    fn json<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
+        serde_json::from_slice(b).map_err(|e| format!("not a valid value: {e}"))
+    }
+    let v = match key {
+        Key::Network(_) => Value::Network(json(bytes)?),
+        Key::Policy(_) => Value::Policy(json(bytes)?),
+        Key::Port { .. } => Value::Port(json(bytes)?),
+        Key::Host(_) => Value::Host(json(bytes)?),
+        Key::Endpoint { .. } => Value::Endpoint(json(bytes)?),
+    };
+    check(&v)?;
+    Ok(v)
+}
+
+fn check(v: &Value) -> Result<(), String> {
+    match v {
+        Value::Network(n) => {
+            if n.vni == 0 || n.vni > MAX_VNI {
+                return Err(format!("vni: {} is not in 1..={MAX_VNI}", n.vni));
+            }
+            for (i, g) in n.gateways.iter().enumerate() {
+                let a = g.0.addr;
+                if !n.subnets.is_empty() && !n.subnets.iter().any(|s| s.0.contains(a)) {
+                    return Err(format!("gateways[{i}]: {a} is in none of the subnets"));
+                }
+            }
+        }
+        Value::Port(p) => {
+            crate::keys::check_name(&p.network).map_err(|e| format!("network: {e}"))?;
+            if p.interface.is_empty() || p.interface.len() > 15 || p.interface.contains('/') {
+                return Err(format!(
+                    "interface: '{}' is not an interface name (1 to 15 characters, no '/')",
+                    p.interface
+                ));
+            }
+            if p.mac.0.is_multicast() || p.mac.0 == ovr_wire::ethernet::MacAddr([0; 6]) {
+                return Err(format!("mac: {} is not a unicast MAC", p.mac));
+            }
+            distinct(&p.ips)?;
+        }
+        Value::Endpoint(e) => {
+            crate::keys::check_name(&e.network).map_err(|e| format!("network: {e}"))?;
+            distinct(&e.ips)?;
+        }
+        Value::Host(h) => {
+            for (net, l) in &h.labels {
+                for (what, v) in [("l2", l.l2), ("l3", l.l3)] {
+                    if !(16..=MAX_LABEL).contains(&v) {
+                        return Err(format!(
+                            "labels.{net}.{what}: {v} is not in 16..={MAX_LABEL}"
+                        ));
+                    }
+                }
+            }
+        }
+        Value::Policy(p) => {
+            crate::keys::check_name(&p.network).map_err(|e| format!("network: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn distinct(ips: &[IpAddr]) -> Result<(), String> {
+    for (i, a) in ips.iter().enumerate() {
+        if ips[..i].contains(a) {
+            return Err(format!("ips[{i}]: {a} is listed twice"));
+        }
+    }
+    Ok(())
+}
