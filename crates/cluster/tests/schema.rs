@@ -178,3 +178,15 @@ fn schemas_and_examples_agree_with_the_model() {
     let kinds = ["endpoint", "host", "network", "policy", "port"];
     assert_eq!(seen, kinds.iter().map(|k| k.to_string()).collect());
 }
+
+#[test]
+fn the_documentation_shows_the_schema_files() {
+    let doc = std::fs::read_to_string(docs().join("../cluster.md")).unwrap();
+    for kind in ["network", "policy", "port", "host", "endpoint"] {
+        let schema = std::fs::read_to_string(docs().join(format!("{kind}.json"))).unwrap();
+        assert!(
+            doc.contains(&format!("```json\n{schema}```")),
+            "docs/cluster.md does not show docs/schema/{kind}.json as it is"
+        );
+    }
+}
