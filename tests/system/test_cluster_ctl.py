@@ -14,6 +14,7 @@ import pytest
 
 from conftest import ROOT
 from system.etcd import EtcdCluster
+from system.netns import Lab, sh
 
 OVRCTL = ROOT / "target" / "debug" / "ovrctl"
 
@@ -260,3 +261,20 @@ def test_three_members_survive_the_loss_of_the_leader(tmp_path):
         alone = [e.urls[leader]]
         assert sorted(o["name"] for o in cluster(e, "networks", urls=alone)[1]) == [
             "blue", "red"]
+
+
+def test_etcd_inside_a_network_namespace():
+    """The helper's members in a namespace, on its address: ovrctl reaches them from there."""
+    lab = Lab("ce")
+    try:
+        ns = lab.ns("etcd")
+        sh("ip", "addr", "add", "10.77.0.1/32", "dev", "lo", ns=ns)
+        with EtcdCluster(members=1, name_prefix="ctlns", netns=ns, host="10.77.0.1") as e:
+            assert e.urls[0].startswith("http://10.77.0.1:")
+            r = sh(str(OVRCTL), "--etcd", e.urls[0], "cluster", "networks", "add", "red",
+                   "--vni", "3", ns=ns)
+            assert "written" in r.stdout
+            assert json.loads(e.ctl("get", "/ovr/v1/networks/red", "--print-value-only")
+                              .stdout)["vni"] == 3
+    finally:
+        lab.close()

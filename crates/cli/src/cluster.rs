@@ -149,7 +149,7 @@ pub fn run(etcd: &EtcdArgs, what: Cluster, json: bool) -> Result<(), Failure> {
         let endpoints = etcd.endpoints();
         let db = Etcd::connect(&endpoints)
             .await
-            .map_err(|e| unreachable(&endpoints, &e))?;
+            .map_err(|e| etcd_failed(&endpoints, &e))?;
         let c = Ctx {
             db,
             endpoints,
@@ -159,7 +159,7 @@ pub fn run(etcd: &EtcdArgs, what: Cluster, json: bool) -> Result<(), Failure> {
     })
 }
 
-fn unreachable(e: &Endpoints, err: &impl std::fmt::Display) -> Failure {
+fn etcd_failed(e: &Endpoints, err: &impl std::fmt::Display) -> Failure {
     Failure::from(format!("etcd at {}: {err}", e.urls.join(",")))
 }
 
@@ -220,7 +220,7 @@ impl Ctx {
             .db
             .list(prefix)
             .await
-            .map_err(|e| unreachable(&self.endpoints, &e))?;
+            .map_err(|e| etcd_failed(&self.endpoints, &e))?;
         Ok((s.revision, s.kvs))
     }
 
@@ -257,7 +257,7 @@ impl Ctx {
             self.db.create(&key, bytes).await
         };
         let revision = written
-            .map_err(|e| unreachable(&self.endpoints, &e))?
+            .map_err(|e| etcd_failed(&self.endpoints, &e))?
             .ok_or_else(|| format!("{key} exists: nothing written (--replace overwrites it)"))?;
         let v = json!({ "key": key, "revision": revision, "value": i.value });
         self.print(&v, |_| println!("{key} written (revision {revision})"));
@@ -270,7 +270,7 @@ impl Ctx {
             .db
             .remove(&k)
             .await
-            .map_err(|e| unreachable(&self.endpoints, &e))?
+            .map_err(|e| etcd_failed(&self.endpoints, &e))?
             .ok_or_else(|| Failure {
                 status: exit::NOT_FOUND,
                 message: format!("not found: {k}"),
