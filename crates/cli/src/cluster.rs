@@ -12,7 +12,7 @@ use intent::{Intent, NetworkArgs, PolicyArgs, PortArgs};
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::keys::{Key, PREFIX};
 use ovr_cluster::model;
-use ovr_cluster::store::{Kv, Store};
+use ovr_cluster::store::{Kv, Store, StoreError};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
@@ -159,8 +159,13 @@ pub fn run(etcd: &EtcdArgs, what: Cluster, json: bool) -> Result<(), Failure> {
     })
 }
 
-fn etcd_failed(e: &Endpoints, err: &impl std::fmt::Display) -> Failure {
-    Failure::from(format!("etcd at {}: {err}", e.urls.join(",")))
+/// A failed request, with where etcd was looked for.
+fn etcd_failed(e: &Endpoints, err: &StoreError) -> Failure {
+    let why = match err {
+        StoreError::Unavailable(m) => m.clone(),
+        other => other.to_string(),
+    };
+    Failure::from(format!("etcd at {}: {why}", e.urls.join(",")))
 }
 
 /// What every command needs: the store, where it is, and how to print.
@@ -286,14 +291,11 @@ impl Ctx {
 /// the key) is one the agents refuse.
 fn object(kv: &Kv) -> Value {
     let mut o = Map::new();
-    let stored: Result<Value, _> = serde_json::from_slice(&kv.value);
-    match &stored {
-        Ok(Value::Object(fields)) => o.extend(fields.clone()),
+    match serde_json::from_slice(&kv.value) {
+        Ok(Value::Object(fields)) => o.extend(fields),
+        // Not an object: shown as the text it is.
         _ => {
-            o.insert(
-                "value".into(),
-                String::from_utf8_lossy(&kv.value).into_owned().into(),
-            );
+            o.insert("value".into(), String::from_utf8_lossy(&kv.value).into());
         }
     }
     let checked = Key::parse(&kv.key).and_then(|k| {
