@@ -37,18 +37,51 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+class Tls:
+    """A throwaway CA with a server certificate (for 127.0.0.1 and `host`) and a client
+    certificate, made with openssl in `directory` (PEM files; the paths are attributes)."""
+
+    def __init__(self, directory, host="127.0.0.1"):
+        d = os.path.join(directory, "tls")
+        os.makedirs(d, exist_ok=True)
+        self.ca, ca_key = os.path.join(d, "ca.pem"), os.path.join(d, "ca-key.pem")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+
+        def run(*args):
+            subprocess.run(["openssl", *args], check=True, capture_output=True)
+        run("req", "-x509", *ec, "-keyout", ca_key, "-out", self.ca, "-days", "2",
+            "-subj", "/CN=ovr-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        for who in ("server", "client"):
+            cert, key, csr, ext = (os.path.join(d, f"{who}{s}")
+                                   for s in (".pem", "-key.pem", ".csr", ".ext"))
+            with open(ext, "w") as f:
+                f.write("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                        "extendedKeyUsage=serverAuth,clientAuth\n"
+                        f"subjectAltName=IP:127.0.0.1,IP:{host},DNS:localhost\n")
+            run("req", *ec, "-keyout", key, "-out", csr, "-subj", f"/CN={who}")
+            run("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key,
+                "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
+            setattr(self, f"{who}_cert", cert)
+            setattr(self, f"{who}_key", key)
+
+
 class EtcdCluster:
     """`members` etcd processes forming one cluster; `.urls` are their client URLs.
 
     `netns` runs the members inside that network namespace (`ip netns exec`), listening on
     `host` (an address of the namespace); ports are then picked on 127.0.0.1 of this
     namespace, which a fresh namespace does not share, so they are free there too.
+
+    `tls` is a `Tls` (CA, server and client certificates): clients then speak https and
+    must present a certificate signed by the CA (`--client-cert-auth`); peers stay plain.
     """
 
     def __init__(self, members=1, name_prefix="ovrt", base_dir=None, netns=None,
-                 host="127.0.0.1", timeout=20):
+                 host="127.0.0.1", timeout=20, tls=None):
         assert members in (1, 3), "one member, or three (a quorum that survives one loss)"
         self.n, self.netns, self.host, self.timeout = members, netns, host, timeout
+        self.tls = tls
         self.tag = f"{name_prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.dir = tempfile.mkdtemp(prefix=f"etcd-{self.tag}-", dir=base_dir)
         self.names = [f"{self.tag}-m{i}" for i in range(members)]
@@ -57,7 +90,8 @@ class EtcdCluster:
             ports.add(free_port())
         ports = sorted(ports)
         self.client_ports, self.peer_ports = ports[:members], ports[members:]
-        self.urls = [f"http://{host}:{p}" for p in self.client_ports]
+        scheme = "https" if tls else "http"
+        self.urls = [f"{scheme}://{host}:{p}" for p in self.client_ports]
         self.peer_urls = [f"http://{host}:{p}" for p in self.peer_ports]
         self.procs = [None] * members
         self.logs = [os.path.join(self.dir, f"{n}.log") for n in self.names]
@@ -89,6 +123,9 @@ class EtcdCluster:
                "--initial-advertise-peer-urls", self.peer_urls[i],
                "--initial-cluster", initial, "--initial-cluster-state", state,
                "--initial-cluster-token", self.tag, "--logger=zap", *TIMING]
+        if self.tls:
+            cmd += ["--cert-file", self.tls.server_cert, "--key-file", self.tls.server_key,
+                    "--trusted-ca-file", self.tls.ca, "--client-cert-auth"]
         return (["ip", "netns", "exec", self.netns] if self.netns else []) + cmd
 
     def _spawn(self, i, state):
@@ -134,7 +171,11 @@ class EtcdCluster:
     def ctl(self, *args, endpoints=None, check=True, timeout=10):
         """etcdctl (v3 API) against the cluster (or `endpoints`), returning the result."""
         cmd = ["etcdctl", "--endpoints", ",".join(endpoints or self.urls),
-               "--dial-timeout", "2s", "--command-timeout", "3s", *args]
+               "--dial-timeout", "2s", "--command-timeout", "3s"]
+        if self.tls:
+            cmd += ["--cacert", self.tls.ca, "--cert", self.tls.client_cert,
+                    "--key", self.tls.client_key]
+        cmd += args
         cmd = (["ip", "netns", "exec", self.netns] if self.netns else []) + cmd
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, "ETCDCTL_API": "3"})

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from system.etcd import EtcdCluster
+from system.etcd import EtcdCluster, Tls
 from system.netns import Lab, sh
 
 OVRCTL = ROOT / "target" / "debug" / "ovrctl"
@@ -278,3 +278,20 @@ def test_etcd_inside_a_network_namespace():
                               .stdout)["vni"] == 3
     finally:
         lab.close()
+
+
+def test_etcd_with_client_certificates(tmp_path):
+    """https and --client-cert-auth: ovrctl gets in with --etcd-ca/--etcd-cert/--etcd-key,
+    and not without its certificate."""
+    tls = Tls(str(tmp_path))
+    with EtcdCluster(members=1, name_prefix="ctltls", base_dir=tmp_path, tls=tls) as e:
+        assert e.urls[0].startswith("https://")
+        ca = ["--etcd-ca", tls.ca]
+        client = [*ca, "--etcd-cert", tls.client_cert, "--etcd-key", tls.client_key]
+        code, out, err = cluster(e, *client, "networks", "add", "red", "--vni", "4")
+        assert code == 0, err
+        assert json.loads(e.ctl("get", "/ovr/v1/networks/red", "--print-value-only")
+                          .stdout)["vni"] == 4
+        assert [o["name"] for o in cluster(e, *client, "networks")[1]] == ["red"]
+        code, _, err = cluster(e, *ca, "networks")
+        assert code == 1 and "etcd at https://" in json.loads(err)["error"]
