@@ -10,6 +10,21 @@ use etcd_client::{
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Keys per page of a listing.
+const PAGE: i64 = 10_000;
+
+/// The first key after every key that starts with `prefix` (etcd's range end).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key
+}
+
 /// How long a single request may take before etcd counts as unavailable.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -202,14 +217,35 @@ impl Store for Etcd {
     type Watch = EtcdWatch;
 
     async fn list(&self, prefix: &str) -> Result<Snapshot, StoreError> {
-        let r = request(&self.client, |mut c| async move {
-            c.get(prefix, Some(GetOptions::new().with_prefix())).await
-        })
-        .await?;
-        Ok(Snapshot {
-            revision: revision(r.header()),
-            kvs: r.kvs().iter().map(kv).collect(),
-        })
+        // In pages, all at the revision of the first: a cluster's worth of keys is more
+        // than one gRPC message may carry (4 MiB), and a page at a time keeps the
+        // members' and this host's memory flat.
+        let end = prefix_end(prefix.as_bytes());
+        let mut snap = Snapshot::default();
+        let mut from = prefix.as_bytes().to_vec();
+        loop {
+            let o = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(PAGE)
+                .with_revision(snap.revision);
+            let key = from.clone();
+            let r = request(&self.client, |mut c| {
+                let (k, o) = (key.clone(), o.clone());
+                async move { c.get(k, Some(o)).await }
+            })
+            .await?;
+            if snap.revision == 0 {
+                snap.revision = revision(r.header());
+            }
+            snap.kvs.extend(r.kvs().iter().map(kv));
+            match (r.more(), r.kvs().last()) {
+                (true, Some(last)) => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(snap),
+            }
+        }
     }
 
     async fn watch(&self, prefix: &str, revision: i64) -> Result<EtcdWatch, StoreError> {
