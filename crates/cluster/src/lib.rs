@@ -20,3 +20,6 @@ pub mod member;
 pub mod model;
 pub mod store;
 pub mod view;
+
+#[cfg(test)]
+mod tests;

@@ -115,11 +115,16 @@ fn set<T>(s: &SharedStatus, f: impl FnOnce(&mut Status) -> T) -> T {
 
 impl<S: Store, K: Sink> Member<S, K> {
     pub fn new(store: S, sink: K, settings: Settings) -> Self {
+        Self::with_status(store, sink, settings, SharedStatus::default())
+    }
+
+    /// A member that reports into `status` (read by whoever holds a clone).
+    pub fn with_status(store: S, sink: K, settings: Settings, status: SharedStatus) -> Self {
         Self {
             store,
             sink,
             settings,
-            status: SharedStatus::default(),
+            status,
             view: View::default(),
             derived: Derived::default(),
             installed: None,

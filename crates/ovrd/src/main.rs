@@ -4,6 +4,7 @@
 //! `--detach-fast-path-on-exit`; a restarted ovrd adopts it (docs/io.md, "Restarts").
 #![forbid(unsafe_code)]
 
+mod cluster;
 mod handoff;
 mod ports;
 mod worker;
@@ -93,6 +94,27 @@ struct Args {
     /// and pins removed) instead of leaving it forwarding for the next ovrd.
     #[arg(long)]
     detach_fast_path_on_exit: bool,
+    /// Join a cluster: etcd's client URLs (comma-separated). The configuration then comes
+    /// from the cluster's intent (docs/cluster.md); --config holds only what is this
+    /// host's own: its underlay interface and flow settings. The API's configuration
+    /// changes are refused (409): write intent with `ovrctl cluster`.
+    #[arg(long, value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// This host's name in the cluster [default: the machine's host name].
+    #[arg(long)]
+    host_name: Option<String>,
+    /// How long (seconds) after this ovrd stops its peers withdraw it (its etcd lease).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(2..=3600))]
+    etcd_lease_ttl: i64,
+    /// etcd over TLS: the CA that signed the members' certificates (PEM).
+    #[arg(long)]
+    etcd_ca: Option<PathBuf>,
+    /// etcd over TLS: this host's client certificate and key (PEM), where etcd requires
+    /// client certificates.
+    #[arg(long, requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    #[arg(long, requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -163,6 +185,7 @@ fn run(a: &Args) -> Result<(), String> {
                 .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let join = cluster_settings(a)?;
     let agent = ovr_agent::server::start(&ovr_agent::server::Options {
         config: a.config.clone(),
         state: Some(a.state.clone()),
@@ -174,6 +197,7 @@ fn run(a: &Args) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let reader = agent.reader;
     let api = agent.api;
+    let app = agent.state;
     let mut handoffs: Vec<Option<_>> = if n > 1 {
         handoff::mailboxes(n)
             .map_err(|e| format!("worker mailboxes: {e}"))?
@@ -305,8 +329,16 @@ fn run(a: &Args) -> Result<(), String> {
                     info!(ifindexes = ?gone, "fast path: let go of interfaces no longer here");
                 }
             }
-            // Forwarding with it: now the state is saved and the API served.
-            match api.serve() {
+            // Forwarding with it: now the state is saved, the API served, and the
+            // cluster joined (what it installs finds the workers running).
+            let served = api
+                .serve()
+                .map_err(|e| e.to_string())
+                .and_then(|()| match join {
+                    Some((endpoints, settings)) => cluster::join(endpoints, settings, &app),
+                    None => Ok(()),
+                });
+            match served {
                 Ok(()) => info!(config = ?a.config, interfaces, workers = n, "forwarding"),
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
@@ -346,6 +378,42 @@ fn run(a: &Args) -> Result<(), String> {
         .unwrap_or_default();
     eprintln!("{COUNTERS_AT_EXIT}\n{sum}{program}");
     Ok(())
+}
+
+/// With --etcd: how to reach etcd and who this host is (its base configuration read
+/// from --config).
+fn cluster_settings(
+    a: &Args,
+) -> Result<Option<(ovr_cluster::etcd::Endpoints, ovr_cluster::member::Settings)>, String> {
+    if a.etcd.is_empty() {
+        return Ok(None);
+    }
+    let path = a
+        .config
+        .as_ref()
+        .ok_or("--etcd needs --config: the host's own configuration (its underlay interface)")?;
+    let base = ovr_config::Config::load(path).map_err(|e| e.to_string())?;
+    let host = match &a.host_name {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_err(|e| format!("the host name (give --host-name): {e}"))?
+            .trim()
+            .to_string(),
+    };
+    ovr_cluster::keys::check_name(&host).map_err(|e| format!("--host-name: {e}"))?;
+    let endpoints = ovr_cluster::etcd::Endpoints {
+        urls: a.etcd.clone(),
+        ca: a.etcd_ca.clone(),
+        cert: a.etcd_cert.clone(),
+        key: a.etcd_key.clone(),
+    };
+    let settings = ovr_cluster::member::Settings {
+        host,
+        base,
+        ttl_s: a.etcd_lease_ttl,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    Ok(Some((endpoints, settings)))
 }
 
 /// What the workers' fast paths share, continuing a fast path an earlier ovrd left

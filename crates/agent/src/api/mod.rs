@@ -19,7 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ovr_config::Names;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use utoipa::OpenApi;
 
 /// Request bodies above this are refused (413): a batch of 100K routes fits.
@@ -34,6 +34,17 @@ pub struct AppState {
     /// The agent's names as of its last change: reads that only need names (counters,
     /// flows) never wait behind a change holding the agent.
     names: Arc<Mutex<Arc<Names>>>,
+    /// Set when ovrd is a member of a cluster: the cluster then owns the configuration.
+    cluster: Arc<OnceLock<ClusterLink>>,
+}
+
+/// What the API knows of the cluster ovrd is a member of.
+#[derive(Clone)]
+pub struct ClusterLink {
+    /// The member's report (JSON), as `GET /api/v1/cluster` serves it.
+    pub report: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// Prometheus lines for /metrics.
+    pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
 }
 
 impl AppState {
@@ -43,7 +54,34 @@ impl AppState {
             agent: Arc::new(Mutex::new(agent)),
             worker,
             captures: Arc::default(),
+            cluster: Arc::default(),
         }
+    }
+
+    /// Hands the configuration to a cluster: from now on it is installed with
+    /// `install`, and changes through the API are refused (409), since the next change
+    /// in the cluster would undo them.
+    pub fn join_cluster(&self, link: ClusterLink) {
+        let _ = self.cluster.set(link);
+    }
+
+    pub fn cluster(&self) -> Option<&ClusterLink> {
+        self.cluster.get()
+    }
+
+    /// Installs a whole configuration for a caller outside the API (the cluster member):
+    /// like `PUT /api/v1/config`, on the calling thread.
+    pub fn install(&self, config: ovr_config::Config) -> Result<Applied, ApiError> {
+        let mut a = self
+            .agent
+            .lock()
+            .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
+        let r = a.replace(config);
+        *self
+            .names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+        r
     }
 
     /// The names and ids installed, without taking the agent.
@@ -92,6 +130,14 @@ impl AppState {
         &self,
         f: impl FnOnce(&mut Agent) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
+        if self.cluster.get().is_some() {
+            return Err(ApiError::Conflict {
+                message: "this ovrd is programmed by its cluster (etcd): write the intent there \
+                          (ovrctl cluster ...); a change made here would be undone by the next one"
+                    .into(),
+                field: None,
+            });
+        }
         self.with(f).await?
     }
 }
@@ -151,6 +197,7 @@ impl AppState {
         observe::node_counters,
         observe::drop_counters,
         observe::metrics,
+        observe::cluster,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -265,6 +312,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         .route("/api/v1/batch", post(batch))
         .route("/api/v1/config", g(get_config).put(put_config))
         .route("/api/v1/ids", g(ids))
+        .route("/api/v1/cluster", g(observe::cluster))
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",

@@ -77,11 +77,28 @@ pub async fn drop_counters(State(s): State<AppState>) -> Result<impl IntoRespons
     Ok(Json(snapshot(&s).await?.drops))
 }
 
+#[utoipa::path(get, path = "/api/v1/cluster", tag = "cluster",
+    responses((status = 200, description = "this host's standing in its cluster: connected, \
+        the etcd revision applied, keys rejected with the reason, networks installed",
+        content_type = "application/json"),
+        (status = 404, description = "ovrd is not a member of a cluster", body = ErrorBody)))]
+pub async fn cluster(State(s): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    match s.cluster() {
+        Some(c) => Ok(Json((c.report)())),
+        None => Err(ApiError::NotFound(
+            "ovrd is not a member of a cluster (started without --etcd)".into(),
+        )),
+    }
+}
+
 #[utoipa::path(get, path = "/metrics", tag = "counters",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
         (status = 503, body = ErrorBody)))]
 pub async fn metrics(State(s): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let text = crate::metrics::render(&snapshot(&s).await?);
+    let mut text = crate::metrics::render(&snapshot(&s).await?);
+    if let Some(c) = s.cluster() {
+        text.push_str(&(c.metrics)());
+    }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }
 

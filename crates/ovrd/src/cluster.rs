@@ -1,0 +1,105 @@
+//! ovrd as a member of a cluster (`--etcd`): the member runs on a thread of its own with
+//! its own runtime, installs what it derives through the API's state (as a
+//! `PUT /api/v1/config` would, so names and counters follow), and is reported at
+//! `GET /api/v1/cluster` and in /metrics.
+
+use ovr_agent::api::{AppState, ClusterLink};
+use ovr_cluster::etcd::{Endpoints, Etcd};
+use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
+use ovr_config::model::Config;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use tracing::warn;
+
+/// The derived configuration goes to the agent; an interface is up when the host has it.
+struct Agent {
+    state: AppState,
+}
+
+impl Sink for Agent {
+    fn install(&mut self, config: Config) -> Result<(), String> {
+        self.state
+            .install(config)
+            .map(|_| ())
+            .map_err(|e| match e.field() {
+                Some(f) => format!("{f}: {e}"),
+                None => e.to_string(),
+            })
+    }
+
+    fn interface_up(&self, name: &str) -> bool {
+        ovr_io::if_index(name).is_some()
+    }
+}
+
+/// Starts the member: from here on the cluster owns the configuration.
+pub fn join(endpoints: Endpoints, settings: Settings, state: &AppState) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cluster runtime: {e}"))?;
+    let sink = Agent {
+        state: state.clone(),
+    };
+    let status: SharedStatus = SharedStatus::default();
+    let (report, metrics) = (Arc::clone(&status), Arc::clone(&status));
+    state.join_cluster(ClusterLink {
+        report: Arc::new(move || serde_json::to_value(&*lock(&report)).unwrap_or_default()),
+        metrics: Arc::new(move || prometheus(&lock(&metrics))),
+    });
+    std::thread::Builder::new()
+        .name("ovr-cluster".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                // Connecting fails only on bad settings (a certificate file); etcd being
+                // away is the member's to ride out.
+                let store = loop {
+                    match Etcd::connect(&endpoints).await {
+                        Ok(s) => break s,
+                        Err(e) => {
+                            warn!(error = %e, "cluster: cannot set up the etcd client; retrying");
+                            lock(&status).last_error = Some(e.to_string());
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                };
+                Member::with_status(store, sink, settings, status)
+                    .run()
+                    .await;
+            });
+        })
+        .map_err(|e| format!("cluster thread: {e}"))?;
+    Ok(())
+}
+
+fn lock(s: &SharedStatus) -> std::sync::MutexGuard<'_, Status> {
+    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn prometheus(s: &Status) -> String {
+    let mut t = String::new();
+    let mut metric = |name: &str, help: &str, v: i64| {
+        let _ = writeln!(t, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    };
+    metric(
+        "ovr_cluster_connected",
+        "1 while a session with etcd is up",
+        i64::from(s.connected),
+    );
+    metric(
+        "ovr_cluster_applied_revision",
+        "the etcd revision whose state is installed",
+        s.applied_revision,
+    );
+    metric(
+        "ovr_cluster_rejected_keys",
+        "keys refused (bad value or conflict; the log and GET /api/v1/cluster name them)",
+        s.rejected.len() as i64,
+    );
+    metric(
+        "ovr_cluster_sessions",
+        "sessions with etcd started (each after the first is a resync)",
+        s.sessions as i64,
+    );
+    t
+}
