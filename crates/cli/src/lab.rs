@@ -287,8 +287,8 @@ pub struct Up {
     #[arg(long, value_enum, default_value_t = LabEncap::Vxlan)]
     pub encap: LabEncap,
     /// Add a host without ovr (the kernel's bridge + vxlan device, tenant 1, VNI 101,
-    /// one workload) that ovr's hosts exchange traffic with (with --static: it is not in
-    /// the cluster).
+    /// one workload) that ovr's hosts exchange traffic with. Only with --static: it has no
+    /// agent, so it is not in a cluster.
     #[arg(long)]
     pub kernel_host: bool,
     /// Workloads send complete frames (`ethtool -K eth0 tx off`: no checksum or
@@ -304,8 +304,10 @@ pub struct Up {
     /// hops, bridge entries, flood lists) in a static file, and no etcd is started.
     #[arg(long = "static")]
     pub static_: bool,
-    /// etcd members (1 to 5), each in a namespace of its own on the underlay.
-    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5))]
+    /// etcd members (1 to 5), each in a namespace of its own on the underlay (3: one can
+    /// be killed and the cluster goes on).
+    #[arg(long, default_value_t = 1, conflicts_with = "static_",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5))]
     pub etcd_members: usize,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
