@@ -1,10 +1,12 @@
 """The lab as a cluster (`ovrctl lab up`, the default): three hosts join etcd; a workload
 added while the lab runs (`lab workload add`, which only writes its port to etcd) is
 reached from another host, and no longer once deleted; a host whose ovrd is killed leaves
-the cluster within its lease (5 s).
+the cluster within its lease (5 s). With three etcd members, one killed, the cluster goes
+on. A static lab refuses workloads that come and go.
 
-One lab for the module (prefix `ovrc<pid>`), always taken down; the tests run in order,
-the last one kills a host."""
+One three-host lab for the module (prefix `ovrc<pid>`), always taken down; its tests run
+in order, the last of them kills a host. The static and three-member cases bring up labs
+of their own (`ovrs<pid>`, `ovrm<pid>`)."""
 
 import json
 import os
@@ -102,3 +104,15 @@ def test_a_killed_host_leaves_the_cluster_within_its_lease(lab):
     # Its endpoints went with its lease; the others still reach each other.
     assert keys(lab, "/ovr/v1/endpoints/h2/") == []
     assert reached(lab, "h1-t1-w1", "10.1.0.31", 2)
+
+
+def test_three_etcd_members_and_one_killed_the_cluster_goes_on():
+    with OverlayLab(f"ovrm{os.getpid() % 10000}", "--etcd-members", "3") as lab:
+        v = lab.status()
+        assert len(v["etcd"]) == 3 and len(v["etcd_members"]) == 3, v
+        assert all(m["running"] for m in v["etcd_members"])
+        os.kill(v["etcd_members"][0]["pid"], 9)
+        # The two left elect a leader if needed; writes and the hosts' watches go on.
+        name = lab.ctl("workload", "add", "--host", "2", "--tenant", "1").stdout.strip()
+        address = next(w["address"] for w in lab.status()["workloads"] if w["name"] == name)
+        assert reached(lab, "h1-t1-w1", address, 5), f"{name} ({address}) not reached"

@@ -84,28 +84,30 @@ pub fn status(p: &Place, json: bool) -> Result<(), String> {
         println!("no lab is up");
         return Ok(());
     };
+    // A host or an etcd member: name, namespace, underlay address, its process.
+    let row = |name: &str, ns: &str, ip: &str, process: String| {
+        let underlay = format!("{ip}/24");
+        println!("{name:<6} {ns:<16} {underlay:<18} {process}");
+    };
     println!("{:<6} {:<16} {:<18} ovrd", "host", "namespace", "underlay");
     for h in &s.hosts {
-        let ovrd = match h.ovrd_pid {
-            _ if h.kernel => "none: the kernel's bridge + vxlan device (VNI 101)".into(),
-            Some(p) if alive(p) => format!("running (pid {p}), log {}", h.log.display()),
-            Some(p) => format!("NOT running (was pid {p}), log {}", h.log.display()),
-            None => "not started".into(),
+        let ovrd = if h.kernel {
+            "none: the kernel's bridge + vxlan device (VNI 101)".into()
+        } else {
+            process(h.ovrd_pid, &h.log)
         };
-        let underlay = format!("{}/24", h.underlay_ip);
-        println!("{:<6} {:<16} {underlay:<18} {ovrd}", h.name, h.namespace);
+        row(&h.name, &h.namespace, &h.underlay_ip, ovrd);
     }
     if let Some(c) = &s.etcd {
         println!();
         println!("etcd: {} (from this namespace)", c.root_urls().join(","));
         for m in &c.members {
-            let state = match m.pid {
-                Some(p) if alive(p) => format!("running (pid {p})"),
-                Some(p) => format!("NOT running (was pid {p})"),
-                None => "not started".into(),
-            };
-            let underlay = format!("{}/24", m.underlay_ip);
-            println!("{:<6} {:<16} {underlay:<18} {state}", m.name, m.namespace);
+            row(
+                &m.name,
+                &m.namespace,
+                &m.underlay_ip,
+                process(m.pid, &m.log),
+            );
         }
     }
     println!();
@@ -120,4 +122,13 @@ pub fn status(p: &Place, json: bool) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Whether a process the lab started runs, and where its log is.
+fn process(pid: Option<u32>, log: &std::path::Path) -> String {
+    match pid {
+        Some(p) if alive(p) => format!("running (pid {p}), log {}", log.display()),
+        Some(p) => format!("NOT running (was pid {p}), log {}", log.display()),
+        None => "not started".into(),
+    }
 }
