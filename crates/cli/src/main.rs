@@ -4,6 +4,7 @@
 mod api;
 mod bench_engine;
 mod capfile;
+mod cluster;
 mod decode;
 mod lab;
 mod lpm_demo;
@@ -28,6 +29,8 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     conn: api::Conn,
+    #[command(flatten)]
+    etcd: cluster::EtcdArgs,
 }
 
 #[derive(Subcommand)]
@@ -54,6 +57,11 @@ enum Command {
         place: lab::Place,
         #[command(subcommand)]
         what: Lab,
+    },
+    /// The cluster's intent and state in etcd: networks, ports, policies, hosts, status.
+    Cluster {
+        #[command(subcommand)]
+        what: cluster::Cluster,
     },
     /// Benchmarks.
     Bench {
@@ -278,6 +286,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
             Lab::Down => lab::down(&place, json),
             Lab::Workload { what } => lab::workload(&place, &what),
         },
+        Command::Cluster { what } => return cluster::run(&cli.etcd, what, json),
         Command::Bench {
             what: Bench::Gen(g),
         } => traffic::generate(&g),

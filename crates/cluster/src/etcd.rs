@@ -4,8 +4,8 @@
 
 use crate::store::{Event, Kv, Snapshot, Store, StoreError, Watch};
 use etcd_client::{
-    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, PutOptions, TlsOptions,
-    WatchOptions, WatchStream,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    PutOptions, TlsOptions, Txn, TxnOp, WatchOptions, WatchStream,
 };
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,6 +77,36 @@ impl Etcd {
             .map_err(unavailable)?;
         Ok(Self { client })
     }
+
+    /// Writes `key` only if it does not exist (one transaction on its version, so two
+    /// writers cannot both create it): the revision written at, or `None` when the key
+    /// was there and nothing was written.
+    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<Option<i64>, StoreError> {
+        let mut c = self.client.clone();
+        let txn = Txn::new()
+            .when([Compare::version(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let r = timed(c.txn(txn)).await?;
+        Ok(r.succeeded().then(|| revision(r.header())))
+    }
+
+    /// Writes `key` whether or not it exists: the revision written at.
+    pub async fn replace(&self, key: &str, value: Vec<u8>) -> Result<i64, StoreError> {
+        let mut c = self.client.clone();
+        let r = timed(c.put(key, value, None)).await?;
+        Ok(revision(r.header()))
+    }
+
+    /// Deletes `key`: the revision deleted at, or `None` when there was no such key.
+    pub async fn remove(&self, key: &str) -> Result<Option<i64>, StoreError> {
+        let mut c = self.client.clone();
+        let r = timed(c.delete(key, None)).await?;
+        Ok((r.deleted() > 0).then(|| revision(r.header())))
+    }
+}
+
+fn revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
+    h.map_or(0, |h| h.revision())
 }
 
 fn kv(k: &etcd_client::KeyValue) -> Kv {
@@ -139,7 +169,7 @@ impl Store for Etcd {
         let mut c = self.client.clone();
         let r = timed(c.get(prefix, Some(GetOptions::new().with_prefix()))).await?;
         Ok(Snapshot {
-            revision: r.header().map_or(0, |h| h.revision()),
+            revision: revision(r.header()),
             kvs: r.kvs().iter().map(kv).collect(),
         })
     }

@@ -254,10 +254,13 @@ impl<S: Store, K: Sink> Member<S, K> {
                 warn!(key = %k, reason = %why, "cluster: key rejected");
             }
         }
-        let mut error = None;
+        let (mut error, mut changed) = (None, false);
         if self.installed.as_ref() != Some(&d.config) {
             match self.sink.install(d.config.clone()) {
-                Ok(()) => self.installed = Some(d.config.clone()),
+                Ok(()) => {
+                    self.installed = Some(d.config.clone());
+                    changed = true;
+                }
                 Err(e) => {
                     warn!(revision = self.view.revision, error = %e, "cluster: the host refused the derived configuration; keeping the last one");
                     error = Some(e);
@@ -270,7 +273,7 @@ impl<S: Store, K: Sink> Member<S, K> {
             s.rejected = rejected;
             if installed {
                 s.applied_revision = self.view.revision;
-                s.installs += 1;
+                s.installs += u64::from(changed);
                 s.networks = d.config.networks.iter().map(|n| n.name.clone()).collect();
             } else {
                 s.last_error = error;

@@ -4,7 +4,7 @@
 
 mod diagnose;
 mod http;
-mod show;
+pub mod show;
 
 pub use diagnose::{Capture, Trace, capture, trace};
 
@@ -343,7 +343,12 @@ fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Valu
 }
 
 fn print(c: &Conn, v: &Value, human: impl FnOnce(&Value)) {
-    if c.json {
+    print_as(c.json, v, human);
+}
+
+/// An answer on stdout: pretty JSON for scripts, or `human` for people.
+pub fn print_as(json: bool, v: &Value, human: impl FnOnce(&Value)) {
+    if json {
         println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     } else {
         human(v);

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// A value in a cell: lists joined by commas, nothing as "-".
-fn cell(v: &Value) -> String {
+pub fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),

@@ -1,0 +1,247 @@
+//! Intent as typed on the command line → the key and JSON value written to etcd. The
+//! value is built as JSON and checked by `ovr_cluster::model::parse`, the same check
+//! every agent makes, so that ovrctl refuses exactly what the agents would.
+
+use clap::Args;
+use ovr_cluster::keys::Key;
+use ovr_cluster::model;
+use serde_json::{Map, Value, json};
+
+#[derive(Args, Clone, Debug)]
+pub struct NetworkArgs {
+    pub name: String,
+    /// The VXLAN network identifier, 1 to 16777215, unique in the cluster.
+    #[arg(long)]
+    pub vni: u32,
+    /// A subnet (PREFIX/LEN); repeat for more.
+    #[arg(long = "subnet")]
+    pub subnets: Vec<String>,
+    /// A gateway address, ADDRESS/LEN, the same on every host; repeat for more.
+    #[arg(long = "gateway")]
+    pub gateways: Vec<String>,
+    /// How hosts carry the network to each other.
+    #[arg(long, default_value = "vxlan", value_parser = ["vxlan", "mpls_udp", "mpls_gre"])]
+    pub encap: String,
+    /// Do not replicate broadcast and unknown unicast to the network's other hosts.
+    #[arg(long)]
+    pub no_flood: bool,
+    /// Overwrite the network if it exists.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct PortArgs {
+    /// The host the workload runs on.
+    #[arg(long)]
+    pub host: String,
+    pub name: String,
+    #[arg(long)]
+    pub network: String,
+    /// The workload's MAC.
+    #[arg(long)]
+    pub mac: String,
+    /// A workload address; repeat for more.
+    #[arg(long = "ip")]
+    pub ips: Vec<String>,
+    /// The host-side interface (a veth end, a TAP).
+    #[arg(long)]
+    pub interface: String,
+    /// Who made the port, as KEY=VALUE (kept, not used); repeat for more.
+    #[arg(long = "meta")]
+    pub metadata: Vec<String>,
+    /// Overwrite the port if it exists.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct PolicyArgs {
+    pub name: String,
+    /// The network the rules apply to.
+    #[arg(long)]
+    pub network: String,
+    /// A JSON array of rules: '[{"action":"deny","protocol":"tcp","dst_ports":"23"}]'.
+    #[arg(long)]
+    pub rules: String,
+    /// Overwrite the policy if it exists.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+/// A value to write: its key and JSON, not yet checked.
+#[derive(Debug, PartialEq)]
+pub struct Intent {
+    pub key: Key,
+    pub value: Value,
+    pub replace: bool,
+}
+
+impl Intent {
+    /// The key and the bytes to write, or why the agents would refuse them.
+    pub fn checked(&self) -> Result<(String, Vec<u8>), String> {
+        let key = self.key.to_string();
+        let bytes = self.value.to_string().into_bytes();
+        Key::parse(&key)
+            .and_then(|_| model::parse(&self.key, &bytes))
+            .map_err(|e| format!("{key}: {e}"))?;
+        Ok((key, bytes))
+    }
+}
+
+pub fn network(a: &NetworkArgs) -> Intent {
+    Intent {
+        key: Key::Network(a.name.clone()),
+        value: json!({
+            "vni": a.vni,
+            "subnets": a.subnets,
+            "gateways": a.gateways,
+            "encap": a.encap,
+            "flood": !a.no_flood,
+        }),
+        replace: a.replace,
+    }
+}
+
+/// A port; a --meta without '=' is a usage error.
+pub fn port(a: &PortArgs) -> Result<Intent, String> {
+    let mut metadata = Map::new();
+    for m in &a.metadata {
+        let (k, v) = m
+            .split_once('=')
+            .ok_or_else(|| format!("--meta {m}: give KEY=VALUE"))?;
+        metadata.insert(k.to_string(), Value::String(v.to_string()));
+    }
+    let mut value = json!({
+        "network": a.network,
+        "mac": a.mac,
+        "ips": a.ips,
+        "interface": a.interface,
+    });
+    if !metadata.is_empty() {
+        value["metadata"] = Value::Object(metadata);
+    }
+    Ok(Intent {
+        key: Key::Port {
+            host: a.host.clone(),
+            name: a.name.clone(),
+        },
+        value,
+        replace: a.replace,
+    })
+}
+
+/// A policy; rules that are not JSON are a usage error (rules that are JSON but not
+/// rules are refused by the check, as the agents would).
+pub fn policy(a: &PolicyArgs) -> Result<Intent, String> {
+    let rules: Value =
+        serde_json::from_str(&a.rules).map_err(|e| format!("--rules: not JSON: {e}"))?;
+    Ok(Intent {
+        key: Key::Policy(a.name.clone()),
+        value: json!({ "network": a.network, "rules": rules }),
+        replace: a.replace,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+
+    fn args<T: clap::Args>(line: &str) -> T {
+        Line::<T>::try_parse_from(std::iter::once("t").chain(line.split_whitespace()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn network_arguments_become_its_value() {
+        let i = network(&args(
+            "red --vni 100 --subnet 10.1.0.0/24 --subnet fd00:1::/64 --gateway 10.1.0.1/24 \
+             --encap mpls_udp --no-flood",
+        ));
+        assert_eq!(i.key, Key::Network("red".into()));
+        assert_eq!(
+            i.value,
+            json!({"vni": 100, "subnets": ["10.1.0.0/24", "fd00:1::/64"],
+                   "gateways": ["10.1.0.1/24"], "encap": "mpls_udp", "flood": false})
+        );
+        assert!(!i.replace);
+        let (key, _) = i.checked().unwrap();
+        assert_eq!(key, "/ovr/v1/networks/red");
+        // Defaults: vxlan, flooding.
+        let i = network(&args("blue --vni 7 --replace"));
+        assert_eq!(i.value["encap"], "vxlan");
+        assert_eq!(i.value["flood"], true);
+        assert!(i.replace);
+        assert!(i.checked().is_ok());
+    }
+
+    #[test]
+    fn values_the_agents_would_refuse_are_refused() {
+        let e = network(&args("red --vni 0")).checked().unwrap_err();
+        assert!(e.starts_with("/ovr/v1/networks/red: vni: 0"), "{e}");
+        let e = network(&args(
+            "red --vni 5 --subnet 10.0.0.0/24 --gateway 10.9.0.1/24",
+        ))
+        .checked()
+        .unwrap_err();
+        assert!(e.contains("gateways[0]"), "{e}");
+        assert!(network(&args("r_d/x --vni 5")).checked().is_err());
+        let p = |line: &str| port(&args(line)).unwrap().checked();
+        let e = p("--host h1 p1 --network red --mac 02:00:zz:00:00:01 --interface v1").unwrap_err();
+        assert!(e.contains("mac") || e.contains("MAC"), "{e}");
+        assert!(p("--host h1 p1 --network red --mac 01:00:00:00:00:01 --interface v1").is_err());
+        let e = policy(&args(
+            r#"web --network red --rules [{"action":"deny","bogus":1}]"#,
+        ))
+        .unwrap()
+        .checked()
+        .unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn port_and_policy_arguments_become_their_values() {
+        let i = port(&args(
+            "--host h1 web-1 --network red --mac 02:00:00:00:00:01 --ip 10.1.0.5 \
+             --ip fd00:1::5 --interface veth-w1 --meta pod=web --meta ns=a=b",
+        ))
+        .unwrap();
+        assert_eq!(
+            i.key,
+            Key::Port {
+                host: "h1".into(),
+                name: "web-1".into()
+            }
+        );
+        assert_eq!(
+            i.value,
+            json!({"network": "red", "mac": "02:00:00:00:00:01",
+                   "ips": ["10.1.0.5", "fd00:1::5"], "interface": "veth-w1",
+                   "metadata": {"pod": "web", "ns": "a=b"}})
+        );
+        assert!(i.checked().is_ok());
+        let e = port(&args(
+            "--host h1 p --network red --mac 02:00:00:00:00:01 --interface v --meta x",
+        ))
+        .unwrap_err();
+        assert!(e.contains("KEY=VALUE"), "{e}");
+
+        let i = policy(&args(
+            r#"no-telnet --network red --rules [{"action":"deny","protocol":"tcp","dst_ports":"23"}]"#,
+        ))
+        .unwrap();
+        assert_eq!(i.key, Key::Policy("no-telnet".into()));
+        assert_eq!(i.value["network"], "red");
+        assert_eq!(i.value["rules"][0]["dst_ports"], "23");
+        assert!(i.checked().is_ok());
+        assert!(policy(&args("p --network red --rules [")).is_err());
+    }
+}
