@@ -29,8 +29,10 @@ echo "== ovrctl lab up --hosts 2 --tenants 2"
 "$ovrctl" lab status
 # etcd, from this (the root) namespace: the lab's link-local URL.
 etcd=$("$ovrctl" lab status --json | python3 -c 'import json, sys; print(",".join(json.load(sys.stdin)["etcd"]))')
+# The hosts alive in the cluster (their leased key is there), as ovrctl cluster sees them.
 cluster_hosts() {
-    etcdctl --endpoints "$etcd" get --prefix --keys-only /ovr/v1/hosts/ | sed -n 's|^/ovr/v1/hosts/||p' | xargs
+    "$ovrctl" --etcd "$etcd" cluster hosts --json |
+        python3 -c 'import json, sys; print(" ".join(h["name"] for h in json.load(sys.stdin) if h["alive"]))'
 }
 echo
 echo "== the cluster in etcd ($etcd): intent written by lab up, hosts and endpoints by each ovrd"
@@ -103,6 +105,7 @@ echo "== the operator's view of host 1, over ovrd's API (ovrctl --socket /run/ov
 echo
 echo "== a host dies: kill -9 h2's ovrd; the cluster forgets it within its 5 s lease"
 echo "hosts in the cluster: $(cluster_hosts)"
+"$ovrctl" --etcd "$etcd" cluster hosts
 kill -9 "$("$ovrctl" lab status --json | python3 -c 'import json, sys
 print(next(h["ovrd_pid"] for h in json.load(sys.stdin)["hosts"] if h["name"] == "h2"))')"
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
@@ -115,3 +118,4 @@ while [[ " $(cluster_hosts) " == *" h2 "* ]]; do
 done
 elapsed=$(( $(ms) - start ))
 echo "h2 left the cluster $((elapsed / 1000)).$((elapsed % 1000 / 100)) s after its ovrd was killed; hosts now: $(cluster_hosts)"
+"$ovrctl" --etcd "$etcd" cluster hosts
