@@ -29,6 +29,8 @@ const PEER_PORT: u16 = 2380;
 pub const LEASE_TTL_S: u32 = 5;
 /// How long `up` waits for etcd to elect a leader and for the hosts to join.
 const READY_WITHIN: Duration = Duration::from_secs(20);
+/// How long a request is retried (over every member, through an election).
+const REQUEST_WITHIN: Duration = Duration::from_secs(10);
 /// etcd can take ≈7 s to stop on SIGTERM: it gets this long, then SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -241,51 +243,63 @@ impl Cluster {
         ]
     }
 
-    /// Runs `f` with a client of the cluster (from the root namespace).
+    /// Runs `f` with a client of one member after another (from the root namespace)
+    /// until it succeeds: a member that is down, or without a leader, is passed over, and
+    /// the round tried again (an election) until `within`. `f` must be idempotent.
     fn with<T, F: Future<Output = Result<T, String>>>(
         &self,
-        f: impl FnOnce(Etcd) -> F,
+        within: Duration,
+        f: impl Fn(Etcd) -> F,
     ) -> Result<T, String> {
-        let e = Endpoints {
-            urls: self.root_urls(),
-            ..Endpoints::default()
-        };
-        block_on(async move {
-            let etcd = Etcd::connect(&e).await.map_err(|e| e.to_string())?;
-            f(etcd).await
+        let t = Instant::now();
+        block_on(async {
+            loop {
+                let mut last = String::new();
+                for url in self.root_urls() {
+                    let e = Endpoints {
+                        urls: vec![url.clone()],
+                        ..Endpoints::default()
+                    };
+                    let r = match Etcd::connect(&e).await {
+                        Ok(etcd) => f(etcd).await,
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match r {
+                        Ok(v) => return Ok(v),
+                        Err(e) => last = format!("{url}: {e}"),
+                    }
+                }
+                if t.elapsed() > within {
+                    return Err(last);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         })?
     }
 
     /// Waits until the cluster answers a (linearizable) read: a leader is elected.
     fn wait_ready(&self) -> Result<(), String> {
-        let t = Instant::now();
-        loop {
-            let r = self.with(|e| async move {
-                e.list(keys::PREFIX).await.map_err(|e| e.to_string())?;
-                Ok(())
-            });
-            match r {
-                Ok(()) => return Ok(()),
-                Err(e) if t.elapsed() > READY_WITHIN => {
-                    let dead: Vec<String> = self
-                        .members
-                        .iter()
-                        .filter(|m| !m.pid.is_some_and(alive))
-                        .map(|m| format!("{} (log {})", m.name, m.log.display()))
-                        .collect();
-                    return Err(format!(
-                        "etcd did not answer within {} s: {e}; members not running: {}",
-                        READY_WITHIN.as_secs(),
-                        if dead.is_empty() {
-                            "none".into()
-                        } else {
-                            dead.join(", ")
-                        }
-                    ));
+        let r = self.with(READY_WITHIN, |e| async move {
+            e.list(keys::PREFIX).await.map_err(|e| e.to_string())?;
+            Ok(())
+        });
+        r.map_err(|e| {
+            let dead: Vec<String> = self
+                .members
+                .iter()
+                .filter(|m| !m.pid.is_some_and(alive))
+                .map(|m| format!("{} (log {})", m.name, m.log.display()))
+                .collect();
+            format!(
+                "etcd did not answer within {} s: {e}; members not running: {}",
+                READY_WITHIN.as_secs(),
+                if dead.is_empty() {
+                    "none".into()
+                } else {
+                    dead.join(", ")
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
-        }
+            )
+        })
     }
 
     /// The networks t1..tN and a port per workload of an ovr host.
@@ -297,9 +311,10 @@ impl Cluster {
         for w in s.workloads.iter().filter(|w| on_ovr_host(s, w)) {
             kvs.push(port_kv(w)?);
         }
-        self.with(|e| async move {
+        let kvs = &kvs;
+        self.with(REQUEST_WITHIN, |e| async move {
             for (k, v) in kvs {
-                e.put(&k.to_string(), v, 0)
+                e.put(&k.to_string(), v.clone(), 0)
                     .await
                     .map_err(|e| format!("{k}: {e}"))?;
             }
@@ -310,13 +325,19 @@ impl Cluster {
     /// Writes workload `w`'s port.
     pub(super) fn put_port(&self, w: &Workload) -> Result<(), String> {
         let (k, v) = port_kv(w)?;
-        self.with(|e| async move { e.put(&k.to_string(), v, 0).await.map_err(|e| e.to_string()) })
+        let (k, v) = (&k.to_string(), &v);
+        self.with(REQUEST_WITHIN, |e| async move {
+            e.put(k, v.clone(), 0).await.map_err(|e| e.to_string())
+        })
     }
 
     /// Deletes workload `w`'s port.
     pub(super) fn delete_port(&self, w: &Workload) -> Result<(), String> {
         let k = port_key(w);
-        self.with(|e| async move { e.delete(&k.to_string()).await.map_err(|e| e.to_string()) })
+        let k = &k.to_string();
+        self.with(REQUEST_WITHIN, |e| async move {
+            e.delete(k).await.map_err(|e| e.to_string())
+        })
     }
 
     /// Waits until every ovr host has joined (its host key) and published every one of
@@ -337,7 +358,7 @@ impl Cluster {
         }));
         let t = Instant::now();
         loop {
-            let have = self.with(|e| async move {
+            let have = self.with(REQUEST_WITHIN, |e| async move {
                 let snap = e.list(keys::PREFIX).await.map_err(|e| e.to_string())?;
                 Ok(snap.kvs.into_iter().map(|kv| kv.key).collect::<Vec<_>>())
             })?;

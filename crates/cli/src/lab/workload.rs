@@ -75,7 +75,12 @@ fn add(p: &Place, host: usize, tenant: usize) -> Result<String, String> {
         .ok_or_else(|| format!("no free address left in tenant {tenant}'s 10.1.0.0/24"))?;
     add_workload(p, &mut s, (host, tenant, index), &address)?;
     let w = s.workloads.last().cloned().ok_or("no workload")?;
-    c.put_port(&w)?;
+    if let Err(e) = c.put_port(&w) {
+        // No port, no workload: what was made goes.
+        let last = s.workloads.len() - 1;
+        let _ = remove(p, &mut s, last);
+        return Err(format!("{}: its port could not be written: {e}", w.name));
+    }
     Ok(w.name)
 }
 
@@ -99,12 +104,16 @@ fn del(p: &Place, name: &str) -> Result<(), String> {
         .iter()
         .position(|w| w.name == name)
         .ok_or_else(|| format!("no workload named '{name}' (see `ovrctl lab status`)"))?;
-    let w = s.workloads[i].clone();
-    c.delete_port(&w)?;
-    run(None, &["ip", "netns", "del", &w.namespace])?;
+    c.delete_port(&s.workloads[i])?;
+    remove(p, &mut s, i)
+}
+
+/// Removes workload `i`: its namespace (the veth goes with it) and its entry.
+fn remove(p: &Place, s: &mut super::State, i: usize) -> Result<(), String> {
+    let w = s.workloads.remove(i);
     s.namespaces.retain(|n| *n != w.namespace);
-    s.workloads.remove(i);
-    save(p, &s)
+    let r = run(None, &["ip", "netns", "del", &w.namespace]).map(drop);
+    save(p, s).and(r)
 }
 
 #[cfg(test)]
