@@ -100,8 +100,7 @@ pub(super) fn start(
         let name = format!("e{i}");
         let ns = format!("{}-etcd{i}", p.prefix);
         add_namespace(p, s, &ns)?;
-        veth(p, (Some(&ns), "uplink", ""), (Some(ul), &name, ""))?;
-        run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
+        topology::bridge_port(p, (&ns, "uplink", ""), ul, &name)?;
         let underlay_ip = format!("192.0.2.{}", 249 + i);
         run(
             Some(&ns),
@@ -218,8 +217,7 @@ pub(super) fn reach(p: &Place, ul: &str, h: usize) -> Result<(), String> {
             &["sysctl", "-qw", &format!("net.ipv4.conf.all.{knob}")],
         )?;
     }
-    veth(p, (Some(&ns), "mgmt", ""), (Some(ul), &port, ""))?;
-    run(Some(ul), &["ip", "link", "set", &port, "master", "br0"])?;
+    topology::bridge_port(p, (&ns, "mgmt", ""), ul, &port)?;
     let ip = format!("192.0.2.{}/24", 100 + h);
     run(Some(&ns), &["ip", "addr", "add", &ip, "dev", "mgmt"]).map(drop)
 }

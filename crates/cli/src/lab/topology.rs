@@ -107,8 +107,7 @@ pub(super) fn add_host(
     let ns = format!("{}-{name}", p.prefix);
     add_namespace(p, s, &ns)?;
     let hmac = mac(0, 0, 0, h);
-    veth(p, (Some(&ns), "uplink", &hmac), (Some(ul), &name, ""))?;
-    run(Some(ul), &["ip", "link", "set", &name, "master", "br0"])?;
+    bridge_port(p, (&ns, "uplink", &hmac), ul, &name)?;
     let mtu = UNDERLAY_MTU.to_string();
     run(Some(&ns), &["ip", "link", "set", "uplink", "mtu", &mtu])?;
     run(Some(ul), &["ip", "link", "set", &name, "mtu", &mtu])?;
@@ -135,6 +134,18 @@ pub(super) fn add_host(
         ovrd_cmd: Vec::new(),
     });
     save(p, s)
+}
+
+/// A veth from a namespace (its end named, with a MAC or the kernel's) to the underlay
+/// bridge in `ul` (port `port`).
+pub(super) fn bridge_port(
+    p: &Place,
+    (ns, name, mac): (&str, &str, &str),
+    ul: &str,
+    port: &str,
+) -> Result<(), String> {
+    veth(p, (Some(ns), name, mac), (Some(ul), port, ""))?;
+    run(Some(ul), &["ip", "link", "set", port, "master", "br0"]).map(drop)
 }
 
 /// Workload `w` of tenant `t` on host `h` at `address`, behind the host's interface
