@@ -34,13 +34,41 @@ fn unavailable(e: etcd_client::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-async fn timed<T>(f: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, f).await {
+/// A request the client's balancer sent to a member that is down is sent again (up to
+/// this many times) at once: the balancer still lists that member, and the next try
+/// most likely reaches another one.
+const RETRIES: usize = 4;
+
+/// Runs a request (made by `f` on a clone of the client) with a deadline, sending it
+/// again while it is refused for want of a connection.
+async fn request<T, F>(client: &Client, mut f: impl FnMut(Client) -> F) -> Result<T, StoreError>
+where
+    F: Future<Output = Result<T, etcd_client::Error>>,
+{
+    let tries = async {
+        let mut left = RETRIES;
+        loop {
+            match f(client.clone()).await {
+                Err(e) if left > 0 && refused(&e) => left -= 1,
+                r => return r,
+            }
+        }
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, tries).await {
         Ok(r) => r.map_err(unavailable),
         Err(_) => Err(StoreError::Unavailable(format!(
             "no answer within {} s",
             REQUEST_TIMEOUT.as_secs()
         ))),
+    }
+}
+
+/// No connection to the member the request went to (gRPC UNAVAILABLE, 14).
+fn refused(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == 14,
+        etcd_client::Error::TransportError(_) => true,
+        _ => false,
     }
 }
 
@@ -82,25 +110,33 @@ impl Etcd {
     /// writers cannot both create it): the revision written at, or `None` when the key
     /// was there and nothing was written.
     pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<Option<i64>, StoreError> {
-        let mut c = self.client.clone();
-        let txn = Txn::new()
-            .when([Compare::version(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, None)]);
-        let r = timed(c.txn(txn)).await?;
+        let r = request(&self.client, |mut c| {
+            let txn = Txn::new()
+                .when([Compare::version(key, CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(key, value.clone(), None)]);
+            async move { c.txn(txn).await }
+        })
+        .await?;
         Ok(r.succeeded().then(|| revision(r.header())))
     }
 
     /// Writes `key` whether or not it exists: the revision written at.
     pub async fn replace(&self, key: &str, value: Vec<u8>) -> Result<i64, StoreError> {
-        let mut c = self.client.clone();
-        let r = timed(c.put(key, value, None)).await?;
+        let r = request(&self.client, |mut c| {
+            let v = value.clone();
+            async move { c.put(key, v, None).await }
+        })
+        .await?;
         Ok(revision(r.header()))
     }
 
     /// Deletes `key`: the revision deleted at, or `None` when there was no such key.
     pub async fn remove(&self, key: &str) -> Result<Option<i64>, StoreError> {
-        let mut c = self.client.clone();
-        let r = timed(c.delete(key, None)).await?;
+        let r = request(
+            &self.client,
+            |mut c| async move { c.delete(key, None).await },
+        )
+        .await?;
         Ok((r.deleted() > 0).then(|| revision(r.header())))
     }
 }
@@ -166,8 +202,10 @@ impl Store for Etcd {
     type Watch = EtcdWatch;
 
     async fn list(&self, prefix: &str) -> Result<Snapshot, StoreError> {
-        let mut c = self.client.clone();
-        let r = timed(c.get(prefix, Some(GetOptions::new().with_prefix()))).await?;
+        let r = request(&self.client, |mut c| async move {
+            c.get(prefix, Some(GetOptions::new().with_prefix())).await
+        })
+        .await?;
         Ok(Snapshot {
             revision: revision(r.header()),
             kvs: r.kvs().iter().map(kv).collect(),
@@ -175,41 +213,53 @@ impl Store for Etcd {
     }
 
     async fn watch(&self, prefix: &str, revision: i64) -> Result<EtcdWatch, StoreError> {
-        let mut c = self.client.clone();
-        let o = WatchOptions::new()
-            .with_prefix()
-            .with_start_revision(revision);
-        let stream = timed(c.watch(prefix, Some(o))).await?;
+        let stream = request(&self.client, |mut c| async move {
+            let o = WatchOptions::new()
+                .with_prefix()
+                .with_start_revision(revision);
+            c.watch(prefix, Some(o)).await
+        })
+        .await?;
         Ok(EtcdWatch { stream })
     }
 
     async fn grant(&self, ttl_s: i64) -> Result<i64, StoreError> {
-        let mut c = self.client.clone();
-        Ok(timed(c.lease_grant(ttl_s, None)).await?.id())
+        let r = request(&self.client, |mut c| async move {
+            c.lease_grant(ttl_s, None).await
+        });
+        Ok(r.await?.id())
     }
 
     async fn keep_alive(&self, lease: i64) -> Result<(), StoreError> {
-        let mut c = self.client.clone();
-        let round = async {
+        let round = request(&self.client, |mut c| async move {
             let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
             keeper.keep_alive().await?;
             stream.message().await
-        };
-        match timed(round).await? {
+        });
+        match round.await? {
             Some(r) if r.ttl() > 0 => Ok(()),
             _ => Err(StoreError::LeaseGone(lease)),
         }
     }
 
     async fn revoke(&self, lease: i64) -> Result<(), StoreError> {
-        let mut c = self.client.clone();
-        timed(c.lease_revoke(lease)).await.map(|_| ())
+        request(
+            &self.client,
+            |mut c| async move { c.lease_revoke(lease).await },
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn put(&self, key: &str, value: Vec<u8>, lease: i64) -> Result<(), StoreError> {
-        let mut c = self.client.clone();
-        let o = (lease != 0).then(|| PutOptions::new().with_lease(lease));
-        match timed(c.put(key, value, o)).await {
+        let put = request(&self.client, |mut c| {
+            let (v, o) = (
+                value.clone(),
+                (lease != 0).then(|| PutOptions::new().with_lease(lease)),
+            );
+            async move { c.put(key, v, o).await }
+        });
+        match put.await {
             Err(StoreError::Unavailable(m)) if m.contains("requested lease not found") => {
                 Err(StoreError::LeaseGone(lease))
             }
@@ -218,7 +268,11 @@ impl Store for Etcd {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        let mut c = self.client.clone();
-        timed(c.delete(key, None)).await.map(|_| ())
+        request(
+            &self.client,
+            |mut c| async move { c.delete(key, None).await },
+        )
+        .await
+        .map(|_| ())
     }
 }

@@ -22,8 +22,9 @@ use tracing::{info, warn};
 /// Where the derived configuration goes, and what the host can say about its interfaces.
 pub trait Sink: Send + 'static {
     /// Installs a whole configuration (only its difference to the installed one changes
-    /// anything); an error says why the host refused it, and leaves the host as it was.
-    fn install(&mut self, config: Config) -> Result<(), String>;
+    /// anything): how many table changes that made. An error says why the host refused
+    /// it, and leaves the host as it was.
+    fn install(&mut self, config: Config) -> Result<usize, String>;
     /// Whether an interface is there (a port becomes an endpoint once its interface is).
     fn interface_up(&self, name: &str) -> bool;
 }
@@ -79,16 +80,19 @@ pub struct Status {
     pub networks: Vec<String>,
     /// Sessions started (1 + how many times the host listed again).
     pub sessions: u64,
-    /// Configurations installed.
+    /// Installs that changed the tables (a resync that finds them right adds none).
     pub installs: u64,
+    /// Table changes those made.
+    pub table_changes: u64,
     /// The last thing that went wrong (etcd, or the host refusing a configuration).
     pub last_error: Option<String>,
 }
 
 pub type SharedStatus = Arc<Mutex<Status>>;
 
-/// Backoff between sessions: from 100 ms, doubling, at most 5 s.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+/// Backoff between sessions: from 100 ms, doubling, at most 2 s; each wait is cut by a
+/// random part of up to a half, so that hosts coming back together do not list together.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
 /// Events arriving this close together are applied as one change.
 const COALESCE: Duration = Duration::from_millis(5);
 /// How often ports not yet up are looked at again (and the report refreshed).
@@ -153,7 +157,7 @@ impl<S: Store, K: Sink> Member<S, K> {
             if started.elapsed() > BACKOFF.1 {
                 backoff = BACKOFF.0;
             }
-            sleep(backoff).await;
+            sleep(jitter(backoff)).await;
             backoff = (backoff * 2).min(BACKOFF.1);
         }
     }
@@ -254,12 +258,12 @@ impl<S: Store, K: Sink> Member<S, K> {
                 warn!(key = %k, reason = %why, "cluster: key rejected");
             }
         }
-        let (mut error, mut changed) = (None, false);
+        let (mut error, mut changes) = (None, 0);
         if self.installed.as_ref() != Some(&d.config) {
             match self.sink.install(d.config.clone()) {
-                Ok(()) => {
+                Ok(n) => {
                     self.installed = Some(d.config.clone());
-                    changed = true;
+                    changes = n as u64;
                 }
                 Err(e) => {
                     warn!(revision = self.view.revision, error = %e, "cluster: the host refused the derived configuration; keeping the last one");
@@ -273,7 +277,8 @@ impl<S: Store, K: Sink> Member<S, K> {
             s.rejected = rejected;
             if installed {
                 s.applied_revision = self.view.revision;
-                s.installs += u64::from(changed);
+                s.installs += u64::from(changes > 0);
+                s.table_changes += changes;
                 s.networks = d.config.networks.iter().map(|n| n.name.clone()).collect();
             } else {
                 s.last_error = error;
@@ -407,6 +412,13 @@ impl<S: Store, K: Sink> Member<S, K> {
         self.reported = Some(r);
         Ok(())
     }
+}
+
+/// `d` less a random part of up to a half.
+fn jitter(d: Duration) -> Duration {
+    use std::hash::{BuildHasher, RandomState};
+    let r = RandomState::new().hash_one(0u8) % 1000;
+    d - d.mul_f64(r as f64 / 2000.0)
 }
 
 fn json<T: Serialize>(v: &T) -> Option<Vec<u8>> {

@@ -299,10 +299,10 @@ struct Recorder {
 }
 
 impl Sink for Recorder {
-    fn install(&mut self, config: Config) -> Result<(), String> {
-        config.translate().map_err(|e| e.to_string())?;
+    fn install(&mut self, config: Config) -> Result<usize, String> {
+        let ops = config.translate().map_err(|e| e.to_string())?.ops.len();
         self.installs.lock().unwrap().push(config);
-        Ok(())
+        Ok(ops)
     }
 
     fn interface_up(&self, name: &str) -> bool {

@@ -17,14 +17,12 @@ struct Agent {
 }
 
 impl Sink for Agent {
-    fn install(&mut self, config: Config) -> Result<(), String> {
-        self.state
-            .install(config)
-            .map(|_| ())
-            .map_err(|e| match e.field() {
-                Some(f) => format!("{f}: {e}"),
-                None => e.to_string(),
-            })
+    fn install(&mut self, config: Config) -> Result<usize, String> {
+        let applied = self.state.install(config).map_err(|e| match e.field() {
+            Some(f) => format!("{f}: {e}"),
+            None => e.to_string(),
+        })?;
+        Ok(applied.table_changes)
     }
 
     fn interface_up(&self, name: &str) -> bool {
@@ -95,6 +93,11 @@ fn prometheus(s: &Status) -> String {
         "ovr_cluster_rejected_keys",
         "keys refused (bad value or conflict; the log and GET /api/v1/cluster name them)",
         s.rejected.len() as i64,
+    );
+    metric(
+        "ovr_cluster_table_changes",
+        "table changes made by what the cluster installed",
+        s.table_changes as i64,
     );
     metric(
         "ovr_cluster_sessions",
