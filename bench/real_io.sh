@@ -105,13 +105,14 @@ row() { # round system client server
 echo "| round | system | ping p50 (µs) | ping p99 (µs) | TCP (Gbit/s) | 64 B Mpps, 1 flow | 1K | 64K | 256K |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
+    # Static labs (no etcd), as these rows were always measured.
     # ovr as it starts by default: AF_PACKET for the workloads (offloads on, as a
     # container has them), AF_XDP for the underlay.
-    "$ovrctl" lab up --hosts 2 --tenants 1 >/dev/null
+    "$ovrctl" lab up --static --hosts 2 --tenants 1 >/dev/null
     row "$r" "ovr auto, offloads on" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
     "$ovrctl" lab down >/dev/null
     # ovr with AF_XDP everywhere: workloads must send complete frames.
-    "$ovrctl" lab up --hosts 2 --tenants 1 --no-workload-offloads --ovrd-arg=--driver=af-xdp >/dev/null
+    "$ovrctl" lab up --static --hosts 2 --tenants 1 --no-workload-offloads --ovrd-arg=--driver=af-xdp >/dev/null
     row "$r" "ovr AF_XDP, offloads off" ovrlab-h1-t1-w1 ovrlab-h2-t1-w1
     "$ovrctl" lab down >/dev/null
     kernel_up

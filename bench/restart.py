@@ -56,7 +56,9 @@ class Lab:
 
     def __enter__(self):
         self.ctl("down", check=False)
-        self.ctl("up", "--hosts", "2", "--tenants", "1", *self.args)
+        # Static, as the results here were measured (a cluster lab restarts too, and
+        # test_headless covers that).
+        self.ctl("up", "--static", "--hosts", "2", "--tenants", "1", *self.args)
         return self
 
     def __exit__(self, *exc):

@@ -334,7 +334,9 @@ class Ovr(System):
     def up(self):
         self.made.labs.append(self.p)
         self.made.save()
-        r = subprocess.run([self.ovrctl, "lab", "--prefix", self.p, "up", "--hosts", "2",
+        # A static lab (no etcd): the configurations every result here was measured with,
+        # and ones the API may change (churn, soak), which a cluster member refuses.
+        r = subprocess.run([self.ovrctl, "lab", "--prefix", self.p, "up", "--static", "--hosts", "2",
                             "--tenants", str(self.tenants), "--workloads", str(self.workloads),
                             *OVR_LAB_ARGS[self.name]]
                            + [f"--ovrd-arg={x}" for x in self.extra],

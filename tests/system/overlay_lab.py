@@ -1,6 +1,7 @@
 """The two-host overlay lab (`ovrctl lab`) as system tests use it: a prefix and a
 directory of its own, taken down at the end with nothing left behind (namespaces, the
-bpffs it mounted for the hosts' pinned fast paths, its directory)."""
+bpffs it mounted for the hosts' pinned fast paths, its directory, the root namespace's
+links to its etcd). A cluster (etcd, intent) unless `--static` is among the arguments."""
 
 import json
 import os
@@ -42,6 +43,8 @@ class OverlayLab:
         left = [n for n in sh("ip", "netns", "list").stdout.split()
                 if n.startswith(self.prefix + "-")]
         assert not left, (left, down.stdout, down.stderr)
+        links = sh("ip", "-o", "link", "show").stdout
+        assert f" {self.prefix}-e" not in links, links
         # Nothing pinned is left: the lab's bpffs is unmounted and its directory gone.
         with open("/proc/mounts") as f:
             assert self.dir not in f.read()
@@ -59,6 +62,14 @@ class OverlayLab:
     def log(self, host):
         with open(f"{self.dir}/{host}.log") as f:
             return f.read()
+
+    def status(self):
+        return json.loads(self.ctl("status", "--json").stdout)
+
+    def etcdctl(self, *args):
+        """etcdctl against the lab's etcd, from the root namespace."""
+        urls = ",".join(self.status()["etcd"])
+        return sh("etcdctl", "--endpoints", urls, *args).stdout
 
     def state(self):
         with open(f"{self.dir}/state.json") as f:

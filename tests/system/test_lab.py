@@ -1,6 +1,8 @@
 """`ovrctl lab` end to end: two hosts, each with its own ovrd, two tenants with the same
 addresses, in each of the three encapsulations. Traffic really crosses the namespaces;
-the underlay is captured and dissected by tshark."""
+the underlay is captured and dissected by tshark. The lab is a cluster (etcd, each host's
+configuration derived from the intent) unless the case says `static` (each host's whole
+configuration written by hand; the kernel host is only in static labs)."""
 
 import json
 import os
@@ -32,9 +34,9 @@ def namespaces():
 def lab(request):
     subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
     before = namespaces()
-    encap = request.param
-    extra = ["--kernel-host"] if encap == "vxlan+kernel" else []
-    encap = encap.split("+")[0]
+    encap, *variant = request.param.split("+")
+    extra = {"kernel": ["--static", "--kernel-host"], "static": ["--static"]}.get(
+        "".join(variant), [])
     r = ovrctl("lab", "up", "--hosts", "2", "--tenants", "2", "--encap", encap, *extra, check=False)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
@@ -59,16 +61,17 @@ for _ in range(2):
 
 ASK = "import socket; print(socket.create_connection(('10.1.0.21', 7000), timeout=5).recv(64).decode())"
 
-TSHARK_HINTS = {
-    "vxlan": [],
-    # Ethernet inside MPLS without a control word: tell tshark (RFC 4448 section 4.6).
-    "mpls-udp": ["-d", "mpls.label==1001,pwethnocw", "-d", "mpls.label==1002,pwethnocw"],
-    "mpls-gre": ["-d", "mpls.label==1001,pwethnocw", "-d", "mpls.label==1002,pwethnocw"],
-}
+# Ethernet inside MPLS without a control word: tell tshark (RFC 4448 section 4.6). The
+# tenants' labels: by hand in a static lab (1001, 1002); in a cluster each host gives its
+# networks the first free pairs from 100000 (Ethernet, IP), t1 then t2.
+MPLS_ETHERNET = [a for label in (1001, 1002, 100000, 100002)
+                 for a in ("-d", f"mpls.label=={label},pwethnocw")]
+TSHARK_HINTS = {"vxlan": [], "mpls-udp": MPLS_ETHERNET, "mpls-gre": MPLS_ETHERNET}
 OUTER = {"vxlan": "vxlan", "mpls-udp": "mpls", "mpls-gre": "gre"}
 
 
-@pytest.mark.parametrize("lab", ["vxlan", "mpls-udp", "mpls-gre"], indirect=True)
+@pytest.mark.parametrize("lab", ["vxlan", "mpls-udp", "mpls-gre", "vxlan+static", "mpls-gre+static"],
+                         indirect=True)
 def test_tenants_reach_their_own_workloads_across_hosts(lab, tmp_path):
     encap = lab
     cap = tmp_path / "underlay.pcap"
@@ -203,8 +206,13 @@ def test_lab_status_json_names_what_scripts_need():
         assert v["up"] is True and v["prefix"] == "ovrl"
         netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert [h["name"] for h in v["hosts"]] == ["h1", "h2"]
+        # The cluster's etcd, from this namespace: every host has joined.
+        assert v["etcd"] and all(u.startswith("http://169.254.") for u in v["etcd"]), v["etcd"]
+        hosts = subprocess.run(["etcdctl", "--endpoints", ",".join(v["etcd"]), "get", "--prefix",
+                                "--keys-only", "/ovr/v1/hosts/"], capture_output=True, text=True)
+        assert hosts.stdout.split() == ["/ovr/v1/hosts/h1", "/ovr/v1/hosts/h2"], hosts
         for h in v["hosts"]:
-            assert {"name", "namespace", "underlay", "socket", "ovrd_pid"} <= set(h), h
+            assert {"name", "namespace", "underlay", "socket", "ovrd_pid", "kernel"} <= set(h), h
             assert h["namespace"].startswith("ovrl-") and h["namespace"] in netns
             # The uplink is ovrd's (no kernel address): its ovrd says it, over the socket.
             uplink = json.loads(ovrctl("--socket", h["socket"], "--json", "interfaces", "show", "uplink").stdout)

@@ -155,8 +155,13 @@ enum Lab {
     /// running, then start): its fast path keeps forwarding in between, and the new
     /// ovrd adopts it.
     Restart { host: String },
-    /// Stop every ovrd (printing its counters) and remove everything the lab made.
+    /// Stop every ovrd (printing its counters) and etcd, and remove everything the lab made.
     Down,
+    /// Workloads that come and go while a cluster lab runs (the port's intent in etcd).
+    Workload {
+        #[command(subcommand)]
+        what: lab::WorkloadCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -279,6 +284,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
             },
             Lab::Restart { host } => lab::restart(&place, &host),
             Lab::Down => lab::down(&place, json),
+            Lab::Workload { what } => lab::workload(&place, &what),
         },
         Command::Cluster { what } => return cluster::run(&cli.etcd, what, json),
         Command::Bench {

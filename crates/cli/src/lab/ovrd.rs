@@ -15,25 +15,37 @@ pub(super) fn start_ovrd(p: &Place, s: &mut State, i: usize) -> Result<(), Strin
         .ovrd_cmd
         .split_first()
         .ok_or("no ovrd command recorded")?;
-    let log = std::fs::OpenOptions::new()
+    let (pid, from) = spawn_in(&host.namespace, program, args, &host.log)?;
+    s.hosts[i].ovrd_pid = Some(pid);
+    save(p, s)?;
+    wait_for(&s.hosts[i].log, from, "forwarding", Duration::from_secs(10))
+}
+
+/// Starts `program` in namespace `ns`, its output appended to `log`: its pid (`ip netns
+/// exec` becomes the program) and where its output starts in the log.
+pub(super) fn spawn_in(
+    ns: &str,
+    program: &str,
+    args: &[String],
+    log: &Path,
+) -> Result<(u32, usize), String> {
+    let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&host.log)
-        .map_err(|e| format!("{}: {e}", host.log.display()))?;
-    let from = log.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    let err = log.try_clone().map_err(|e| e.to_string())?;
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let from = out.metadata().map(|m| m.len() as usize).unwrap_or(0);
+    let err = out.try_clone().map_err(|e| e.to_string())?;
     let child = Command::new("ip")
-        .args(["netns", "exec", &host.namespace])
+        .args(["netns", "exec", ns])
         .arg(program)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(log)
+        .stdout(out)
         .stderr(err)
         .spawn()
         .map_err(|e| format!("{program}: {e}"))?;
-    s.hosts[i].ovrd_pid = Some(child.id());
-    save(p, s)?;
-    wait_for(&s.hosts[i].log, from, "forwarding", Duration::from_secs(10))
+    Ok((child.id(), from))
 }
 
 /// Restarts host `name`'s ovrd: SIGTERM to the one running (if any), then the same
@@ -59,15 +71,28 @@ pub fn restart(p: &Place, name: &str) -> Result<(), String> {
 
 /// SIGTERM to ovrd `pid`, SIGKILL if it is still there after 10 s.
 pub(super) fn stop(pid: u32) {
-    if !alive(pid) {
+    stop_all(&[pid], Duration::from_secs(10));
+}
+
+/// SIGTERM to every process of `pids` at once, SIGKILL to those still there after
+/// `grace`.
+pub(super) fn stop_all(pids: &[u32], grace: Duration) {
+    let running: Vec<String> = pids
+        .iter()
+        .filter(|p| alive(**p))
+        .map(u32::to_string)
+        .collect();
+    if running.is_empty() {
         return;
     }
-    let _ = run(None, &["kill", "-TERM", &pid.to_string()]);
+    for pid in &running {
+        let _ = run(None, &["kill", "-TERM", pid]);
+    }
     let t = Instant::now();
-    while alive(pid) && t.elapsed() < Duration::from_secs(10) {
+    while pids.iter().any(|p| alive(*p)) && t.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(50));
     }
-    if alive(pid) {
+    for pid in pids.iter().filter(|p| alive(**p)) {
         let _ = run(None, &["kill", "-KILL", &pid.to_string()]);
     }
 }
