@@ -446,6 +446,15 @@ impl WorkerClient {
         }
     }
 
+    /// Wakes every worker without a request: after the tables changed, so that a worker
+    /// idle in poll(2) follows them (opens a new interface) now rather than at its next
+    /// timeout.
+    pub fn wake_all(&self) {
+        for w in &self.wakes {
+            wake(w);
+        }
+    }
+
     /// Asks worker `w`.
     async fn ask_one<T>(
         &self,

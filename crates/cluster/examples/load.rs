@@ -17,6 +17,20 @@ struct Args {
     endpoints: usize,
     rate: usize,
     seconds: u64,
+    /// Network 0 is this existing network (not written): its endpoints are a host's
+    /// local network's.
+    local: Option<String>,
+    /// Only the steady phase (the initial keys are there).
+    steady_only: bool,
+}
+
+impl Args {
+    fn network(&self, n: usize) -> String {
+        match (&self.local, n) {
+            (Some(l), 0) => l.clone(),
+            _ => format!("n{n}"),
+        }
+    }
 }
 
 fn args() -> Result<Args, String> {
@@ -27,9 +41,15 @@ fn args() -> Result<Args, String> {
         endpoints: 100_000,
         rate: 0,
         seconds: 10,
+        local: None,
+        steady_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
+        if k == "--steady-only" {
+            a.steady_only = true;
+            continue;
+        }
         let v = it.next().ok_or(format!("{k} needs a value"))?;
         let n = || v.parse::<usize>().map_err(|e| format!("{k}: {e}"));
         match k.as_str() {
@@ -39,6 +59,7 @@ fn args() -> Result<Args, String> {
             "--endpoints" => a.endpoints = n()?,
             "--rate" => a.rate = n()?,
             "--seconds" => a.seconds = n()? as u64,
+            "--local" => a.local = Some(v.clone()),
             _ => return Err(format!("unknown argument {k}")),
         }
     }
@@ -59,15 +80,17 @@ fn host(i: usize) -> (String, String) {
     )
 }
 
-/// Endpoint `i`: on host i % hosts, in network i % networks, with the address moved by
+/// Endpoint `i`: in network i % networks, on host (i / networks) % hosts (so that every
+/// host has endpoints in every network when there are enough), with the address moved by
 /// `turn`.
 fn endpoint(a: &Args, i: usize, turn: usize) -> (String, String) {
-    let (h, n) = (i % a.hosts, i % a.networks);
+    let (h, n) = ((i / a.networks) % a.hosts, i % a.networks);
     let k = i / a.networks + turn;
     (
         format!("/ovr/v1/endpoints/sim-{h}/e{i}"),
         format!(
-            r#"{{"network":"n{n}","mac":"02:bb:{:02x}:{:02x}:{:02x}:{:02x}","ips":["10.{}.{}.{}"]}}"#,
+            r#"{{"network":"{}","mac":"02:bb:{:02x}:{:02x}:{:02x}:{:02x}","ips":["10.{}.{}.{}"]}}"#,
+            a.network(n),
             (i >> 24) & 255,
             (i >> 16) & 255,
             (i >> 8) & 255,
@@ -113,6 +136,7 @@ async fn main() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let t = Instant::now();
     let mut kvs: Vec<(String, String)> = (0..a.networks)
+        .filter(|n| *n > 0 || a.local.is_none())
         .map(|n| {
             (
                 format!("/ovr/v1/networks/n{n}"),
@@ -122,12 +146,14 @@ async fn main() -> Result<(), String> {
         .collect();
     kvs.extend((0..a.hosts).map(host));
     kvs.extend((0..a.endpoints).map(|i| endpoint(&a, i, 0)));
-    let keys = kvs.len();
-    let revision = put_all(&c, kvs).await?;
-    println!(
-        r#"{{"phase":"initial","keys":{keys},"seconds":{:.3},"revision":{revision}}}"#,
-        t.elapsed().as_secs_f64()
-    );
+    if !a.steady_only {
+        let keys = kvs.len();
+        let revision = put_all(&c, kvs).await?;
+        println!(
+            r#"{{"phase":"initial","keys":{keys},"seconds":{:.3},"revision":{revision}}}"#,
+            t.elapsed().as_secs_f64()
+        );
+    }
     if a.rate == 0 || a.endpoints == 0 {
         return Ok(());
     }

@@ -95,8 +95,10 @@ pub type SharedStatus = Arc<Mutex<Status>>;
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
 /// Events arriving this close together are applied as one change.
 const COALESCE: Duration = Duration::from_millis(5);
-/// How often ports not yet up are looked at again (and the report refreshed).
+/// How often the host's publications are checked again (and the report refreshed).
 const RECHECK: Duration = Duration::from_secs(1);
+/// How often a local port not yet up is looked at (it becomes an endpoint once it is).
+const PENDING: Duration = Duration::from_millis(10);
 
 pub struct Member<S: Store, K: Sink> {
     store: S,
@@ -111,6 +113,8 @@ pub struct Member<S: Store, K: Sink> {
     /// What this session wrote and has not seen come back yet (key → value, lease).
     written: BTreeMap<String, Option<(Vec<u8>, i64)>>,
     reported: Option<HostStatus>,
+    /// A local port is not up yet.
+    pending: bool,
 }
 
 fn set<T>(s: &SharedStatus, f: impl FnOnce(&mut Status) -> T) -> T {
@@ -136,6 +140,7 @@ impl<S: Store, K: Sink> Member<S, K> {
             lease: 0,
             written: BTreeMap::new(),
             reported: None,
+            pending: false,
         }
     }
 
@@ -228,6 +233,7 @@ impl<S: Store, K: Sink> Member<S, K> {
                         }
                     }
                 }
+                _ = sleep(PENDING), if self.pending => self.publish().await?,
                 _ = recheck.tick() => {
                     // A write lost between us and the watch is made again after this.
                     self.written.clear();
@@ -364,6 +370,7 @@ impl<S: Store, K: Sink> Member<S, K> {
                 )
             })
             .collect();
+        self.pending = up.len() < self.derived.local_ports.len();
         let gone: Vec<String> = self
             .view
             .entries

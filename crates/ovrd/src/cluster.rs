@@ -3,6 +3,7 @@
 //! `PUT /api/v1/config` would, so names and counters follow), and is reported at
 //! `GET /api/v1/cluster` and in /metrics.
 
+use crate::ports::Attached;
 use ovr_agent::api::{AppState, ClusterLink};
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
@@ -11,9 +12,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use tracing::warn;
 
-/// The derived configuration goes to the agent; an interface is up when the host has it.
+/// The derived configuration goes to the agent; a port is up when a worker receives
+/// from its interface.
 struct Agent {
     state: AppState,
+    attached: Attached,
 }
 
 impl Sink for Agent {
@@ -26,18 +29,24 @@ impl Sink for Agent {
     }
 
     fn interface_up(&self, name: &str) -> bool {
-        ovr_io::if_index(name).is_some()
+        self.attached.contains(name)
     }
 }
 
 /// Starts the member: from here on the cluster owns the configuration.
-pub fn join(endpoints: Endpoints, settings: Settings, state: &AppState) -> Result<(), String> {
+pub fn join(
+    endpoints: Endpoints,
+    settings: Settings,
+    state: &AppState,
+    attached: Attached,
+) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cluster runtime: {e}"))?;
     let sink = Agent {
         state: state.clone(),
+        attached,
     };
     let status: SharedStatus = SharedStatus::default();
     let (report, metrics) = (Arc::clone(&status), Arc::clone(&status));

@@ -12,7 +12,7 @@ mod worker;
 use clap::Parser;
 use ovr_dataplane::Pipeline;
 use ovr_io::{DriverKind, Preference};
-use ports::{Ports, Share};
+use ports::{Attached, Ports, Share};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -254,6 +254,7 @@ fn run(a: &Args) -> Result<(), String> {
     };
     let start = Instant::now();
     let readers = reader.factory();
+    let attached = Attached::new(n);
     // Each worker opens its interfaces on its own thread (drivers stay on the thread
     // that made them) and says how it went before forwarding.
     let (opened, results) = std::sync::mpsc::channel::<Result<usize, String>>();
@@ -267,6 +268,7 @@ fn run(a: &Args) -> Result<(), String> {
             let generations = generations.clone();
             let opened = opened.clone();
             let (pref, batch) = (a.driver.into(), a.batch);
+            let attached = attached.clone();
             let t = std::thread::Builder::new()
                 .name(format!("ovr-worker-{index}"))
                 .spawn_scoped(scope, move || {
@@ -285,7 +287,7 @@ fn run(a: &Args) -> Result<(), String> {
                             .map(|x| ovr_offload::FastPath::sharing(x, generations));
                         Ok(Worker {
                             share,
-                            ports: Ports::open(&st, pref, batch, share, extra, program)?,
+                            ports: Ports::open(&st, pref, batch, share, extra, program, attached)?,
                             pipe: Pipeline::new(*settings),
                             requests,
                             handoff,
@@ -335,7 +337,9 @@ fn run(a: &Args) -> Result<(), String> {
                 .serve()
                 .map_err(|e| e.to_string())
                 .and_then(|()| match join {
-                    Some((endpoints, settings)) => cluster::join(endpoints, settings, &app),
+                    Some((endpoints, settings)) => {
+                        cluster::join(endpoints, settings, &app, attached.clone())
+                    }
                     None => Ok(()),
                 });
             match served {

@@ -24,7 +24,9 @@ use ovr_offload::bpf::{Attachment, Bpf, Hook};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::InterfaceKind;
 use ovr_tables::state::ForwardingState;
+use std::collections::BTreeSet;
 use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
@@ -207,9 +209,34 @@ impl Share {
     }
 }
 
+/// The interfaces each worker receives from with a driver open: a port is up (the
+/// cluster publishes it as an endpoint) once ovrd really receives from it, not merely
+/// once the interface exists.
+#[derive(Clone)]
+pub struct Attached(Arc<Mutex<Vec<BTreeSet<String>>>>);
+
+impl Attached {
+    pub fn new(workers: usize) -> Self {
+        Self(Arc::new(Mutex::new(vec![BTreeSet::new(); workers])))
+    }
+
+    fn set(&self, worker: usize, names: BTreeSet<String>) {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = all.get_mut(worker) {
+            *slot = names;
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter().any(|w| w.contains(name))
+    }
+}
+
 /// Every interface of the interface table and its driver.
 pub struct Ports {
     share: Share,
+    up: Attached,
     /// Descriptors polled beside the drivers' (another worker's wake-up).
     extra_fds: Vec<RawFd>,
     ports: Vec<Port>,
@@ -235,9 +262,11 @@ impl Ports {
         share: Share,
         extra_fds: Vec<RawFd>,
         offload: Option<Bpf>,
+        up: Attached,
     ) -> Result<Self, String> {
         let mut s = Self {
             share,
+            up,
             extra_fds,
             ports: Vec::new(),
             by_id: Vec::new(),
@@ -289,6 +318,14 @@ impl Ports {
     }
 
     fn rebuild_poller(&mut self) {
+        self.up.set(
+            self.share.index,
+            self.ports
+                .iter()
+                .filter(|p| p.rx && p.driver.is_some())
+                .map(|p| p.name.clone())
+                .collect(),
+        );
         self.poller = Poller::new(
             self.ports
                 .iter()

@@ -81,6 +81,9 @@ impl AppState {
             .names
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+        if let Some(w) = &self.worker {
+            w.wake_all();
+        }
         r
     }
 
