@@ -9,7 +9,8 @@ In a three-host lab (`ovrctl lab up --hosts 3 --tenants 1`, a cluster on one etc
    each add.
 2. a burst: 10,000 endpoints of ten simulated hosts in t1 written at once (transactions of
    128, crates/cluster/examples/load.rs): the time until each real host applied the
-   revision the burst ended at, and what it installed.
+   revision the burst ended at, what it installed, and the bytes etcd sent meanwhile per
+   event and watching host (its namespace's interfaces' counters).
 
 Goal (issue 21): p99 ≤ 100 ms for a single port add.
 
@@ -118,6 +119,11 @@ def main():
         out = {"rounds": a.rounds, "port_add_ms": ms(adds), "port_del_ms": ms(dels),
                "first_ping_lost": first_lost}
 
+        def etcd_tx():
+            links = json.loads(run("ip", "-n", f"{a.prefix}-etcd1", "-s", "-j", "link").stdout)
+            return sum(x["stats64"]["tx"]["bytes"] for x in links if x["ifname"] != "lo")
+
+        tx = etcd_tx()
         t0 = time.monotonic()
         r = run(RELEASE / "examples" / "load", "--etcd", etcd, "--hosts", "10", "--networks",
                 "1", "--endpoints", a.burst, "--local", "t1")
@@ -125,7 +131,11 @@ def main():
         done = {h: wait(f"{h} applies the burst", lambda h=h: api[h].get(
             "/api/v1/cluster")["applied_revision"] >= burst["revision"], timeout=120) - t0
             for h in api}
+        # What etcd sent meanwhile is mostly the burst's events, once to each host's watch.
+        sent = etcd_tx() - tx
         out["burst"] = {"endpoints": a.burst, "written_s": burst["seconds"],
+                        "etcd_sent_bytes_per_event_per_watcher": round(
+                            sent / (a.burst * len(api)), 1),
                         "applied_s": {h: round(v, 3) for h, v in done.items()},
                         "bridge_entries": {h: len(api[h].get("/api/v1/bridge")) for h in api}}
         print(json.dumps(out, indent=1))

@@ -8,7 +8,7 @@
 
 use crate::keys::Key;
 use core::net::IpAddr;
-use ovr_config::model::{EncapConfig, RuleConfig};
+use ovr_config::model::{Config, EncapConfig, NetworkConfig, RuleConfig};
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -202,7 +202,56 @@ fn check(v: &Value) -> Result<(), String> {
             crate::keys::check_name(&p.network).map_err(|e| format!("network: {e}"))?;
         }
     }
-    Ok(())
+    translates(v)
+}
+
+/// What the tables would refuse in a network or a policy on its own (a gateway that is
+/// not an interface address, a port range without tcp or udp...), found by translating
+/// it alone: so that such a value is refused for its key, rather than making the whole
+/// host's configuration fail to install.
+fn translates(v: &Value) -> Result<(), String> {
+    let net = |name: &str, vni: u32| NetworkConfig {
+        name: name.to_string(),
+        vni: Some(vni),
+        router_mac: None,
+        gateways: vec![],
+        flood: vec![],
+        policy: None,
+    };
+    let config = match v {
+        Value::Network(n) => Config {
+            networks: vec![NetworkConfig {
+                gateways: n.gateways.clone(),
+                ..net("network", n.vni)
+            }],
+            ..Config::default()
+        },
+        Value::Policy(p) => {
+            let mut names: Vec<&str> = p
+                .rules
+                .iter()
+                .flat_map(|r| [r.src_network.as_deref(), r.dst_network.as_deref()])
+                .flatten()
+                .filter(|n| *n != p.network)
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let mut networks = vec![NetworkConfig {
+                policy: Some(p.rules.clone()),
+                ..net(&p.network, 1)
+            }];
+            networks.extend(names.iter().zip(2..).map(|(n, vni)| net(n, vni)));
+            Config {
+                networks,
+                ..Config::default()
+            }
+        }
+        _ => return Ok(()),
+    };
+    config
+        .translate()
+        .map(|_| ())
+        .map_err(|e| e.to_string().replace("networks[0].", ""))
 }
 
 fn distinct(ips: &[IpAddr]) -> Result<(), String> {

@@ -290,6 +290,57 @@ fn a_moved_mac_follows_the_newest_endpoint() {
     d.config.translate().unwrap();
 }
 
+#[test]
+fn policies_apply_to_their_network_and_leave_out_rules_about_networks_not_here() {
+    let mut kvs = two_hosts("vxlan");
+    kvs.extend([
+        (
+            "policies/a-web",
+            r#"{"network": "red", "rules": [{"action": "deny", "protocol": "tcp", "dst_ports": "23"}]}"#
+                .to_string(),
+        ),
+        (
+            "policies/b-cross",
+            r#"{"network": "red", "rules": [
+                {"action": "allow", "src_network": "red", "dst_network": "blue"},
+                {"action": "allow", "src_network": "red", "dst_network": "red", "protocol": "udp"}]}"#
+                .to_string(),
+        ),
+        (
+            "policies/c-blue",
+            r#"{"network": "blue", "rules": [{"action": "deny"}]}"#.to_string(),
+        ),
+    ]);
+    let d = derive_for("h1", &view(&kvs));
+    let red = &d.config.networks[0];
+    let rules = red.policy.as_ref().expect("red has a policy");
+    // Key order; the rule about blue (not on this host) is left out; blue's own policy
+    // is not installed (no blue here).
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!(rules[0].dst_ports.unwrap().to_string(), "23");
+    assert_eq!(rules[1].dst_network.as_deref(), Some("red"));
+    d.config.translate().expect("translates");
+}
+
+#[test]
+fn a_policy_the_tables_would_refuse_is_refused_for_its_key() {
+    let v = view(&[
+        (
+            "policies/bad",
+            r#"{"network": "red", "rules": [{"action": "deny", "dst_ports": "23"}]}"#.into(),
+        ),
+        (
+            "policies/good",
+            r#"{"network": "red", "rules": [{"action": "deny", "protocol": "tcp", "dst_ports": "23"}]}"#.into(),
+        ),
+        ("networks/red", network(100, "vxlan")),
+    ]);
+    let refused: BTreeMap<String, &str> = v.refused().collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let why = refused["/ovr/v1/policies/bad"];
+    assert!(why.contains("port ranges need protocol tcp"), "{why}");
+}
+
 // The member, against the in-memory store.
 
 #[derive(Clone, Default)]
