@@ -328,30 +328,18 @@ fn build(
             });
         }
         let name = format!("{host}:{net}");
-        let tunnel = |label, vni| NextHopConfig {
-            name: String::new(),
-            kind: NextHopKindConfig::Tunnel,
-            interface: None,
-            mac: None,
+        let tunnel = |name: &str, label, vni| NextHopConfig {
             tunnel: Some(format!("to-{host}")),
             encap: Some(n.encap),
             vni,
             label,
-            members: None,
-            network: None,
-            inner: None,
+            ..NextHopConfig::new(name, NextHopKindConfig::Tunnel)
         };
-        c.nexthops.push(NextHopConfig {
-            name: name.clone(),
-            ..tunnel(l2.0, l2.1)
-        });
+        c.nexthops.push(tunnel(&name, l2.0, l2.1));
         let routed = match l3 {
             Some(label) => {
                 let r = format!("{name}:ip");
-                c.nexthops.push(NextHopConfig {
-                    name: r.clone(),
-                    ..tunnel(Some(label), None)
-                });
+                c.nexthops.push(tunnel(&r, Some(label), None));
                 r
             }
             None => name.clone(),
@@ -406,17 +394,9 @@ fn build(
         ] {
             let name = format!("local:{net}:{what}");
             c.nexthops.push(NextHopConfig {
-                name: name.clone(),
-                kind: NextHopKindConfig::Vrf,
-                interface: None,
-                mac: None,
-                tunnel: None,
-                encap: None,
-                vni: None,
-                label: None,
-                members: None,
                 network: Some(net.clone()),
                 inner: Some(inner),
+                ..NextHopConfig::new(name.clone(), NextHopKindConfig::Vrf)
             });
             c.labels.push(LabelConfig {
                 label,

@@ -191,6 +191,26 @@ pub struct NextHopConfig {
     pub inner: Option<InnerConfig>,
 }
 
+impl NextHopConfig {
+    /// A next hop of `kind` with every field of the kinds unset, for a program to fill
+    /// in the ones its kind takes.
+    pub fn new(name: impl Into<String>, kind: NextHopKindConfig) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            interface: None,
+            mac: None,
+            tunnel: None,
+            encap: None,
+            vni: None,
+            label: None,
+            members: None,
+            network: None,
+            inner: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
