@@ -93,8 +93,10 @@ pub type SharedStatus = Arc<Mutex<Status>>;
 /// Backoff between sessions: from 100 ms, doubling, at most 2 s; each wait is cut by a
 /// random part of up to a half, so that hosts coming back together do not list together.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
-/// Events arriving this close together are applied as one change.
+/// Events arriving this close together are applied as one change, for at most
+/// `COALESCE_AT_MOST` (a steady stream of changes is still applied as it goes).
 const COALESCE: Duration = Duration::from_millis(5);
+const COALESCE_AT_MOST: Duration = Duration::from_millis(50);
 /// How often the host's publications are checked again (and the report refreshed).
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often a local port not yet up is looked at (it becomes an endpoint once it is).
@@ -212,7 +214,10 @@ impl<S: Store, K: Sink> Member<S, K> {
                     };
                     self.view.apply(&events);
                     // What follows at once is part of the same change.
-                    while let Ok(r) = timeout(COALESCE, watch.next()).await {
+                    let until = Instant::now() + COALESCE_AT_MOST;
+                    while Instant::now() < until
+                        && let Ok(r) = timeout(COALESCE, watch.next()).await
+                    {
                         let Some(events) = r? else {
                             return Err(StoreError::Unavailable("the watch ended".into()));
                         };
