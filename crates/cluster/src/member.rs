@@ -401,7 +401,8 @@ impl<S: Store, K: Sink> Member<S, K> {
     }
 
     /// Writes the host's report when it changed (at most once a `RECHECK`: a report per
-    /// change would double the cluster's writes).
+    /// change would double the cluster's writes). Not under the lease: it stays when the
+    /// host goes, as the last thing known of it.
     async fn report(&mut self) -> Result<(), StoreError> {
         let r = set(&self.status, |s| HostStatus {
             applied_revision: s.applied_revision,
@@ -419,7 +420,7 @@ impl<S: Store, K: Sink> Member<S, K> {
         }
         let v = serde_json::to_vec(&r).unwrap_or_default();
         self.store
-            .put(&status_key(&self.settings.host), v, self.lease)
+            .put(&status_key(&self.settings.host), v, 0)
             .await?;
         self.reported = Some(r);
         Ok(())

@@ -37,11 +37,14 @@ fn report(bytes: &[u8]) -> Result<HostStatus, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("not a valid report: {e}"))
 }
 
-/// Every host that has a record (alive: its lease holds it) or a report (a host whose
-/// lease ran out still has the report it left, if that was not leased).
+/// Every host that has a record (alive: its lease holds it), a report (the last thing a
+/// host that went left behind) or ports written for it (a host that never came): those
+/// without a record are listed as not alive.
 pub async fn hosts(c: &Ctx) -> Result<(), Failure> {
     let hosts_prefix = format!("{PREFIX}hosts/");
+    let ports_prefix = format!("{PREFIX}ports/");
     let (_, records) = c.kvs(&hosts_prefix).await?;
+    let (_, ports) = c.kvs(&ports_prefix).await?;
     let (revision, reports) = c.kvs(STATUS_PREFIX).await?;
     let mut rows: BTreeMap<String, Value> = BTreeMap::new();
     for kv in &records {
@@ -55,6 +58,12 @@ pub async fn hosts(c: &Ctx) -> Result<(), Failure> {
             Err(e) => json!({ "name": name, "alive": true, "error": e }),
         };
         rows.insert(name, row);
+    }
+    for kv in &ports {
+        if let Some((host, _)) = kv.key.trim_start_matches(&ports_prefix).split_once('/') {
+            rows.entry(host.to_string())
+                .or_insert_with(|| json!({ "name": host, "alive": false }));
+        }
     }
     for kv in &reports {
         let name = kv.key.trim_start_matches(STATUS_PREFIX).to_string();
