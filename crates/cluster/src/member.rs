@@ -78,7 +78,8 @@ pub struct Status {
     pub rejected: BTreeMap<String, String>,
     /// Networks installed here (those with a local port).
     pub networks: Vec<String>,
-    /// Sessions started (1 + how many times the host listed again).
+    /// Listings (1 + how many times the host listed again: after a session ended, or for
+    /// a network that became its own).
     pub sessions: u64,
     /// Installs that changed the tables (a resync that finds them right adds none).
     pub installs: u64,
@@ -178,30 +179,7 @@ impl<S: Store, K: Sink> Member<S, K> {
     }
 
     async fn follow(&mut self) -> Result<std::convert::Infallible, StoreError> {
-        let snap = self.store.list(PREFIX).await?;
-        self.view = View::of(&snap);
-        self.written.clear();
-        if self.labels.is_empty() {
-            // Labels outlive a restart through the host's own record (peers use them).
-            if let Some(Ok(Value::Host(h))) = self
-                .view
-                .entries
-                .get(&Key::Host(self.settings.host.clone()))
-                .map(|e| &e.value)
-            {
-                self.labels = h.labels.clone();
-            }
-        }
-        let sessions = set(&self.status, |s| {
-            s.connected = true;
-            s.sessions += 1;
-            s.sessions
-        });
-        info!(host = %self.settings.host, revision = snap.revision, keys = snap.kvs.len(), sessions, "cluster: listed");
-        self.reconcile();
-        self.publish().await?;
-        self.report().await?;
-        let mut watch = self.store.watch(PREFIX, snap.revision + 1).await?;
+        let mut watch = self.resync().await?;
         let mut keep = interval(Duration::from_secs((self.settings.ttl_s / 3).max(1) as u64));
         keep.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut recheck = interval(RECHECK);
@@ -222,6 +200,12 @@ impl<S: Store, K: Sink> Member<S, K> {
                             return Err(StoreError::Unavailable("the watch ended".into()));
                         };
                         self.view.apply(&events);
+                    }
+                    if self.view.stale() {
+                        // A network became this host's: its endpoints are not in the view.
+                        info!(host = %self.settings.host, "cluster: a network of this host's is new; listing again");
+                        watch = self.resync().await?;
+                        continue;
                     }
                     self.reconcile();
                     self.publish().await?;
@@ -247,6 +231,36 @@ impl<S: Store, K: Sink> Member<S, K> {
                 }
             }
         }
+    }
+
+    /// Lists the prefix into a new view, installs and publishes what it derives, and
+    /// watches from the revision listed.
+    async fn resync(&mut self) -> Result<S::Watch, StoreError> {
+        let snap = self.store.list(PREFIX).await?;
+        self.view = View::for_host(&snap, &self.settings.host);
+        self.written.clear();
+        if self.labels.is_empty() {
+            // Labels outlive a restart through the host's own record (peers use them).
+            if let Some(Ok(Value::Host(h))) = self
+                .view
+                .entries
+                .get(&Key::Host(self.settings.host.clone()))
+                .map(|e| &e.value)
+            {
+                self.labels = h.labels.clone();
+            }
+        }
+        let lists = set(&self.status, |s| {
+            s.connected = true;
+            s.sessions += 1;
+            s.sessions
+        });
+        info!(host = %self.settings.host, revision = snap.revision, keys = snap.kvs.len(), kept = self.view.entries.len(), lists, "cluster: listed");
+        drop(snap);
+        self.reconcile();
+        self.publish().await?;
+        self.report().await?;
+        self.store.watch(PREFIX, self.view.revision + 1).await
     }
 
     /// Derives this host's configuration from the view and installs it if it changed.

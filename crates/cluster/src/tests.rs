@@ -477,6 +477,36 @@ async fn members_publish_their_ports_and_learn_each_other() {
     })
     .await;
 
+    // A port of h1's in blue, a network it did not have: it lists again and learns
+    // h2's blue endpoint (which its view had left out until then).
+    put(&m, "networks/blue", &network(200, "vxlan")).await;
+    put(
+        &m,
+        "ports/h2/z",
+        &port("blue", "02:00:00:00:02:0b", "10.1.0.11", "veth-z"),
+    )
+    .await;
+    r2.up.lock().unwrap().insert("veth-z".into());
+    until("h2 publishes z", || {
+        m.get("/ovr/v1/endpoints/h2/z").is_some()
+    })
+    .await;
+    let lists = s1.lock().unwrap().sessions;
+    put(
+        &m,
+        "ports/h1/y",
+        &port("blue", "02:00:00:00:02:0a", "10.1.0.10", "veth-y"),
+    )
+    .await;
+    until("h1 learns z", || {
+        r1.last()
+            .bridge
+            .iter()
+            .any(|b| b.network == "blue" && b.nexthop == "h2:blue")
+    })
+    .await;
+    assert_eq!(s1.lock().unwrap().sessions, lists + 1);
+
     // h2 dies: its lease expires, its host and endpoints go, h1 withdraws it.
     t2.abort();
     let lease = m.get("/ovr/v1/hosts/h2").unwrap().lease;

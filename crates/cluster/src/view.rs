@@ -6,7 +6,7 @@
 use crate::keys::Key;
 use crate::model::{Value, parse};
 use crate::store::{Event, Kv, Snapshot};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One key's state.
 #[derive(Debug, Clone)]
@@ -25,9 +25,79 @@ pub struct View {
     pub entries: BTreeMap<Key, Entry>,
     /// Keys under the prefix that are not keys of the model, with the reason.
     pub strangers: BTreeMap<String, String>,
+    focus: Option<Focus>,
+}
+
+/// A host's view keeps the endpoints of its own networks only (those it has a port in):
+/// the rest of a large cluster's endpoints would cost memory and never be installed
+/// there. A network that becomes the host's needs its endpoints: `stale` says so, and the
+/// member lists again.
+#[derive(Debug, Clone, Default)]
+struct Focus {
+    host: String,
+    networks: BTreeSet<String>,
+    stale: bool,
 }
 
 impl View {
+    /// The view of one host (see `Focus`).
+    pub fn for_host(s: &Snapshot, host: &str) -> Self {
+        let mut v = View {
+            revision: s.revision,
+            focus: Some(Focus {
+                host: host.to_string(),
+                ..Focus::default()
+            }),
+            ..View::default()
+        };
+        let own = format!("{}ports/{host}/", crate::keys::PREFIX);
+        let (ports, rest): (Vec<&Kv>, Vec<&Kv>) =
+            s.kvs.iter().partition(|kv| kv.key.starts_with(&own));
+        for kv in ports {
+            v.put(kv);
+        }
+        v.refocus(true);
+        for kv in rest {
+            v.put(kv);
+        }
+        v
+    }
+
+    /// Whether a network became the host's since the view was listed (its endpoints are
+    /// not in the view: list again).
+    pub fn stale(&self) -> bool {
+        self.focus.as_ref().is_some_and(|f| f.stale)
+    }
+
+    /// The host's networks from its ports as they are now; one gained after the listing
+    /// (`listed` false) makes the view stale.
+    fn refocus(&mut self, listed: bool) {
+        let Some(f) = &self.focus else { return };
+        let now: BTreeSet<String> = self
+            .entries
+            .iter()
+            .filter_map(|(k, e)| match (k, &e.value) {
+                (Key::Port { host, .. }, Ok(Value::Port(p))) if *host == f.host => {
+                    Some(p.network.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let gained = !now.is_subset(&f.networks);
+        if let Some(f) = &mut self.focus {
+            f.stale |= gained && !listed;
+            f.networks = now;
+        }
+    }
+
+    /// Whether the view leaves this endpoint out (not one of the host's networks).
+    fn out_of_focus(&self, v: &Result<Value, String>) -> bool {
+        match (&self.focus, v) {
+            (Some(f), Ok(Value::Endpoint(e))) => !f.networks.contains(&e.network),
+            _ => false,
+        }
+    }
+
     pub fn of(s: &Snapshot) -> Self {
         let mut v = View {
             revision: s.revision,
@@ -43,6 +113,10 @@ impl View {
         match Key::parse(&kv.key) {
             Ok(key) => {
                 let value = parse(&key, &kv.value);
+                if self.out_of_focus(&value) {
+                    self.entries.remove(&key);
+                    return;
+                }
                 self.entries.insert(
                     key.clone(),
                     Entry {
@@ -80,6 +154,12 @@ impl View {
                         self.strangers.remove(key);
                     }
                 },
+            }
+            let own_port = self.focus.as_ref().is_some_and(
+                |f| matches!(Key::parse(e.key()), Ok(Key::Port { host, .. }) if host == f.host),
+            );
+            if own_port {
+                self.refocus(false);
             }
         }
         if let Some(last) = events.last() {
@@ -153,5 +233,47 @@ mod tests {
             revision: 5
         }]));
         assert_eq!(v.refused().count(), 0);
+    }
+
+    #[test]
+    fn a_host_keeps_only_its_networks_endpoints_and_lists_again_for_a_new_one() {
+        let port = |net: &str| {
+            format!(r#"{{"network": "{net}", "mac": "02:00:00:00:00:0a", "interface": "v"}}"#)
+        };
+        let ep = |net: &str| format!(r#"{{"network": "{net}", "mac": "02:00:00:00:00:0b"}}"#);
+        let mut v = View::for_host(
+            &Snapshot {
+                revision: 4,
+                kvs: vec![
+                    kv("/ovr/v1/ports/h1/a", &port("red"), 1),
+                    kv("/ovr/v1/endpoints/h2/b", &ep("red"), 2),
+                    kv("/ovr/v1/endpoints/h2/c", &ep("blue"), 3),
+                    kv("/ovr/v1/endpoints/h2/bad", "{", 4),
+                ],
+            },
+            "h1",
+        );
+        let kept = |v: &View| v.entries.keys().map(|k| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            kept(&v),
+            [
+                "/ovr/v1/ports/h1/a",
+                "/ovr/v1/endpoints/h2/b",
+                "/ovr/v1/endpoints/h2/bad"
+            ]
+        );
+        // Another host's port, or an endpoint of blue: still not h1's network.
+        v.apply(&[
+            Event::Put(kv("/ovr/v1/ports/h2/z", &port("blue"), 5)),
+            Event::Put(kv("/ovr/v1/endpoints/h2/d", &ep("blue"), 6)),
+        ]);
+        assert!(!v.stale());
+        assert!(!kept(&v).contains(&"/ovr/v1/endpoints/h2/d".to_string()));
+        // An endpoint that moves out of h1's networks leaves the view.
+        v.apply(&[Event::Put(kv("/ovr/v1/endpoints/h2/b", &ep("blue"), 7))]);
+        assert!(!kept(&v).contains(&"/ovr/v1/endpoints/h2/b".to_string()));
+        // A port of h1's in blue: blue's endpoints are not here; list again.
+        v.apply(&[Event::Put(kv("/ovr/v1/ports/h1/y", &port("blue"), 8))]);
+        assert!(v.stale());
     }
 }
