@@ -14,8 +14,10 @@ use crate::view::View;
 use ovr_config::model::{Config, InterfaceKindConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep, timeout};
 use tracing::{info, warn};
 
@@ -113,9 +115,10 @@ pub struct Member<S: Store, K: Sink> {
     installed: Option<Config>,
     labels: BTreeMap<String, Labels>,
     lease: i64,
+    /// The lease, for the background task that keeps it alive.
+    shared_lease: Arc<AtomicI64>,
     /// What this session wrote and has not seen come back yet (key → value, lease).
     written: BTreeMap<String, Option<(Vec<u8>, i64)>>,
-    reported: Option<HostStatus>,
     /// A local port is not up yet.
     pending: bool,
 }
@@ -141,8 +144,8 @@ impl<S: Store, K: Sink> Member<S, K> {
             installed: None,
             labels: BTreeMap::new(),
             lease: 0,
+            shared_lease: Arc::default(),
             written: BTreeMap::new(),
-            reported: None,
             pending: false,
         }
     }
@@ -153,10 +156,18 @@ impl<S: Store, K: Sink> Member<S, K> {
 
     /// Runs sessions until the task is dropped.
     pub async fn run(mut self) {
-        let mut backoff = BACKOFF.0;
+        let lost = mpsc::unbounded_channel();
+        let _background = Background(tokio::spawn(background(
+            self.store.clone(),
+            self.settings.clone(),
+            Arc::clone(&self.status),
+            Arc::clone(&self.shared_lease),
+            lost.0,
+        )));
+        let (mut lost, mut backoff) = (lost.1, BACKOFF.0);
         loop {
             let started = Instant::now();
-            let e = self.session().await;
+            let e = self.session(&mut lost).await;
             warn!(host = %self.settings.host, error = %e, "cluster session ended; forwarding goes on with what is installed");
             set(&self.status, |s| {
                 s.connected = false;
@@ -171,17 +182,18 @@ impl<S: Store, K: Sink> Member<S, K> {
     }
 
     /// One session: list, install, publish, then follow the watch until something breaks.
-    async fn session(&mut self) -> StoreError {
-        match self.follow().await {
+    async fn session(&mut self, lost: &mut mpsc::UnboundedReceiver<i64>) -> StoreError {
+        match self.follow(lost).await {
             Ok(never) => match never {},
             Err(e) => e,
         }
     }
 
-    async fn follow(&mut self) -> Result<std::convert::Infallible, StoreError> {
+    async fn follow(
+        &mut self,
+        lost: &mut mpsc::UnboundedReceiver<i64>,
+    ) -> Result<std::convert::Infallible, StoreError> {
         let mut watch = self.resync().await?;
-        let mut keep = interval(Duration::from_secs((self.settings.ttl_s / 3).max(1) as u64));
-        keep.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut recheck = interval(RECHECK);
         recheck.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -210,16 +222,12 @@ impl<S: Store, K: Sink> Member<S, K> {
                     self.reconcile();
                     self.publish().await?;
                 }
-                _ = keep.tick() => {
-                    if self.lease != 0 {
-                        match self.store.keep_alive(self.lease).await {
-                            Err(StoreError::LeaseGone(_)) => {
-                                warn!(host = %self.settings.host, "cluster: lease expired; publishing again under a new one");
-                                self.lease = 0;
-                                self.publish().await?;
-                            }
-                            r => r?,
-                        }
+                Some(gone) = lost.recv() => {
+                    if gone == self.lease {
+                        warn!(host = %self.settings.host, "cluster: lease expired; publishing again under a new one");
+                        self.lease = 0;
+                        self.shared_lease.store(0, Ordering::Relaxed);
+                        self.publish().await?;
                     }
                 }
                 _ = sleep(PENDING), if self.pending => self.publish().await?,
@@ -227,7 +235,6 @@ impl<S: Store, K: Sink> Member<S, K> {
                     // A write lost between us and the watch is made again after this.
                     self.written.clear();
                     self.publish().await?;
-                    self.report().await?;
                 }
             }
         }
@@ -259,7 +266,6 @@ impl<S: Store, K: Sink> Member<S, K> {
         drop(snap);
         self.reconcile();
         self.publish().await?;
-        self.report().await?;
         self.store.watch(PREFIX, self.view.revision + 1).await
     }
 
@@ -347,7 +353,10 @@ impl<S: Store, K: Sink> Member<S, K> {
     async fn publish(&mut self) -> Result<(), StoreError> {
         for attempt in 0..2 {
             match self.publish_once().await {
-                Err(StoreError::LeaseGone(_)) if attempt == 0 => self.lease = 0,
+                Err(StoreError::LeaseGone(_)) if attempt == 0 => {
+                    self.lease = 0;
+                    self.shared_lease.store(0, Ordering::Relaxed);
+                }
                 r => return r,
             }
         }
@@ -364,8 +373,8 @@ impl<S: Store, K: Sink> Member<S, K> {
         };
         if self.lease == 0 {
             self.lease = self.store.grant(self.settings.ttl_s).await?;
+            self.shared_lease.store(self.lease, Ordering::Relaxed);
             self.written.clear();
-            self.reported = None;
             info!(host = %self.settings.host, lease = format!("{:x}", self.lease), "cluster: lease granted");
         }
         host.labels = self.labels.clone();
@@ -413,12 +422,51 @@ impl<S: Store, K: Sink> Member<S, K> {
         }
         Ok(())
     }
+}
 
-    /// Writes the host's report when it changed (at most once a `RECHECK`: a report per
-    /// change would double the cluster's writes). Not under the lease: it stays when the
-    /// host goes, as the last thing known of it.
-    async fn report(&mut self) -> Result<(), StoreError> {
-        let r = set(&self.status, |s| HostStatus {
+/// Aborts the background task with the member.
+struct Background(tokio::task::JoinHandle<()>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What runs beside the sessions, so that a slow etcd (an election: requests wait up to
+/// their deadline) never holds the watch up: the lease kept alive every third of its
+/// TTL (a lease found gone is sent to the member, which publishes again under a new
+/// one), and the host's report written when it changed, at most once a `RECHECK` (a
+/// report per change would double the cluster's writes). The report is not under the
+/// lease: it stays when the host goes, as the last thing known of it.
+async fn background<S: Store>(
+    store: S,
+    settings: Settings,
+    status: SharedStatus,
+    lease: Arc<AtomicI64>,
+    lost: mpsc::UnboundedSender<i64>,
+) {
+    let every = Duration::from_secs((settings.ttl_s / 3).max(1) as u64);
+    let (mut kept, mut reported) = (Instant::now(), None);
+    let mut tick = interval(RECHECK.min(every));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let id = lease.load(Ordering::Relaxed);
+        if id != 0 && kept.elapsed() >= every {
+            match store.keep_alive(id).await {
+                Ok(()) => kept = Instant::now(),
+                Err(StoreError::LeaseGone(_)) => {
+                    if lost.send(id).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    warn!(host = %settings.host, error = %e, "cluster: lease not renewed; trying again")
+                }
+            }
+        }
+        let r = set(&status, |s| HostStatus {
             applied_revision: s.applied_revision,
             rejected_count: s.rejected.len(),
             rejected: s
@@ -429,15 +477,12 @@ impl<S: Store, K: Sink> Member<S, K> {
                 .collect(),
             networks: s.networks.clone(),
         });
-        if self.reported.as_ref() == Some(&r) {
-            return Ok(());
+        if reported.as_ref() != Some(&r) {
+            let v = serde_json::to_vec(&r).unwrap_or_default();
+            if store.put(&status_key(&settings.host), v, 0).await.is_ok() {
+                reported = Some(r);
+            }
         }
-        let v = serde_json::to_vec(&r).unwrap_or_default();
-        self.store
-            .put(&status_key(&self.settings.host), v, 0)
-            .await?;
-        self.reported = Some(r);
-        Ok(())
     }
 }
 

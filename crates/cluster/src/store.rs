@@ -66,7 +66,7 @@ pub trait Watch: Send {
     fn next(&mut self) -> impl Future<Output = Result<Option<Vec<Event>>, StoreError>> + Send;
 }
 
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Clone + Send + Sync + 'static {
     type Watch: Watch + 'static;
 
     /// Every key under `prefix`, and the revision they are as of.
