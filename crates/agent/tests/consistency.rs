@@ -34,19 +34,7 @@ fn hop(i: u8) -> String {
 }
 
 fn nexthop(name: u8, kind: u8, a: u8, b: u8) -> NextHopConfig {
-    let mut n = NextHopConfig {
-        name: hop(name),
-        kind: NextHopKindConfig::Drop,
-        interface: None,
-        mac: None,
-        tunnel: None,
-        encap: None,
-        vni: None,
-        label: None,
-        members: None,
-        network: None,
-        inner: None,
-    };
+    let mut n = NextHopConfig::new(hop(name), NextHopKindConfig::Drop);
     match kind % 4 {
         0 => {}
         1 => {
