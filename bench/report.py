@@ -74,9 +74,21 @@ def summarize(out_dir, meta):
             "tcp_all_gbit": d["tcp"],
         }
     summary["meta"]["common_rate"] = common_rate(summary)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    # rounds.json: everything, per-round values and latency histograms (what the plots
+    # are drawn from; bulky, kept out of git); summary.json: the medians RESULTS.md quotes.
+    (out_dir / "rounds.json").write_text(json.dumps(summary, indent=1))
+    (out_dir / "summary.json").write_text(json.dumps(medians(summary), indent=1))
     (out_dir / "table.md").write_text(table(summary))
     return summary
+
+
+def medians(summary):
+    """The summary without its per-round values and histograms."""
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if "_all_" not in k and k != "hist"}
+        return v
+    return {"meta": summary["meta"], "systems": strip(summary["systems"])}
 
 
 def fmt(x, p=3):

@@ -584,7 +584,7 @@ def main():
     ap.add_argument("--tcp-seconds", type=int)
     ap.add_argument("--skip", default="", help="any of: sizes,flows,latency,tcp")
     ap.add_argument("--prefix", default="ovrbs", help="prefix of every namespace made")
-    ap.add_argument("--out", help="directory for trials.jsonl, summary.json, table.md, plots")
+    ap.add_argument("--out", help="directory for trials.jsonl, rounds.json, summary.json, table.md, plots")
     ap.add_argument("--plots", help="where the PNGs go (default OUT/plots)")
     ap.add_argument("--ovrctl", default=str(ROOT / "target/release/ovrctl"))
     ap.add_argument("--cleanup", action="store_true",
@@ -672,7 +672,7 @@ def main():
     print((out_dir / "table.md").read_text())
     if shutil.which("python3"):
         plots = pathlib.Path(a.plots or out_dir / "plots")
-        r = subprocess.run([sys.executable, str(ROOT / "bench" / "plot.py"), str(out_dir / "summary.json"),
+        r = subprocess.run([sys.executable, str(ROOT / "bench" / "plot.py"), str(out_dir / "rounds.json"),
                             str(plots)], capture_output=True, text=True)
         if r.returncode != 0:
             log(f"suite: plots failed: {r.stderr.strip()}")
