@@ -45,6 +45,16 @@ impl Out {
     }
 }
 
+/// Unlabelled gauges (name, help, value), for what reports its state beside the
+/// counters (the cluster member).
+pub fn gauges<'a>(g: impl IntoIterator<Item = (&'a str, &'a str, i64)>) -> String {
+    let mut o = Out(String::new());
+    for (name, help, v) in g {
+        o.single(name, "gauge", help, v);
+    }
+    o.0
+}
+
 /// Renders a snapshot (its interface names already filled in).
 pub fn render(s: &Snapshot) -> String {
     let mut o = Out(String::new());

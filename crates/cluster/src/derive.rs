@@ -71,9 +71,9 @@ pub fn derive(view: &View, me: &Local) -> Derived {
     // Ports (intent), first come first served.
     let mut ports: Vec<_> = view
         .valid()
-        .filter_map(|(e, v)| match (&e.key, v) {
+        .filter_map(|(k, e, v)| match (k, v) {
             (Key::Port { host, name }, Value::Port(p)) => {
-                Some((e.create_revision, e.key.to_string(), host, name, p))
+                Some((e.create_revision, k.to_string(), host, name, p))
             }
             _ => None,
         })
@@ -105,14 +105,14 @@ pub fn derive(view: &View, me: &Local) -> Derived {
     // Endpoints of the other live hosts in the local networks; the newest claim wins.
     let hosts: BTreeMap<&str, &Host> = view
         .valid()
-        .filter_map(|(e, v)| match (&e.key, v) {
+        .filter_map(|(k, _, v)| match (k, v) {
             (Key::Host(h), Value::Host(x)) if h != me.host => Some((h.as_str(), x)),
             _ => None,
         })
         .collect();
     let mut endpoints: Vec<_> = view
         .valid()
-        .filter_map(|(e, v)| match (&e.key, v) {
+        .filter_map(|(k, e, v)| match (k, v) {
             (Key::Endpoint { host, .. }, Value::Endpoint(x))
                 if host != me.host
                     && hosts.contains_key(host.as_str())
@@ -167,7 +167,7 @@ fn networks<'v>(
 ) -> BTreeMap<&'v str, &'v Network> {
     let mut all: Vec<_> = view
         .valid()
-        .filter_map(|(e, v)| match (&e.key, v) {
+        .filter_map(|(k, e, v)| match (k, v) {
             (Key::Network(n), Value::Network(x)) => Some((e.create_revision, n.as_str(), x)),
             _ => None,
         })
@@ -411,7 +411,7 @@ fn build(
 /// does not have is left out here (no traffic of that network passes this host).
 fn policies(view: &View, local: &BTreeSet<&str>) -> BTreeMap<String, Vec<RuleConfig>> {
     let mut out: BTreeMap<String, Vec<RuleConfig>> = BTreeMap::new();
-    for (_, v) in view.valid() {
+    for (_, _, v) in view.valid() {
         let Value::Policy(p) = v else { continue };
         if !local.contains(p.network.as_str()) {
             continue;

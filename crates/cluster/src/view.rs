@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 /// One key's state.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub key: Key,
     pub value: Result<Value, String>,
     pub create_revision: i64,
     pub mod_revision: i64,
@@ -118,9 +117,8 @@ impl View {
                     return;
                 }
                 self.entries.insert(
-                    key.clone(),
+                    key,
                     Entry {
-                        key,
                         value,
                         create_revision: kv.create_revision,
                         mod_revision: kv.mod_revision,
@@ -169,22 +167,17 @@ impl View {
     }
 
     /// The valid values of one kind, with their entries.
-    pub fn valid(&self) -> impl Iterator<Item = (&Entry, &Value)> {
+    pub fn valid(&self) -> impl Iterator<Item = (&Key, &Entry, &Value)> {
         self.entries
-            .values()
-            .filter_map(|e| e.value.as_ref().ok().map(|v| (e, v)))
+            .iter()
+            .filter_map(|(k, e)| e.value.as_ref().ok().map(|v| (k, e, v)))
     }
 
     /// Keys refused on their own (unparsable values, keys outside the model).
     pub fn refused(&self) -> impl Iterator<Item = (String, &str)> {
         self.entries
-            .values()
-            .filter_map(|e| {
-                e.value
-                    .as_ref()
-                    .err()
-                    .map(|r| (e.key.to_string(), r.as_str()))
-            })
+            .iter()
+            .filter_map(|(k, e)| e.value.as_ref().err().map(|r| (k.to_string(), r.as_str())))
             .chain(self.strangers.iter().map(|(k, r)| (k.clone(), r.as_str())))
     }
 }

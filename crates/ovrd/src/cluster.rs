@@ -8,7 +8,6 @@ use ovr_agent::api::{AppState, ClusterLink};
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
 use ovr_config::model::Config;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use tracing::warn;
 
@@ -84,34 +83,31 @@ fn lock(s: &SharedStatus) -> std::sync::MutexGuard<'_, Status> {
 }
 
 fn prometheus(s: &Status) -> String {
-    let mut t = String::new();
-    let mut metric = |name: &str, help: &str, v: i64| {
-        let _ = writeln!(t, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-    };
-    metric(
-        "ovr_cluster_connected",
-        "1 while a session with etcd is up",
-        i64::from(s.connected),
-    );
-    metric(
-        "ovr_cluster_applied_revision",
-        "the etcd revision whose state is installed",
-        s.applied_revision,
-    );
-    metric(
-        "ovr_cluster_rejected_keys",
-        "keys refused (bad value or conflict; the log and GET /api/v1/cluster name them)",
-        s.rejected.len() as i64,
-    );
-    metric(
-        "ovr_cluster_table_changes",
-        "table changes made by what the cluster installed",
-        s.table_changes as i64,
-    );
-    metric(
-        "ovr_cluster_sessions",
-        "sessions with etcd started (each after the first is a resync)",
-        s.sessions as i64,
-    );
-    t
+    ovr_agent::metrics::gauges([
+        (
+            "ovr_cluster_connected",
+            "1 while a session with etcd is up",
+            i64::from(s.connected),
+        ),
+        (
+            "ovr_cluster_applied_revision",
+            "the etcd revision whose state is installed",
+            s.applied_revision,
+        ),
+        (
+            "ovr_cluster_rejected_keys",
+            "keys refused (bad value or conflict; the log and GET /api/v1/cluster name them)",
+            s.rejected.len() as i64,
+        ),
+        (
+            "ovr_cluster_table_changes",
+            "table changes made by what the cluster installed",
+            s.table_changes as i64,
+        ),
+        (
+            "ovr_cluster_sessions",
+            "listings of etcd (each after the first is a resync)",
+            s.sessions as i64,
+        ),
+    ])
 }
