@@ -64,8 +64,9 @@ class Cluster:
                              "--etcd-lease-ttl", TTL,
                              "--fast-path-pin-dir", self.tmp / f"pins{i}")
 
-    def workload(self, name, host, net, last):
-        """A workload namespace on `host` and its port written as intent."""
+    def workload(self, name, host, net, last, write=True):
+        """A workload namespace on `host` and (with `write`) its port written as intent.
+        Returns the port's value."""
         ns = self.lab.ns(name)
         mac = f"02:00:00:{ord(net[0]):02x}:00:{last:02x}"
         self.lab.veth(ns, "eth0", f"{self.lab.prefix}-h{host}", f"v-{name}", mac_a=mac)
@@ -73,8 +74,10 @@ class Cluster:
         sh("ip", "route", "add", "default", "via", "10.1.0.1", ns=ns)
         sh("ethtool", "-K", "eth0", "tx", "off", ns=ns)
         self.workloads[name] = (ns, f"10.1.0.{last}", mac)
-        self.put(f"ports/h{host}/{name}", {"network": net, "mac": mac,
-                                            "ips": [f"10.1.0.{last}"], "interface": f"v-{name}"})
+        port = {"network": net, "mac": mac, "ips": [f"10.1.0.{last}"], "interface": f"v-{name}"}
+        if write:
+            self.put(f"ports/h{host}/{name}", port)
+        return port
 
     def put(self, key, value):
         text = value if isinstance(value, str) else json.dumps(value)
@@ -100,6 +103,16 @@ class Cluster:
         r = subprocess.run(["curl", "-s", "--unix-socket", str(self.hosts[i].socket),
                             f"http://ovrd{path}"], capture_output=True, text=True, timeout=10)
         return json.loads(r.stdout)
+
+    def call(self, i, method, path, body=None):
+        """A request to host i's API: (HTTP status, JSON answer)."""
+        args = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-X", method,
+                "--unix-socket", str(self.hosts[i].socket), f"http://ovrd{path}"]
+        if body is not None:
+            args += ["-H", "content-type: application/json", "-d", json.dumps(body)]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=10)
+        text, _, code = r.stdout.rpartition("\n")
+        return int(code), json.loads(text) if text else None
 
     def ping(self, src, dst, count=1, wait=1, interval=None):
         ns = self.workloads[src][0]
@@ -177,6 +190,47 @@ def test_a_port_written_is_reached_and_a_port_deleted_is_not(cl):
         assert "/ovr/v1/endpoints/h3/w4" not in cl.keys("endpoints/")
     finally:
         cl.remove_port(3, "w4")
+
+
+def test_intent_written_through_any_hosts_api(cl):
+    """h2's API writes a port of h3's into etcd; h3 installs it and h1 reaches it. The
+    API checks what it writes as the agents would (422 naming the field, nothing
+    written) and refuses to create twice (409); DELETE removes it everywhere."""
+    port = cl.workload("w7", 3, "red", 17, write=False)
+    try:
+        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "w7", **port})
+        assert st == 201 and v["host"] == "h3" and v["revision"] > 0, v
+        assert "/ovr/v1/ports/h3/w7" in cl.keys("ports/")
+        assert cl.reaches("w1", "w7", within=3), "a port written through h2's API"
+        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "w7", **port})
+        assert st == 409, v
+        st, got = cl.call(1, "GET", "/api/v1/cluster/ports/h3/w7")
+        assert st == 200 and got == {"host": "h3", "name": "w7", **port}, got
+        # Without a host, a port is the answering host's.
+        st, v = cl.call(1, "POST", "/api/v1/cluster/ports",
+                        {"name": "w7", "network": "red", "mac": "02:00:00:72:00:77",
+                         "interface": "v-none"})
+        assert st == 201 and v["host"] == "h1", v
+        assert cl.call(1, "DELETE", "/api/v1/cluster/ports/h1/w7")[0] == 200
+        st, v = cl.call(1, "POST", "/api/v1/cluster/networks", {"name": "zero", "vni": 0})
+        assert st == 422 and v["field"] == "vni", v
+        st, v = cl.call(1, "PUT", "/api/v1/cluster/networks/green",
+                        {"vni": 300, "gateways": ["10.9.0.1/24"], "subnets": ["10.1.0.0/24"]})
+        assert st == 422 and v["field"].startswith("gateways"), v
+        assert cl.keys("networks/") == ["/ovr/v1/networks/blue", "/ovr/v1/networks/red"]
+        names = sorted(n["name"] for n in cl.call(3, "GET", "/api/v1/cluster/networks")[1])
+        assert names == ["blue", "red"]
+        # The host's own configuration API stays the cluster's.
+        assert cl.call(1, "POST", "/api/v1/networks", {"name": "x"})[0] == 409
+        st, v = cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/w7")
+        assert st == 200, v
+        until("w7 forgotten", lambda: not any(
+            i["name"] == "v-w7" for i in cl.api(3, "/api/v1/interfaces")))
+        assert cl.ping("w1", "w7", count=2).returncode != 0
+        assert cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/w7")[0] == 404
+    finally:
+        cl.delete("ports/h3/w7")
+        cl.delete("ports/h1/w7")
 
 
 def test_bad_intent_is_rejected_for_its_key_alone(cl):

@@ -36,7 +36,7 @@ def cluster(etcd, *args, urls=None, env=None):
     r = subprocess.run([str(OVRCTL), "--json", "--etcd", ",".join(urls or etcd.urls),
                         "cluster", *args], capture_output=True, text=True, timeout=30,
                        env=env)
-    out = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
+    out = json.loads(r.stdout) if r.stdout.strip() else None
     return r.returncode, out, r.stderr
 
 
@@ -214,12 +214,15 @@ def test_status_counts_and_lists_rejected_and_invalid_keys(etcd):
     ok(etcd, "networks", "add", "red", "--vni", "100")
     ok(etcd, "ports", "add", "--host", "h1", "p", "--network", "red", "--mac",
        "02:00:00:00:00:01", "--interface", "v1")
+    assert ok(etcd, "status")["rejected"] == []
     etcd.ctl("put", "/ovr/v1/networks/junk", '{"vni": 7, "colour": "red"}')
     etcd.ctl("put", "/ovr/v1/routers/r1", "{}")
     etcd.ctl("put", "/ovr/status/v1/h1", json.dumps(
         {"applied_revision": 1, "networks": [], "rejected_count": 3,
          "rejected": {"/ovr/v1/ports/h1/p": "network red: no such network"}}))
-    s = ok(etcd, "status")
+    # Printed in full, and a failure (exit 7) for scripts and probes.
+    code, s, err = cluster(etcd, "status")
+    assert code == 7 and "rejected" in json.loads(err)["error"], err
     assert s["endpoints"] == etcd.urls and s["revision"] == etcd.revision()
     assert s["counts"] == {"networks": 1, "policies": 0, "ports": 1, "hosts": 0,
                            "endpoints": 0}

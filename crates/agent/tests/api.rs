@@ -90,6 +90,9 @@ async fn openapi_lists_every_endpoint() {
         "/api/v1/ids",
         "/api/v1/counters",
         "/api/v1/flows",
+        "/api/v1/cluster/networks/{name}",
+        "/api/v1/cluster/policies",
+        "/api/v1/cluster/ports/{host}/{name}",
         "/metrics",
     ] {
         assert!(paths.contains_key(p), "{p} missing");

@@ -3,17 +3,17 @@
 //! straight in etcd (docs/cluster.md). Every value written is checked first as the
 //! agents check it, and `add` creates only (an etcd transaction) unless `--replace`.
 
-mod intent;
+mod args;
 mod report;
 
 use crate::api::{Failure, exit, print_as, show};
+use args::{Intent, NetworkArgs, PolicyArgs, PortArgs};
 use clap::{Args, Subcommand};
-use intent::{Intent, NetworkArgs, PolicyArgs, PortArgs};
 use ovr_cluster::etcd::{Endpoints, Etcd};
-use ovr_cluster::keys::{Key, PREFIX};
-use ovr_cluster::model;
-use ovr_cluster::store::{Kv, Store, StoreError};
-use serde_json::{Map, Value, json};
+use ovr_cluster::intent::{IntentError, Intents, Kind};
+use ovr_cluster::keys::Key;
+use ovr_cluster::store::Kv;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 
 /// The etcd client URLs when neither --etcd nor $OVR_ETCD says.
@@ -149,9 +149,9 @@ pub fn run(etcd: &EtcdArgs, what: Cluster, json: bool) -> Result<(), Failure> {
         let endpoints = etcd.endpoints();
         let db = Etcd::connect(&endpoints)
             .await
-            .map_err(|e| etcd_failed(&endpoints, &e))?;
+            .map_err(|e| etcd_failed(&endpoints, &e.into()))?;
         let c = Ctx {
-            db,
+            intents: Intents::new(db),
             endpoints,
             json,
         };
@@ -159,18 +159,25 @@ pub fn run(etcd: &EtcdArgs, what: Cluster, json: bool) -> Result<(), Failure> {
     })
 }
 
-/// A failed request, with where etcd was looked for.
-fn etcd_failed(e: &Endpoints, err: &StoreError) -> Failure {
-    let why = match err {
-        StoreError::Unavailable(m) => m.clone(),
-        other => other.to_string(),
-    };
-    Failure::from(format!("etcd at {}: {why}", e.urls.join(",")))
+/// A failed request: where etcd was looked for when it did not answer; "not found"
+/// with its exit status; a refusal as what it is.
+fn etcd_failed(e: &Endpoints, err: &IntentError) -> Failure {
+    match err {
+        IntentError::Unavailable(why) => {
+            Failure::from(format!("etcd at {}: {why}", e.urls.join(",")))
+        }
+        IntentError::NotFound(_) => Failure {
+            status: exit::NOT_FOUND,
+            message: err.to_string(),
+        },
+        IntentError::Invalid(why) => Failure::from(format!("refused, nothing written: {why}")),
+        IntentError::Exists(_) => Failure::from(format!("{err} (--replace overwrites it)")),
+    }
 }
 
 /// What every command needs: the store, where it is, and how to print.
 struct Ctx {
-    db: Etcd,
+    intents: Intents,
     endpoints: Endpoints,
     json: bool,
 }
@@ -186,33 +193,20 @@ impl Ctx {
             Cluster::Status => report::status(self).await,
             Cluster::Hosts => report::hosts(self).await,
             Cluster::Networks { action } => match action.unwrap_or(Networks::List) {
-                Networks::List => {
-                    self.list(&format!("{PREFIX}networks/"), NETWORK_COLUMNS)
-                        .await
-                }
-                Networks::Add(a) => self.write(intent::network(&a)).await,
+                Networks::List => self.list(Kind::Network, None, NETWORK_COLUMNS).await,
+                Networks::Add(a) => self.write(args::network(&a)).await,
                 Networks::Show { name } => self.show(Key::Network(name)).await,
                 Networks::Del { name } => self.delete(Key::Network(name)).await,
             },
             Cluster::Ports { action } => match action.unwrap_or(Ports::List { host: None }) {
-                Ports::List { host } => {
-                    let under = host.map(|h| format!("{h}/")).unwrap_or_default();
-                    self.list(&format!("{PREFIX}ports/{under}"), PORT_COLUMNS)
-                        .await
-                }
-                Ports::Add(a) => self.write(intent::port(&a).map_err(Failure::usage)?).await,
+                Ports::List { host } => self.list(Kind::Port, host.as_deref(), PORT_COLUMNS).await,
+                Ports::Add(a) => self.write(args::port(&a).map_err(Failure::usage)?).await,
                 Ports::Show { host, name } => self.show(Key::Port { host, name }).await,
                 Ports::Del { host, name } => self.delete(Key::Port { host, name }).await,
             },
             Cluster::Policies { action } => match action.unwrap_or(Policies::List) {
-                Policies::List => {
-                    self.list(&format!("{PREFIX}policies/"), POLICY_COLUMNS)
-                        .await
-                }
-                Policies::Add(a) => {
-                    self.write(intent::policy(&a).map_err(Failure::usage)?)
-                        .await
-                }
+                Policies::List => self.list(Kind::Policy, None, POLICY_COLUMNS).await,
+                Policies::Add(a) => self.write(args::policy(&a).map_err(Failure::usage)?).await,
                 Policies::Show { name } => self.show(Key::Policy(name)).await,
                 Policies::Del { name } => self.delete(Key::Policy(name)).await,
             },
@@ -221,49 +215,40 @@ impl Ctx {
 
     /// Every key under `prefix`, as it was at one revision.
     async fn kvs(&self, prefix: &str) -> Result<(i64, Vec<Kv>), Failure> {
-        let s = self
-            .db
-            .list(prefix)
+        self.intents
+            .kvs(prefix)
             .await
-            .map_err(|e| etcd_failed(&self.endpoints, &e))?;
-        Ok((s.revision, s.kvs))
+            .map_err(|e| etcd_failed(&self.endpoints, &e))
     }
 
     fn print(&self, v: &Value, human: impl FnOnce(&Value)) {
         print_as(self.json, v, human);
     }
 
-    async fn list(&self, prefix: &str, columns: &[&str]) -> Result<(), Failure> {
-        let (_, kvs) = self.kvs(prefix).await?;
-        let v = Value::Array(kvs.iter().map(object).collect());
+    async fn list(&self, kind: Kind, host: Option<&str>, columns: &[&str]) -> Result<(), Failure> {
+        let objects = self.intents.list(kind, host).await;
+        let v = Value::Array(objects.map_err(|e| etcd_failed(&self.endpoints, &e))?);
         self.print(&v, |v| show::table(columns, v));
         Ok(())
     }
 
     async fn show(&self, key: Key) -> Result<(), Failure> {
-        let k = key.to_string();
-        let (_, kvs) = self.kvs(&k).await?;
-        let kv = kvs.iter().find(|kv| kv.key == k).ok_or_else(|| Failure {
-            status: exit::NOT_FOUND,
-            message: format!("not found: {k}"),
-        })?;
-        self.print(&object(kv), show::object);
+        let o = self.intents.get(&key).await;
+        self.print(
+            &o.map_err(|e| etcd_failed(&self.endpoints, &e))?,
+            show::object,
+        );
         Ok(())
     }
 
     /// Writes a checked value: created unless it exists, or replaced with `--replace`.
     async fn write(&self, i: Intent) -> Result<(), Failure> {
-        let (key, bytes) = i
-            .checked()
-            .map_err(|e| Failure::from(format!("refused, nothing written: {e}")))?;
-        let written = if i.replace {
-            self.db.replace(&key, bytes).await.map(Some)
-        } else {
-            self.db.create(&key, bytes).await
-        };
-        let revision = written
-            .map_err(|e| etcd_failed(&self.endpoints, &e))?
-            .ok_or_else(|| format!("{key} exists: nothing written (--replace overwrites it)"))?;
+        let key = i.key.to_string();
+        let revision = self
+            .intents
+            .write(&i.key, &i.value, i.replace)
+            .await
+            .map_err(|e| etcd_failed(&self.endpoints, &e))?;
         let v = json!({ "key": key, "revision": revision, "value": i.value });
         self.print(&v, |_| println!("{key} written (revision {revision})"));
         Ok(())
@@ -272,47 +257,12 @@ impl Ctx {
     async fn delete(&self, key: Key) -> Result<(), Failure> {
         let k = key.to_string();
         let revision = self
-            .db
-            .remove(&k)
+            .intents
+            .delete(&key)
             .await
-            .map_err(|e| etcd_failed(&self.endpoints, &e))?
-            .ok_or_else(|| Failure {
-                status: exit::NOT_FOUND,
-                message: format!("not found: {k}"),
-            })?;
+            .map_err(|e| etcd_failed(&self.endpoints, &e))?;
         let v = json!({ "key": k, "revision": revision });
         self.print(&v, |_| println!("{k} deleted (revision {revision})"));
         Ok(())
     }
-}
-
-/// A key and its value as one object: the names in the key ("name", and "host" for
-/// ports and endpoints), the value's fields as stored, and "error" when the value (or
-/// the key) is one the agents refuse.
-fn object(kv: &Kv) -> Value {
-    let mut o = Map::new();
-    match serde_json::from_slice(&kv.value) {
-        Ok(Value::Object(fields)) => o.extend(fields),
-        // Not an object: shown as the text it is.
-        _ => {
-            o.insert("value".into(), String::from_utf8_lossy(&kv.value).into());
-        }
-    }
-    let checked = Key::parse(&kv.key).and_then(|k| {
-        match &k {
-            Key::Network(n) | Key::Policy(n) | Key::Host(n) => {
-                o.insert("name".into(), n.as_str().into());
-            }
-            Key::Port { host, name } | Key::Endpoint { host, name } => {
-                o.insert("host".into(), host.as_str().into());
-                o.insert("name".into(), name.as_str().into());
-            }
-        }
-        model::parse(&k, &kv.value)
-    });
-    if let Err(e) = checked {
-        o.insert("key".into(), kv.key.as_str().into());
-        o.insert("error".into(), e.into());
-    }
-    Value::Object(o)
 }

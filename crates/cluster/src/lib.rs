@@ -10,9 +10,11 @@
 //! - `store`: etcd behind a small trait (`Store`); `etcd` is the real one, `mem` one the
 //!   tests drive (compaction, outages, lease expiry on demand).
 //! - `member`: an agent's part in the cluster: list, apply, watch, publish, resync.
+//! - `intent`: writing and reading intent as ovrctl and ovrd's API do (checked first).
 
 pub mod derive;
 pub mod etcd;
+pub mod intent;
 pub mod keys;
 pub mod mem;
 pub mod member;

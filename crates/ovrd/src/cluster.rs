@@ -4,11 +4,16 @@
 //! `GET /api/v1/cluster` and in /metrics.
 
 use crate::ports::Attached;
+use ovr_agent::api::intent::{IntentKey, IntentKind, IntentStore, Pending};
 use ovr_agent::api::{AppState, ClusterLink};
+use ovr_agent::error::ApiError;
 use ovr_cluster::etcd::{Endpoints, Etcd};
+use ovr_cluster::intent::{IntentError, Intents, Kind};
 use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
 use ovr_config::model::Config;
+use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::OnceCell;
 use tracing::warn;
 
 /// The derived configuration goes to the agent; a port is up when a worker receives
@@ -50,6 +55,11 @@ pub fn join(
     let status: SharedStatus = SharedStatus::default();
     let (report, metrics) = (Arc::clone(&status), Arc::clone(&status));
     state.join_cluster(ClusterLink {
+        host: settings.host.clone(),
+        intent: Arc::new(Api {
+            endpoints: endpoints.clone(),
+            intents: Arc::default(),
+        }),
         report: Arc::new(move || serde_json::to_value(&*lock(&report)).unwrap_or_default()),
         metrics: Arc::new(move || prometheus(&lock(&metrics))),
     });
@@ -76,6 +86,86 @@ pub fn join(
         })
         .map_err(|e| format!("cluster thread: {e}"))?;
     Ok(())
+}
+
+/// The API's way to the cluster's intent: its own etcd client, made at the first
+/// request on the API's runtime (a client's connections belong to the runtime that made
+/// them, and the member's runs on the member's thread).
+struct Api {
+    endpoints: Endpoints,
+    intents: Arc<OnceCell<Intents>>,
+}
+
+impl Api {
+    fn call<T: Send + 'static, F>(
+        &self,
+        f: impl FnOnce(Intents) -> F + Send + 'static,
+    ) -> Pending<T>
+    where
+        F: std::future::Future<Output = Result<T, IntentError>> + Send,
+    {
+        let (cell, endpoints) = (Arc::clone(&self.intents), self.endpoints.clone());
+        Box::pin(async move {
+            let intents = cell
+                .get_or_try_init(|| async { Etcd::connect(&endpoints).await.map(Intents::new) })
+                .await
+                .map_err(|e| api_error(e.into()))?
+                .clone();
+            f(intents).await.map_err(api_error)
+        })
+    }
+}
+
+fn kind(k: IntentKind) -> Kind {
+    match k {
+        IntentKind::Network => Kind::Network,
+        IntentKind::Policy => Kind::Policy,
+        IntentKind::Port => Kind::Port,
+    }
+}
+
+fn key(k: &IntentKey) -> ovr_cluster::keys::Key {
+    kind(k.kind).key(&k.host, &k.name)
+}
+
+/// An intent refusal as the API answers it; an invalid value names its field
+/// (`KEY: FIELD: reason` from the check).
+fn api_error(e: IntentError) -> ApiError {
+    match e {
+        IntentError::Invalid(m) => {
+            let rest = m.split_once(": ").map_or(m.as_str(), |(_, r)| r);
+            let field = rest
+                .split_once(": ")
+                .map(|(f, _)| f)
+                .filter(|f| !f.contains(' '))
+                .unwrap_or("");
+            ApiError::invalid(field, m.clone())
+        }
+        IntentError::Exists(_) => ApiError::Conflict {
+            message: e.to_string(),
+            field: Some("name".into()),
+        },
+        IntentError::NotFound(_) => ApiError::NotFound(e.to_string()),
+        IntentError::Unavailable(_) => ApiError::Unavailable(e.to_string()),
+    }
+}
+
+impl IntentStore for Api {
+    fn list(&self, k: IntentKind, host: Option<String>) -> Pending<Vec<Value>> {
+        self.call(move |i| async move { i.list(kind(k), host.as_deref()).await })
+    }
+
+    fn get(&self, k: IntentKey) -> Pending<Value> {
+        self.call(move |i| async move { i.get(&key(&k)).await })
+    }
+
+    fn write(&self, k: IntentKey, value: Value, replace: bool) -> Pending<i64> {
+        self.call(move |i| async move { i.write(&key(&k), &value, replace).await })
+    }
+
+    fn delete(&self, k: IntentKey) -> Pending<i64> {
+        self.call(move |i| async move { i.delete(&key(&k)).await })
+    }
 }
 
 fn lock(s: &SharedStatus) -> std::sync::MutexGuard<'_, Status> {

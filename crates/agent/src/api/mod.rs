@@ -4,6 +4,7 @@
 mod body;
 pub mod config;
 pub mod diagnose;
+pub mod intent;
 mod observe;
 
 pub use body::{Body, Limit, parse};
@@ -41,6 +42,10 @@ pub struct AppState {
 /// What the API knows of the cluster ovrd is a member of.
 #[derive(Clone)]
 pub struct ClusterLink {
+    /// This host's name in the cluster.
+    pub host: String,
+    /// The cluster's intent, read and written through `/api/v1/cluster/...`.
+    pub intent: Arc<dyn intent::IntentStore>,
     /// The member's report (JSON), as `GET /api/v1/cluster` serves it.
     pub report: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
     /// Prometheus lines for /metrics.
@@ -201,6 +206,21 @@ impl AppState {
         observe::drop_counters,
         observe::metrics,
         observe::cluster,
+        intent::networks::list,
+        intent::networks::create,
+        intent::networks::get,
+        intent::networks::replace,
+        intent::networks::delete,
+        intent::policies::list,
+        intent::policies::create,
+        intent::policies::get,
+        intent::policies::replace,
+        intent::policies::delete,
+        intent::ports::list,
+        intent::ports::create,
+        intent::ports::get,
+        intent::ports::replace,
+        intent::ports::delete,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -316,6 +336,36 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         .route("/api/v1/config", g(get_config).put(put_config))
         .route("/api/v1/ids", g(ids))
         .route("/api/v1/cluster", g(observe::cluster))
+        .route(
+            "/api/v1/cluster/networks",
+            g(intent::networks::list).post(intent::networks::create),
+        )
+        .route(
+            "/api/v1/cluster/networks/{name}",
+            g(intent::networks::get)
+                .put(intent::networks::replace)
+                .delete(intent::networks::delete),
+        )
+        .route(
+            "/api/v1/cluster/policies",
+            g(intent::policies::list).post(intent::policies::create),
+        )
+        .route(
+            "/api/v1/cluster/policies/{name}",
+            g(intent::policies::get)
+                .put(intent::policies::replace)
+                .delete(intent::policies::delete),
+        )
+        .route(
+            "/api/v1/cluster/ports",
+            g(intent::ports::list).post(intent::ports::create),
+        )
+        .route(
+            "/api/v1/cluster/ports/{host}/{name}",
+            g(intent::ports::get)
+                .put(intent::ports::replace)
+                .delete(intent::ports::delete),
+        )
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",

@@ -241,6 +241,9 @@ pub mod exit {
     pub const NOT_FOUND: u8 = 5;
     /// ovrd is running but its forwarding worker did not answer (503).
     pub const UNAVAILABLE: u8 = 6;
+    /// The command did what it was asked and found something wrong: `cluster status`
+    /// with keys that hosts rejected or that no agent would accept.
+    pub const UNHEALTHY: u8 = 7;
 }
 
 /// Why a command failed: a one-line message and the exit status that says which kind.

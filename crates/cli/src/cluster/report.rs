@@ -2,7 +2,7 @@
 //! the whole store (counts, keys the hosts rejected, values no agent would accept).
 
 use super::Ctx;
-use crate::api::{Failure, show};
+use crate::api::{Failure, exit, show};
 use ovr_cluster::keys::{Key, PREFIX, STATUS_PREFIX};
 use ovr_cluster::model::{self, HostStatus, Value as Model};
 use serde_json::{Value, json};
@@ -95,7 +95,8 @@ pub async fn hosts(c: &Ctx) -> Result<(), Failure> {
 }
 
 /// Counts by kind, the keys hosts rejected (from their reports) and the keys whose
-/// value (or name) no agent accepts, checked here.
+/// value (or name) no agent accepts, checked here. Any of those makes it fail with
+/// `exit::UNHEALTHY` (after printing), so that a script or a probe sees it.
 pub async fn status(c: &Ctx) -> Result<(), Failure> {
     let (_, all) = c.kvs(PREFIX).await?;
     let (revision, reports) = c.kvs(STATUS_PREFIX).await?;
@@ -144,7 +145,17 @@ pub async fn status(c: &Ctx) -> Result<(), Failure> {
         "invalid": invalid,
     });
     c.print(&v, human_status);
-    Ok(())
+    if rejected.is_empty() && invalid.is_empty() {
+        return Ok(());
+    }
+    Err(Failure {
+        status: exit::UNHEALTHY,
+        message: format!(
+            "{} key(s) rejected by hosts, {} invalid",
+            rejected.len(),
+            invalid.len()
+        ),
+    })
 }
 
 fn human_status(v: &Value) {

@@ -1,10 +1,9 @@
 //! Intent as typed on the command line → the key and JSON value written to etcd. The
-//! value is built as JSON and checked by `ovr_cluster::model::parse`, the same check
+//! value is built as JSON and checked by `ovr_cluster::intent::check`, the same check
 //! every agent makes, so that ovrctl refuses exactly what the agents would.
 
 use clap::Args;
 use ovr_cluster::keys::Key;
-use ovr_cluster::model;
 use serde_json::{Map, Value, json};
 
 #[derive(Args, Clone, Debug)]
@@ -79,13 +78,10 @@ pub struct Intent {
 
 impl Intent {
     /// The key and the bytes to write, or why the agents would refuse them.
-    pub fn checked(&self) -> Result<(String, Vec<u8>), String> {
-        let key = self.key.to_string();
-        let bytes = self.value.to_string().into_bytes();
-        Key::parse(&key)
-            .and_then(|_| model::parse(&self.key, &bytes))
-            .map_err(|e| format!("{key}: {e}"))?;
-        Ok((key, bytes))
+    #[cfg(test)]
+    fn checked(&self) -> Result<(String, Vec<u8>), String> {
+        let bytes = ovr_cluster::intent::check(&self.key, &self.value)?;
+        Ok((self.key.to_string(), bytes))
     }
 }
 
