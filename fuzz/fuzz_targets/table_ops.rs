@@ -45,7 +45,7 @@ impl Bytes<'_> {
 
     fn op(&mut self) -> Option<TableOp> {
         let nh = |b: &mut Self| b.small().map(NextHopId);
-        Some(match self.u8()? % 12 {
+        Some(match self.u8()? % 13 {
             0 => TableOp::UpsertVrf { id: VrfId(self.small()?), name: "v".into(), vni: Some(self.small()?) },
             1 => TableOp::RemoveVrf(VrfId(self.small()?)),
             2 => {
@@ -87,6 +87,7 @@ impl Bytes<'_> {
             8 => TableOp::AddRoute { vrf: VrfId(self.small()?), prefix: self.prefix()?, nh: nh(self)? },
             9 => TableOp::RemoveRoute { vrf: VrfId(self.small()?), prefix: self.prefix()? },
             10 => TableOp::AddLabel { label: self.u32()? % (1 << 21), nh: nh(self)? },
+            11 => TableOp::SetFlowQuota { vrf: VrfId(self.small()?), max: Some(self.u32()?).filter(|m| m % 2 == 0) },
             _ => TableOp::RemoveLabel(self.u32()? % (1 << 21)),
         })
     }

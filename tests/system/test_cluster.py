@@ -220,6 +220,15 @@ def test_intent_written_through_any_hosts_api(cl):
         assert cl.keys("networks/") == ["/ovr/v1/networks/blue", "/ovr/v1/networks/red"]
         names = sorted(n["name"] for n in cl.call(3, "GET", "/api/v1/cluster/networks")[1])
         assert names == ["blue", "red"]
+        # A network's flow quota, written through h3's API, reaches h1's tables.
+        st, v = cl.call(3, "PUT", "/api/v1/cluster/networks/blue",
+                        {**BLUE, "quotas": {"flows": 1000}})
+        assert st == 200, v
+        until("blue's quota on h1", lambda: [n.get("flow_quota") for n in cl.api(
+            1, "/api/v1/networks") if n["name"] == "blue"] == [1000])
+        assert cl.call(3, "PUT", "/api/v1/cluster/networks/blue", BLUE)[0] == 200
+        until("no quota on h1", lambda: [n.get("flow_quota") for n in cl.api(
+            1, "/api/v1/networks") if n["name"] == "blue"] == [None])
         # The host's own configuration API stays the cluster's.
         assert cl.call(1, "POST", "/api/v1/networks", {"name": "x"})[0] == 409
         st, v = cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/w7")

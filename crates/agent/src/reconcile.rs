@@ -39,6 +39,7 @@ type At<T> = (T, String);
 pub struct Desired {
     vrfs: BTreeMap<VrfId, At<(String, Option<u32>)>>,
     gateways: BTreeMap<VrfId, At<(MacAddr, Vec<InterfaceAddress>)>>,
+    quotas: BTreeMap<VrfId, At<Option<u32>>>,
     interfaces: BTreeMap<InterfaceId, At<Interface>>,
     nexthops: BTreeMap<NextHopId, At<NextHop>>,
     routes: BTreeMap<(VrfId, IpPrefix), At<NextHopId>>,
@@ -64,6 +65,9 @@ impl Desired {
                     addresses,
                 } => {
                     d.gateways.insert(*vrf, ((*mac, addresses.clone()), o));
+                }
+                TableOp::SetFlowQuota { vrf, max } => {
+                    d.quotas.insert(*vrf, (*max, o));
                 }
                 TableOp::UpsertInterface(i) => {
                     d.interfaces.insert(i.id, (i.clone(), o));
@@ -209,6 +213,22 @@ pub fn diff(o: &Desired, n: &Desired) -> Diff {
                 addresses,
             },
         );
+    }
+    for (vrf, (max, origin)) in changed(&o.quotas, &n.quotas, eq) {
+        d.push(
+            origin,
+            TableOp::SetFlowQuota {
+                vrf: *vrf,
+                max: *max,
+            },
+        );
+    }
+    // A quota left out: back to the default, on a network that stays.
+    for (vrf, (_, origin)) in gone(&o.quotas, &n.quotas) {
+        if n.vrfs.contains_key(vrf) {
+            let vrf = *vrf;
+            d.push(origin, TableOp::SetFlowQuota { vrf, max: None });
+        }
     }
     for (_, (i, origin)) in changed(&o.interfaces, &n.interfaces, eq) {
         d.push(origin, TableOp::UpsertInterface(i.clone()));

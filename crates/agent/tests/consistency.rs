@@ -61,16 +61,22 @@ fn nexthop(name: u8, kind: u8, a: u8, b: u8) -> NextHopConfig {
 }
 
 fn object() -> impl Strategy<Value = Object> {
-    let network = (0..3u8, prop::option::of(10..13u32)).prop_map(|(i, vni)| {
-        Object::Network(NetworkConfig {
-            name: net(i),
-            vni,
-            router_mac: None,
-            gateways: vec![],
-            flood: vec![],
-            policy: None,
-        })
-    });
+    let network = (
+        0..3u8,
+        prop::option::of(10..13u32),
+        prop::option::of(1..3u32),
+    )
+        .prop_map(|(i, vni, flow_quota)| {
+            Object::Network(NetworkConfig {
+                name: net(i),
+                vni,
+                router_mac: None,
+                gateways: vec![],
+                flood: vec![],
+                policy: None,
+                flow_quota,
+            })
+        });
     let hop = (0..5u8, 0..4u8, 0..5u8, 0..5u8)
         .prop_map(|(n, k, a, b)| Object::Nexthop(nexthop(n, k, a % 3, b)));
     let route = (0..3u8, 0..4u8, 0..5u8).prop_map(|(n, p, h)| {

@@ -363,6 +363,7 @@ fn build(
             gateways: n.gateways.clone(),
             flood,
             policy: policies.get(*net).cloned(),
+            flow_quota: n.quotas.flows,
         });
     }
     for ((host, net), list) in remote {

@@ -32,6 +32,25 @@ pub struct Network {
     /// Replicate broadcast and unknown unicast to every other host with a port here.
     #[serde(default = "yes")]
     pub flood: bool,
+    /// Limits on what the network may use on each host.
+    #[serde(default, skip_serializing_if = "Quotas::is_empty")]
+    pub quotas: Quotas,
+}
+
+/// A network's limits, each per host (a tenant cannot fill a host's shared tables).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quotas {
+    /// The most flows (each direction counts one) the network may hold on a host; absent:
+    /// the host's `flows.network_quota`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+}
+
+impl Quotas {
+    fn is_empty(&self) -> bool {
+        self.flows.is_none()
+    }
 }
 
 fn vxlan() -> EncapConfig {
@@ -217,11 +236,13 @@ fn translates(v: &Value) -> Result<(), String> {
         gateways: vec![],
         flood: vec![],
         policy: None,
+        flow_quota: None,
     };
     let config = match v {
         Value::Network(n) => Config {
             networks: vec![NetworkConfig {
                 gateways: n.gateways.clone(),
+                flow_quota: n.quotas.flows,
                 ..net("network", n.vni)
             }],
             ..Config::default()
@@ -248,10 +269,11 @@ fn translates(v: &Value) -> Result<(), String> {
         }
         _ => return Ok(()),
     };
-    config
-        .translate()
-        .map(|_| ())
-        .map_err(|e| e.to_string().replace("networks[0].", ""))
+    config.translate().map(|_| ()).map_err(|e| {
+        e.to_string()
+            .replace("networks[0].flow_quota", "quotas.flows")
+            .replace("networks[0].", "")
+    })
 }
 
 fn distinct(ips: &[IpAddr]) -> Result<(), String> {

@@ -152,6 +152,28 @@ fn a_host_gets_its_ports_and_the_peers_of_its_networks_only() {
 }
 
 #[test]
+fn a_networks_flow_quota_reaches_the_hosts_configuration() {
+    let mut kvs = two_hosts("vxlan");
+    kvs[0].1 = r#"{"vni": 100, "quotas": {"flows": 5000}}"#.into();
+    assert!(kvs[0].0.starts_with("networks/red"), "{}", kvs[0].0);
+    let d = derive_for("h1", &view(&kvs));
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    assert_eq!(d.config.networks[0].flow_quota, Some(5000));
+    d.config
+        .translate()
+        .expect("the derived configuration translates");
+    // No quota of its own: the host's default applies.
+    let d = derive_for("h1", &view(&two_hosts("vxlan")));
+    assert_eq!(d.config.networks[0].flow_quota, None);
+    // A quota of 0 is refused for the network's key, naming the field.
+    kvs[0].1 = r#"{"vni": 100, "quotas": {"flows": 0}}"#.into();
+    let v = view(&kvs);
+    let refused: BTreeMap<String, &str> = v.refused().collect();
+    let why = refused["/ovr/v1/networks/red"];
+    assert!(why.starts_with("quotas.flows: 0"), "{why}");
+}
+
+#[test]
 fn mpls_networks_use_the_labels_each_host_allocated() {
     let d = derive_for("h1", &view(&two_hosts("mpls_udp")));
     let c = &d.config;

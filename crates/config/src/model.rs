@@ -94,6 +94,11 @@ pub struct NetworkConfig {
     pub flood: Vec<String>,
     /// Ordered rules; absent means the default (allow within, deny between networks).
     pub policy: Option<Vec<RuleConfig>>,
+    /// The most flows this network may hold on this host, all workers together
+    /// (absent: `flows.network_quota`). A flow refused for it is counted under
+    /// `flow_table_full` and in the flow counters' `refused_quota`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_quota: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -80,7 +80,7 @@ fn the_example_loads_into_the_tables() {
 fn rank(op: &TableOp) -> u8 {
     match op {
         TableOp::UpsertVrf { .. } => 0,
-        TableOp::SetGateway { .. } => 1,
+        TableOp::SetGateway { .. } | TableOp::SetFlowQuota { .. } => 1,
         TableOp::UpsertInterface(_) => 2,
         TableOp::UpsertNextHop(_, NextHop::Composite(_)) => 4,
         TableOp::UpsertNextHop(..) => 3,

@@ -254,6 +254,22 @@ impl Builder<'_> {
                     addresses,
                 },
             );
+            match n.flow_quota {
+                Some(0) => {
+                    return err(
+                        format!("networks[{i}].flow_quota"),
+                        "0 would refuse every flow: give at least 1, or leave it out",
+                    );
+                }
+                Some(max) => self.push(
+                    format!("networks[{i}].flow_quota"),
+                    TableOp::SetFlowQuota {
+                        vrf,
+                        max: Some(max),
+                    },
+                ),
+                None => {}
+            }
         }
         Ok(())
     }

@@ -22,6 +22,9 @@ pub struct Settings {
     pub setup_rate: Option<u32>,
     /// Packet buffers.
     pub frames: usize,
+    /// How many workers share the daemon's flows: a network's own flow quota (in the
+    /// tables, for the whole host) is split evenly between them.
+    pub shards: u32,
 }
 
 impl Default for Settings {
@@ -33,6 +36,7 @@ impl Default for Settings {
             network_quota: None,
             setup_rate: Some(DEFAULT_SETUP_RATE),
             frames: 4096,
+            shards: 1,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct Cx {
     pub fast_path: FastPathCounters,
     /// Now, in nanoseconds of the driver's clock (replay: the capture's timestamps).
     pub now: u64,
+    /// The tables' epoch whose networks' flow quotas the flow table has (see
+    /// `follow_quotas`).
+    quota_epoch: Option<u32>,
 }
 
 impl Cx {
@@ -163,6 +170,25 @@ impl Cx {
             offload_counters: OffloadCounters::default(),
             fast_path: FastPathCounters::default(),
             now: 0,
+            quota_epoch: None,
+        }
+    }
+
+    /// Gives the flow table each network's quota as the tables say (this worker's share
+    /// of it, or the default where a network has none), once per change of the tables:
+    /// called before flows are set up.
+    pub fn follow_quotas(&mut self, st: &ovr_tables::state::ForwardingState) {
+        if self.quota_epoch == Some(st.epoch()) {
+            return;
+        }
+        self.quota_epoch = Some(st.epoch());
+        let shards = self.settings.shards.max(1);
+        for v in st.vrfs() {
+            let max = v
+                .flow_quota
+                .map(|q| q.div_ceil(shards))
+                .or(self.settings.network_quota);
+            self.flows.set_vrf_quota(v.id.0, max);
         }
     }
 

@@ -237,6 +237,47 @@ fn a_storm_of_new_flows_is_limited_and_established_flows_pass() {
     }
 }
 
+#[test]
+fn a_networks_flow_quota_follows_the_tables_and_is_split_between_workers() {
+    let (mut w, r) = setup();
+    // Two workers: this one holds half of red's quota of 10 flows (a flow towards a
+    // tunnel is one entry until its reply comes).
+    let mut pipe = Pipeline::new(Settings {
+        shards: 2,
+        setup_rate: None,
+        ..Settings::default()
+    });
+    w.commit(vec![TableOp::SetFlowQuota {
+        vrf: RED,
+        max: Some(10),
+    }])
+    .unwrap();
+    let sent = send(&mut pipe, &r, 8);
+    assert_eq!(sent.iter().filter(|m| **m != 0).count(), 5);
+    let snap = pipe.snapshot(|_| None);
+    assert_eq!(snap.drops.get("flow_table_full"), Some(&3));
+    assert_eq!(snap.flows.refused_quota, 3);
+    // Raised: the others get their flows; removed: no limit (the default has none).
+    w.commit(vec![TableOp::SetFlowQuota {
+        vrf: RED,
+        max: Some(16),
+    }])
+    .unwrap();
+    assert_eq!(
+        send(&mut pipe, &r, 8).iter().filter(|m| **m != 0).count(),
+        8
+    );
+    w.commit(vec![TableOp::SetFlowQuota {
+        vrf: RED,
+        max: None,
+    }])
+    .unwrap();
+    assert_eq!(
+        send(&mut pipe, &r, 40).iter().filter(|m| **m != 0).count(),
+        40
+    );
+}
+
 /// A TCP frame from the workload as its stack leaves it for an offloading NIC: 3000
 /// payload bytes behind one header, to be cut into segments of 1000, checksum unfinished.
 fn gso_frame() -> Vec<u8> {

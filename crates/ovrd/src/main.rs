@@ -468,6 +468,7 @@ fn per_worker(s: ovr_dataplane::Settings, n: usize) -> ovr_dataplane::Settings {
         flow_capacity: s.flow_capacity.div_ceil(n),
         network_quota: s.network_quota.map(|q| q.div_ceil(n as u32)),
         setup_rate: s.setup_rate.map(|r| r.div_ceil(n as u32)),
+        shards: n as u32,
         ..s
     }
 }

@@ -36,6 +36,9 @@ pub struct Vrf {
     /// Where broadcast, multicast and unknown unicast frames are replicated: local
     /// interfaces and remote VTEPs of the network (ingress replication).
     pub flood: Vec<NextHopId>,
+    /// The most flows this network may hold on this host, all workers together (`None`:
+    /// the host's default, `flows.network_quota`).
+    pub flow_quota: Option<u32>,
 }
 
 impl Vrf {
@@ -51,6 +54,7 @@ impl Vrf {
             router_mac: DEFAULT_ROUTER_MAC,
             gateways: Vec::new(),
             flood: Vec::new(),
+            flow_quota: None,
         }
     }
 

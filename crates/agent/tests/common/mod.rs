@@ -97,7 +97,10 @@ pub fn by_names(st: &ForwardingState, n: &Names) -> BTreeMap<String, String> {
         let name = vrf(v.id);
         m.insert(
             format!("network {name}"),
-            format!("vni={:?} mac={:?} gw={:?}", v.vni, v.router_mac, v.gateways),
+            format!(
+                "vni={:?} mac={:?} gw={:?} flow_quota={:?}",
+                v.vni, v.router_mac, v.gateways, v.flow_quota
+            ),
         );
         let mut flood: Vec<String> = v.flood.iter().map(|x| nh(*x)).collect();
         flood.sort();

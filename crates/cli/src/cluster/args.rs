@@ -24,6 +24,10 @@ pub struct NetworkArgs {
     /// Do not replicate broadcast and unknown unicast to the network's other hosts.
     #[arg(long)]
     pub no_flood: bool,
+    /// The most flows the network may hold on each host (default: the host's
+    /// flows.network_quota).
+    #[arg(long)]
+    pub flow_quota: Option<u32>,
     /// Overwrite the network if it exists.
     #[arg(long)]
     pub replace: bool,
@@ -86,15 +90,19 @@ impl Intent {
 }
 
 pub fn network(a: &NetworkArgs) -> Intent {
+    let mut value = json!({
+        "vni": a.vni,
+        "subnets": a.subnets,
+        "gateways": a.gateways,
+        "encap": a.encap,
+        "flood": !a.no_flood,
+    });
+    if let Some(flows) = a.flow_quota {
+        value["quotas"] = json!({ "flows": flows });
+    }
     Intent {
         key: Key::Network(a.name.clone()),
-        value: json!({
-            "vni": a.vni,
-            "subnets": a.subnets,
-            "gateways": a.gateways,
-            "encap": a.encap,
-            "flood": !a.no_flood,
-        }),
+        value,
         replace: a.replace,
     }
 }
@@ -171,8 +179,16 @@ mod tests {
         assert!(!i.replace);
         let (key, _) = i.checked().unwrap();
         assert_eq!(key, "/ovr/v1/networks/red");
-        // Defaults: vxlan, flooding.
+        let i = network(&args("red --vni 100 --flow-quota 5000"));
+        assert_eq!(i.value["quotas"], json!({"flows": 5000}));
+        assert!(i.checked().is_ok());
+        let e = network(&args("red --vni 100 --flow-quota 0"))
+            .checked()
+            .unwrap_err();
+        assert!(e.contains("quotas.flows"), "{e}");
+        // Defaults: vxlan, flooding, no quota.
         let i = network(&args("blue --vni 7 --replace"));
+        assert!(i.value.get("quotas").is_none());
         assert_eq!(i.value["encap"], "vxlan");
         assert_eq!(i.value["flood"], true);
         assert!(i.replace);

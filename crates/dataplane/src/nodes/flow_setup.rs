@@ -81,6 +81,7 @@ impl Node<Cx, ForwardingState> for FlowSetup {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        cx.follow_quotas(st);
         v.map(|_, p| {
             let next = setup(cx, st, p, |cx| self.admit(cx, cx.pool.meta(p).rx_if));
             // Indices shift by one against the flow node's list (no flow-setup here).

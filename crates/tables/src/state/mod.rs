@@ -275,6 +275,11 @@ impl ForwardingState {
                     v.gateways.clone_from(addresses);
                 }
             }
+            TableOp::SetFlowQuota { vrf, max } => {
+                if let Some(v) = self.vrf_mut(*vrf) {
+                    v.flow_quota = *max;
+                }
+            }
             TableOp::SetFlood { vrf, members } => {
                 let Some(v) = self.vrf_mut(*vrf) else { return };
                 let old = core::mem::replace(&mut v.flood, members.clone());

@@ -57,6 +57,11 @@ pub enum TableOp {
         mac: MacAddr,
         addresses: Vec<InterfaceAddress>,
     },
+    /// The most flows a VRF may hold on this host (`None`: the host's default quota).
+    SetFlowQuota {
+        vrf: VrfId,
+        max: Option<u32>,
+    },
     /// The replication list of a VRF (local interfaces and tunnels, no composites).
     SetFlood {
         vrf: VrfId,

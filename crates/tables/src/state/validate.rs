@@ -505,6 +505,7 @@ impl<'a> Overlay<'a> {
                     return Err(TableError::GroupMac(*mac));
                 }
             }
+            TableOp::SetFlowQuota { vrf, .. } => self.need_vrf(*vrf)?,
             TableOp::SetFlood { vrf, members } => {
                 self.need_vrf(*vrf)?;
                 for (k, m) in members.iter().enumerate() {
