@@ -23,6 +23,11 @@ command -v etcd >/dev/null || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null || need_apt+=(etcd-client)
 command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/any.proto ] || need_apt+=(libprotobuf-dev)
+# BGP EVPN: GoBGP is ovr's speaker (its gRPC client is built from the .proto files the
+# -dev package installs).
+command -v gobgpd >/dev/null || need_apt+=(gobgpd)
+[ -f /usr/share/gocode/src/github.com/osrg/gobgp/api/gobgp.proto ] \
+    || need_apt+=(golang-github-osrg-gobgp-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

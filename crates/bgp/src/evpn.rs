@@ -1,0 +1,174 @@
+//! EVPN routes as ovr advertises and learns them (RFC 7432, RFC 8365 for VXLAN and the
+//! other encapsulations, RFC 9136 for IP prefixes): plain values, independent of the
+//! speaker that carries them. `gobgp` turns them into GoBGP's API messages and back.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr};
+
+/// A MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mac(pub [u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+impl core::str::FromStr for Mac {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut b = [0u8; 6];
+        let mut parts = s.split(':');
+        for x in &mut b {
+            let p = parts.next().ok_or_else(|| format!("'{s}' is not a MAC"))?;
+            if p.len() != 2 {
+                return Err(format!("'{s}' is not a MAC"));
+            }
+            *x = u8::from_str_radix(p, 16).map_err(|_| format!("'{s}' is not a MAC"))?;
+        }
+        if parts.next().is_some() {
+            return Err(format!("'{s}' is not a MAC"));
+        }
+        Ok(Mac(b))
+    }
+}
+
+/// A route distinguisher (RFC 4364). ovr advertises type 1, its router id and a number
+/// per network, so that two hosts' routes for one MAC stay two routes; it learns any type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rd {
+    Ip { router: Ipv4Addr, assigned: u16 },
+    As2 { asn: u16, assigned: u32 },
+    As4 { asn: u32, assigned: u16 },
+}
+
+impl fmt::Display for Rd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rd::Ip { router, assigned } => write!(f, "{router}:{assigned}"),
+            Rd::As2 { asn, assigned } => write!(f, "{asn}:{assigned}"),
+            Rd::As4 { asn, assigned } => write!(f, "{asn}L:{assigned}"),
+        }
+    }
+}
+
+/// A route target (two-octet AS specific, RFC 4360): which networks import a route.
+/// The automatic one of a network is ASN:VNI (RFC 8365 section 5.1.2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteTarget {
+    pub asn: u16,
+    pub value: u32,
+}
+
+impl RouteTarget {
+    pub fn auto(asn: u16, vni: u32) -> Self {
+        Self { asn, value: vni }
+    }
+}
+
+impl fmt::Display for RouteTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.asn, self.value)
+    }
+}
+
+/// How the advertiser wants to be sent to (the encapsulation extended community, RFC
+/// 9012's tunnel types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encap {
+    /// The label fields carry the VNI (RFC 8365).
+    Vxlan,
+    MplsOverGre,
+    MplsOverUdp,
+}
+
+impl Encap {
+    /// The IANA BGP tunnel type.
+    pub fn tunnel_type(self) -> u32 {
+        match self {
+            Encap::Vxlan => 8,
+            Encap::MplsOverGre => 11,
+            Encap::MplsOverUdp => 13,
+        }
+    }
+
+    pub fn of_tunnel_type(t: u32) -> Option<Self> {
+        match t {
+            8 => Some(Encap::Vxlan),
+            11 => Some(Encap::MplsOverGre),
+            13 => Some(Encap::MplsOverUdp),
+            _ => None,
+        }
+    }
+
+    /// The largest value a label field may carry: a 24-bit VNI, or a 20-bit MPLS label.
+    pub fn max_label(self) -> u32 {
+        match self {
+            Encap::Vxlan => (1 << 24) - 1,
+            Encap::MplsOverGre | Encap::MplsOverUdp => (1 << 20) - 1,
+        }
+    }
+}
+
+/// The three route types ovr uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Nlri {
+    /// Type 3, inclusive multicast Ethernet tag: "flood this network's BUM traffic to
+    /// me" (ingress replication, with the PMSI tunnel attribute).
+    Imet {
+        rd: Rd,
+        tag: u32,
+        originator: IpAddr,
+    },
+    /// Type 2, MAC/IP advertisement: a workload's MAC, with one of its addresses or none.
+    MacIp {
+        rd: Rd,
+        tag: u32,
+        mac: Mac,
+        ip: Option<IpAddr>,
+        /// The VNI (VXLAN) or the MPLS label the advertiser bridges frames with.
+        label: u32,
+    },
+    /// Type 5, IP prefix: a routed subnet or an external prefix.
+    Prefix {
+        rd: Rd,
+        tag: u32,
+        addr: IpAddr,
+        len: u8,
+        gateway: IpAddr,
+        /// The VNI or label the advertiser routes packets with.
+        label: u32,
+    },
+}
+
+impl Nlri {
+    pub fn rd(&self) -> Rd {
+        match self {
+            Nlri::Imet { rd, .. } | Nlri::MacIp { rd, .. } | Nlri::Prefix { rd, .. } => *rd,
+        }
+    }
+}
+
+/// A route with the attributes ovr reads and writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub nlri: Nlri,
+    /// Where to send: the advertiser's VTEP.
+    pub next_hop: IpAddr,
+    pub targets: Vec<RouteTarget>,
+    pub encap: Encap,
+    /// Type 5: the advertiser's router MAC (the inner destination MAC, RFC 9136).
+    pub router_mac: Option<Mac>,
+    /// Type 3: the ingress replication tunnel (PMSI tunnel type 6): its label (the VNI)
+    /// and endpoint.
+    pub pmsi: Option<(u32, Ipv4Addr)>,
+    /// Type 2: MAC mobility's sequence number (a MAC that moved: the highest wins).
+    pub mobility: Option<u32>,
+}

@@ -1,0 +1,662 @@
+//! GoBGP as ovr's BGP speaker, driven over its gRPC API: ovr configures it (global
+//! settings, peers), hands it the routes to advertise and watches what it learns. BGP
+//! itself (sessions, timers, best path, the wire format) stays GoBGP's.
+//!
+//! `encode` and `decode` translate between `evpn::Route` and GoBGP's `Path`. Decoding
+//! checks everything a peer could get wrong (an unknown route type or encapsulation, a
+//! label out of range, a missing next hop or route target, an address of the wrong
+//! family): such a route is refused with a named reason, never used in part.
+
+use crate::api;
+use crate::api::gobgp_api_client::GobgpApiClient;
+use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
+use core::net::{IpAddr, Ipv4Addr};
+use prost::Name;
+use prost_types::Any;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+
+/// Why a request to GoBGP failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BgpError {
+    #[error("gobgpd at {url}: {message}")]
+    Unavailable { url: String, message: String },
+    #[error("gobgpd refused {what}: {message}")]
+    Refused { what: &'static str, message: String },
+}
+
+/// Why a learnt route is not used: a name for counting, and the detail for the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {detail}")]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+fn refuse<T>(reason: &'static str, detail: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal {
+        reason,
+        detail: detail.into(),
+    })
+}
+
+/// What GoBGP said about one path: learnt or withdrawn, from which neighbor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Learnt {
+    pub route: Result<Route, Refusal>,
+    pub withdrawn: bool,
+    /// The neighbor it came from (empty: GoBGP's own, i.e. one ovr added).
+    pub neighbor: String,
+}
+
+fn evpn_family() -> api::Family {
+    api::Family {
+        afi: api::family::Afi::L2vpn as i32,
+        safi: api::family::Safi::Evpn as i32,
+    }
+}
+
+fn any<T: Name>(m: &T) -> Any {
+    // Encoding into a Vec cannot fail.
+    Any::from_msg(m).unwrap_or_default()
+}
+
+fn rd_any(rd: Rd) -> Any {
+    match rd {
+        Rd::Ip { router, assigned } => any(&api::RouteDistinguisherIpAddress {
+            admin: router.to_string(),
+            assigned: u32::from(assigned),
+        }),
+        Rd::As2 { asn, assigned } => any(&api::RouteDistinguisherTwoOctetAsn {
+            admin: u32::from(asn),
+            assigned,
+        }),
+        Rd::As4 { asn, assigned } => any(&api::RouteDistinguisherFourOctetAsn {
+            admin: asn,
+            assigned: u32::from(assigned),
+        }),
+    }
+}
+
+fn nlri_any(n: &Nlri) -> Any {
+    match n {
+        Nlri::Imet {
+            rd,
+            tag,
+            originator,
+        } => any(&api::EvpnInclusiveMulticastEthernetTagRoute {
+            rd: Some(rd_any(*rd)),
+            ethernet_tag: *tag,
+            ip_address: originator.to_string(),
+        }),
+        Nlri::MacIp {
+            rd,
+            tag,
+            mac,
+            ip,
+            label,
+        } => any(&api::EvpnmacipAdvertisementRoute {
+            rd: Some(rd_any(*rd)),
+            esi: Some(api::EthernetSegmentIdentifier {
+                r#type: 0,
+                value: vec![0; 9],
+            }),
+            ethernet_tag: *tag,
+            mac_address: mac.to_string(),
+            ip_address: ip.map(|a| a.to_string()).unwrap_or_default(),
+            labels: vec![*label],
+        }),
+        Nlri::Prefix {
+            rd,
+            tag,
+            addr,
+            len,
+            gateway,
+            label,
+        } => any(&api::EvpnipPrefixRoute {
+            rd: Some(rd_any(*rd)),
+            esi: Some(api::EthernetSegmentIdentifier {
+                r#type: 0,
+                value: vec![0; 9],
+            }),
+            ethernet_tag: *tag,
+            ip_prefix: addr.to_string(),
+            ip_prefix_len: u32::from(*len),
+            gw_address: gateway.to_string(),
+            label: *label,
+        }),
+    }
+}
+
+/// The path GoBGP advertises for `r` (or withdraws, with `is_withdraw`).
+pub fn encode(r: &Route) -> api::Path {
+    let nlri = nlri_any(&r.nlri);
+    let mut communities: Vec<Any> = r
+        .targets
+        .iter()
+        .map(|t| {
+            any(&api::TwoOctetAsSpecificExtended {
+                is_transitive: true,
+                sub_type: 2,
+                asn: u32::from(t.asn),
+                local_admin: t.value,
+            })
+        })
+        .collect();
+    communities.push(any(&api::EncapExtended {
+        tunnel_type: r.encap.tunnel_type(),
+    }));
+    if let Some(m) = r.router_mac {
+        communities.push(any(&api::RouterMacExtended { mac: m.to_string() }));
+    }
+    if let Some(seq) = r.mobility {
+        communities.push(any(&api::MacMobilityExtended {
+            is_sticky: false,
+            sequence_num: seq,
+        }));
+    }
+    let mut pattrs = vec![
+        any(&api::OriginAttribute { origin: 0 }),
+        any(&api::MpReachNlriAttribute {
+            family: Some(evpn_family()),
+            next_hops: vec![r.next_hop.to_string()],
+            nlris: vec![nlri.clone()],
+        }),
+        any(&api::ExtendedCommunitiesAttribute { communities }),
+    ];
+    if let Some((label, endpoint)) = r.pmsi {
+        pattrs.push(any(&api::PmsiTunnelAttribute {
+            flags: 0,
+            r#type: 6,
+            label,
+            id: endpoint.octets().to_vec(),
+        }));
+    }
+    api::Path {
+        nlri: Some(nlri),
+        pattrs,
+        family: Some(evpn_family()),
+        ..api::Path::default()
+    }
+}
+
+fn decode_rd(a: Option<&Any>) -> Result<Rd, Refusal> {
+    let Some(a) = a else {
+        return refuse("bad_rd", "no route distinguisher");
+    };
+    if let Ok(r) = a.to_msg::<api::RouteDistinguisherIpAddress>() {
+        let router = r
+            .admin
+            .parse()
+            .or_else(|_| refuse("bad_rd", format!("'{}' is not an IPv4 address", r.admin)))?;
+        let assigned = u16::try_from(r.assigned)
+            .or_else(|_| refuse("bad_rd", format!("{} is over 16 bits", r.assigned)))?;
+        return Ok(Rd::Ip { router, assigned });
+    }
+    if let Ok(r) = a.to_msg::<api::RouteDistinguisherTwoOctetAsn>() {
+        let asn = u16::try_from(r.admin)
+            .or_else(|_| refuse("bad_rd", format!("AS {} is over 16 bits", r.admin)))?;
+        return Ok(Rd::As2 {
+            asn,
+            assigned: r.assigned,
+        });
+    }
+    if let Ok(r) = a.to_msg::<api::RouteDistinguisherFourOctetAsn>() {
+        let assigned = u16::try_from(r.assigned)
+            .or_else(|_| refuse("bad_rd", format!("{} is over 16 bits", r.assigned)))?;
+        return Ok(Rd::As4 {
+            asn: r.admin,
+            assigned,
+        });
+    }
+    refuse("bad_rd", format!("unknown kind {}", a.type_url))
+}
+
+fn address(field: &str, s: &str) -> Result<IpAddr, Refusal> {
+    s.parse()
+        .or_else(|_| refuse("bad_address", format!("{field}: '{s}' is not an address")))
+}
+
+fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
+    if let Ok(r) = a.to_msg::<api::EvpnmacipAdvertisementRoute>() {
+        let [label] = r.labels[..] else {
+            return refuse(
+                "bad_label",
+                format!(
+                    "a MAC/IP route with {} labels (ovr uses one)",
+                    r.labels.len()
+                ),
+            );
+        };
+        let mac: Mac = r
+            .mac_address
+            .parse()
+            .or_else(|e: String| refuse("bad_mac", e))?;
+        let ip = match r.ip_address.as_str() {
+            "" | "0.0.0.0" | "::" => None,
+            s => Some(address("ip_address", s)?),
+        };
+        return Ok(Nlri::MacIp {
+            rd: decode_rd(r.rd.as_ref())?,
+            tag: r.ethernet_tag,
+            mac,
+            ip,
+            label,
+        });
+    }
+    if let Ok(r) = a.to_msg::<api::EvpnInclusiveMulticastEthernetTagRoute>() {
+        return Ok(Nlri::Imet {
+            rd: decode_rd(r.rd.as_ref())?,
+            tag: r.ethernet_tag,
+            originator: address("ip_address", &r.ip_address)?,
+        });
+    }
+    if let Ok(r) = a.to_msg::<api::EvpnipPrefixRoute>() {
+        let addr = address("ip_prefix", &r.ip_prefix)?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = u8::try_from(r.ip_prefix_len)
+            .ok()
+            .filter(|l| *l <= max)
+            .map_or_else(
+                || {
+                    refuse(
+                        "bad_prefix",
+                        format!("length {} for {addr}", r.ip_prefix_len),
+                    )
+                },
+                Ok,
+            )?;
+        let gateway = match r.gw_address.as_str() {
+            "" => addr_unspecified(addr),
+            s => address("gw_address", s)?,
+        };
+        return Ok(Nlri::Prefix {
+            rd: decode_rd(r.rd.as_ref())?,
+            tag: r.ethernet_tag,
+            addr,
+            len,
+            gateway,
+            label: r.label,
+        });
+    }
+    refuse("unknown_route_type", a.type_url.clone())
+}
+
+fn addr_unspecified(like: IpAddr) -> IpAddr {
+    match like {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+/// What GoBGP says it has, as ovr's route, or why ovr does not use it.
+pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
+    if p.family.as_ref() != Some(&evpn_family()) {
+        return refuse("wrong_family", format!("{:?}", p.family));
+    }
+    let Some(nlri) = &p.nlri else {
+        return refuse("unknown_route_type", "no NLRI");
+    };
+    let nlri = decode_nlri(nlri)?;
+    let mut next_hop = None;
+    let mut targets = Vec::new();
+    let mut encap = None;
+    let mut router_mac = None;
+    let mut pmsi = None;
+    let mut mobility = None;
+    for a in &p.pattrs {
+        if let Ok(m) = a.to_msg::<api::MpReachNlriAttribute>() {
+            next_hop = m.next_hops.first().cloned();
+        } else if let Ok(m) = a.to_msg::<api::NextHopAttribute>() {
+            next_hop = next_hop.or(Some(m.next_hop));
+        } else if let Ok(m) = a.to_msg::<api::ExtendedCommunitiesAttribute>() {
+            for c in &m.communities {
+                if let Ok(t) = c.to_msg::<api::TwoOctetAsSpecificExtended>() {
+                    // Sub-type 2: a route target (others, such as origins, are not ovr's).
+                    if t.sub_type == 2 {
+                        let asn = u16::try_from(t.asn).or_else(|_| {
+                            refuse(
+                                "bad_route_target",
+                                format!("AS {} in a two-octet RT", t.asn),
+                            )
+                        })?;
+                        targets.push(RouteTarget {
+                            asn,
+                            value: t.local_admin,
+                        });
+                    }
+                } else if let Ok(e) = c.to_msg::<api::EncapExtended>() {
+                    encap = Some(Encap::of_tunnel_type(e.tunnel_type).map_or_else(
+                        || refuse("unknown_encap", format!("tunnel type {}", e.tunnel_type)),
+                        Ok,
+                    )?);
+                } else if let Ok(m) = c.to_msg::<api::RouterMacExtended>() {
+                    router_mac = Some(m.mac.parse().or_else(|e: String| refuse("bad_mac", e))?);
+                } else if let Ok(m) = c.to_msg::<api::MacMobilityExtended>() {
+                    mobility = Some(m.sequence_num);
+                }
+            }
+        } else if let Ok(t) = a.to_msg::<api::PmsiTunnelAttribute>() {
+            let Ok(id) = <[u8; 4]>::try_from(t.id.as_slice()) else {
+                return refuse("bad_pmsi", format!("tunnel id of {} bytes", t.id.len()));
+            };
+            if t.r#type != 6 {
+                return refuse(
+                    "bad_pmsi",
+                    format!(
+                        "tunnel type {} (ovr replicates by ingress replication, 6)",
+                        t.r#type
+                    ),
+                );
+            }
+            pmsi = Some((t.label, Ipv4Addr::from(id)));
+        }
+    }
+    let next_hop = match next_hop {
+        Some(n) => address("next_hop", &n)?,
+        None => return refuse("no_next_hop", "no next hop"),
+    };
+    if targets.is_empty() {
+        return refuse("no_route_target", "no route target: no network imports it");
+    }
+    // RFC 8365 section 5.1.3: without the community, VXLAN is what is meant.
+    let encap = encap.unwrap_or(Encap::Vxlan);
+    let label = match &nlri {
+        Nlri::MacIp { label, .. } | Nlri::Prefix { label, .. } => Some(*label),
+        Nlri::Imet { .. } => pmsi.map(|(l, _)| l),
+    };
+    if let Some(l) = label.filter(|l| *l > encap.max_label()) {
+        return refuse("bad_label", format!("{l} is over {encap:?}'s range"));
+    }
+    Ok(Route {
+        nlri,
+        next_hop,
+        targets,
+        encap,
+        router_mac,
+        pmsi,
+        mobility,
+    })
+}
+
+/// A BGP neighbor as GoBGP reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbor {
+    pub address: String,
+    pub asn: u32,
+    /// "established", "active", "idle", ...
+    pub state: String,
+    pub received: u64,
+    pub advertised: u64,
+}
+
+/// How ovr starts GoBGP's BGP side.
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub asn: u32,
+    pub router_id: Ipv4Addr,
+    /// The TCP port BGP listens on (179; tests use their own; -1: do not listen).
+    pub listen_port: i32,
+    pub listen_addresses: Vec<String>,
+}
+
+/// A peer of ovr's speaker.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub address: IpAddr,
+    pub asn: u32,
+    /// The peer's BGP port (179 unless a test says).
+    pub port: u16,
+    /// The address ovr's side connects from.
+    pub local_address: Option<IpAddr>,
+    /// This speaker reflects routes to that peer (the peer is its client).
+    pub reflector_client: bool,
+}
+
+/// A gobgpd's API.
+#[derive(Clone)]
+pub struct GoBgp {
+    url: String,
+    client: GobgpApiClient<Channel>,
+}
+
+impl GoBgp {
+    /// Connects to gobgpd's API (`http://127.0.0.1:50051`).
+    pub async fn connect(url: &str) -> Result<Self, BgpError> {
+        let unavailable = |e: &dyn std::fmt::Display| BgpError::Unavailable {
+            url: url.to_string(),
+            message: e.to_string(),
+        };
+        let channel = Channel::from_shared(url.to_string())
+            .map_err(|e| unavailable(&e))?
+            .connect_timeout(std::time::Duration::from_secs(2))
+            .connect()
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Self {
+            url: url.to_string(),
+            client: GobgpApiClient::new(channel),
+        })
+    }
+
+    fn failed(&self, what: &'static str) -> impl Fn(tonic::Status) -> BgpError + '_ {
+        move |s| match s.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => BgpError::Unavailable {
+                url: self.url.clone(),
+                message: s.message().to_string(),
+            },
+            _ => BgpError::Refused {
+                what,
+                message: s.message().to_string(),
+            },
+        }
+    }
+
+    /// Starts BGP with ovr's settings, EVPN only.
+    pub async fn start(&self, g: &Global) -> Result<(), BgpError> {
+        let global = api::Global {
+            asn: g.asn,
+            router_id: g.router_id.to_string(),
+            listen_port: g.listen_port,
+            listen_addresses: g.listen_addresses.clone(),
+            ..api::Global::default()
+        };
+        self.client
+            .clone()
+            .start_bgp(api::StartBgpRequest {
+                global: Some(global),
+            })
+            .await
+            .map_err(self.failed("start"))?;
+        Ok(())
+    }
+
+    /// Adds a peer for the EVPN family.
+    pub async fn add_peer(&self, p: &Peer) -> Result<(), BgpError> {
+        let peer = api::Peer {
+            conf: Some(api::PeerConf {
+                neighbor_address: p.address.to_string(),
+                peer_asn: p.asn,
+                ..api::PeerConf::default()
+            }),
+            transport: Some(api::Transport {
+                remote_port: u32::from(p.port),
+                local_address: p.local_address.map(|a| a.to_string()).unwrap_or_default(),
+                ..api::Transport::default()
+            }),
+            route_reflector: p.reflector_client.then(|| api::RouteReflector {
+                route_reflector_client: true,
+                ..api::RouteReflector::default()
+            }),
+            timers: Some(api::Timers {
+                config: Some(api::TimersConfig {
+                    connect_retry: 1,
+                    hold_time: 9,
+                    keepalive_interval: 3,
+                    ..api::TimersConfig::default()
+                }),
+                ..api::Timers::default()
+            }),
+            afi_safis: vec![api::AfiSafi {
+                config: Some(api::AfiSafiConfig {
+                    family: Some(evpn_family()),
+                    enabled: true,
+                }),
+                ..api::AfiSafi::default()
+            }],
+            ..api::Peer::default()
+        };
+        self.client
+            .clone()
+            .add_peer(api::AddPeerRequest { peer: Some(peer) })
+            .await
+            .map_err(self.failed("a peer"))?;
+        Ok(())
+    }
+
+    /// Advertises a route (replacing the one with the same NLRI).
+    pub async fn announce(&self, r: &Route) -> Result<(), BgpError> {
+        self.client
+            .clone()
+            .add_path(api::AddPathRequest {
+                table_type: api::TableType::Global as i32,
+                path: Some(encode(r)),
+                ..api::AddPathRequest::default()
+            })
+            .await
+            .map_err(self.failed("a route"))?;
+        Ok(())
+    }
+
+    /// Withdraws a route ovr advertised.
+    pub async fn withdraw(&self, r: &Route) -> Result<(), BgpError> {
+        self.client
+            .clone()
+            .delete_path(api::DeletePathRequest {
+                table_type: api::TableType::Global as i32,
+                family: Some(evpn_family()),
+                path: Some(encode(r)),
+                ..api::DeletePathRequest::default()
+            })
+            .await
+            .map_err(self.failed("a withdrawal"))?;
+        Ok(())
+    }
+
+    /// The best EVPN paths GoBGP holds now (ovr's own and learnt).
+    pub async fn routes(&self) -> Result<Vec<Learnt>, BgpError> {
+        let mut s = self
+            .client
+            .clone()
+            .list_path(api::ListPathRequest {
+                table_type: api::TableType::Global as i32,
+                family: Some(evpn_family()),
+                ..api::ListPathRequest::default()
+            })
+            .await
+            .map_err(self.failed("a listing"))?
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(r) = s.next().await {
+            let d = r.map_err(self.failed("a listing"))?;
+            for p in d.destination.iter().flat_map(|d| &d.paths) {
+                if p.best {
+                    out.push(learnt(p));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every change of the best paths from now on, after the current ones (`init`). The
+    /// stream's first answer comes with the first event (gRPC sends headers lazily):
+    /// await it off any path that cannot wait.
+    pub async fn watch(
+        &self,
+    ) -> Result<impl tokio_stream::Stream<Item = Result<Vec<Learnt>, BgpError>> + use<>, BgpError>
+    {
+        use api::watch_event_request::{Table, table::Filter, table::filter::Type};
+        let req = api::WatchEventRequest {
+            table: Some(Table {
+                filters: vec![Filter {
+                    r#type: Type::Best as i32,
+                    init: true,
+                }],
+            }),
+            ..api::WatchEventRequest::default()
+        };
+        let url = self.url.clone();
+        let s = self
+            .client
+            .clone()
+            .watch_event(req)
+            .await
+            .map_err(self.failed("a watch"))?
+            .into_inner();
+        Ok(s.map(move |e| {
+            let e = e.map_err(|s| BgpError::Unavailable {
+                url: url.clone(),
+                message: s.message().to_string(),
+            })?;
+            Ok(match e.event {
+                Some(api::watch_event_response::Event::Table(t)) => {
+                    t.paths.iter().filter(|p| is_evpn(p)).map(learnt).collect()
+                }
+                _ => Vec::new(),
+            })
+        }))
+    }
+
+    /// The neighbors and their sessions.
+    pub async fn neighbors(&self) -> Result<Vec<Neighbor>, BgpError> {
+        let mut s = self
+            .client
+            .clone()
+            .list_peer(api::ListPeerRequest::default())
+            .await
+            .map_err(self.failed("a listing"))?
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(r) = s.next().await {
+            let Some(p) = r.map_err(self.failed("a listing"))?.peer else {
+                continue;
+            };
+            let conf = p.conf.unwrap_or_default();
+            let state = p.state.unwrap_or_default();
+            let (mut received, mut advertised) = (0, 0);
+            for a in &p.afi_safis {
+                if let Some(st) = &a.state {
+                    received += st.received;
+                    advertised += st.advertised;
+                }
+            }
+            let session = api::peer_state::SessionState::try_from(state.session_state)
+                .map_or("unknown".to_string(), |s| {
+                    s.as_str_name().to_ascii_lowercase()
+                });
+            out.push(Neighbor {
+                address: conf.neighbor_address,
+                asn: conf.peer_asn,
+                state: session,
+                received,
+                advertised,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn is_evpn(p: &api::Path) -> bool {
+    p.family.as_ref() == Some(&evpn_family())
+}
+
+fn learnt(p: &api::Path) -> Learnt {
+    Learnt {
+        route: decode(p),
+        withdrawn: p.is_withdraw,
+        neighbor: p.neighbor_ip.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

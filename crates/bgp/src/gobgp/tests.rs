@@ -1,0 +1,211 @@
+//! Routes through GoBGP's messages and back, and what a peer could get wrong.
+
+use super::*;
+
+fn rd() -> Rd {
+    Rd::Ip {
+        router: Ipv4Addr::new(192, 0, 2, 1),
+        assigned: 7,
+    }
+}
+
+fn mac_ip() -> Route {
+    Route {
+        nlri: Nlri::MacIp {
+            rd: rd(),
+            tag: 0,
+            mac: "02:00:00:00:01:0a".parse().unwrap(),
+            ip: Some("10.1.0.10".parse().unwrap()),
+            label: 100,
+        },
+        next_hop: "192.0.2.1".parse().unwrap(),
+        targets: vec![RouteTarget::auto(65000, 100)],
+        encap: Encap::Vxlan,
+        router_mac: None,
+        pmsi: None,
+        mobility: Some(3),
+    }
+}
+
+fn imet() -> Route {
+    Route {
+        nlri: Nlri::Imet {
+            rd: rd(),
+            tag: 0,
+            originator: "192.0.2.1".parse().unwrap(),
+        },
+        pmsi: Some((100, Ipv4Addr::new(192, 0, 2, 1))),
+        mobility: None,
+        ..mac_ip()
+    }
+}
+
+fn prefix() -> Route {
+    Route {
+        nlri: Nlri::Prefix {
+            rd: Rd::As2 {
+                asn: 65000,
+                assigned: 9,
+            },
+            tag: 0,
+            addr: "10.9.0.0".parse().unwrap(),
+            len: 24,
+            gateway: "0.0.0.0".parse().unwrap(),
+            label: 5000,
+        },
+        router_mac: Some("02:00:00:00:00:01".parse().unwrap()),
+        encap: Encap::MplsOverUdp,
+        mobility: None,
+        ..mac_ip()
+    }
+}
+
+#[test]
+fn every_route_type_goes_through_gobgps_messages_unchanged() {
+    for r in [mac_ip(), imet(), prefix()] {
+        let p = encode(&r);
+        assert_eq!(decode(&p), Ok(r.clone()), "{r:?}");
+        // GoBGP dispatches on its own message names.
+        assert!(
+            p.nlri
+                .as_ref()
+                .unwrap()
+                .type_url
+                .starts_with("type.googleapis.com/apipb.EVPN")
+        );
+    }
+    let p = encode(&imet());
+    let pmsi = p
+        .pattrs
+        .iter()
+        .find_map(|a| a.to_msg::<api::PmsiTunnelAttribute>().ok());
+    assert_eq!(
+        pmsi.map(|t| (t.r#type, t.label, t.id)),
+        Some((6, 100, vec![192, 0, 2, 1]))
+    );
+}
+
+/// `p` with the attributes `f` leaves.
+fn without(r: &Route, f: impl Fn(&Any) -> bool) -> api::Path {
+    let mut p = encode(r);
+    p.pattrs.retain(|a| f(a));
+    p
+}
+
+fn reason(p: &api::Path) -> &'static str {
+    decode(p).unwrap_err().reason
+}
+
+#[test]
+fn what_a_peer_gets_wrong_is_refused_by_name() {
+    // No route target: no network would import it.
+    let mut r = mac_ip();
+    r.targets.clear();
+    assert_eq!(reason(&encode(&r)), "no_route_target");
+    // No next hop.
+    let p = without(&mac_ip(), |a| {
+        a.to_msg::<api::MpReachNlriAttribute>().is_err()
+    });
+    assert_eq!(reason(&p), "no_next_hop");
+    // A VNI over 24 bits; an MPLS label over 20.
+    let mut r = mac_ip();
+    r.nlri = match r.nlri {
+        Nlri::MacIp {
+            rd, tag, mac, ip, ..
+        } => Nlri::MacIp {
+            rd,
+            tag,
+            mac,
+            ip,
+            label: 1 << 24,
+        },
+        n => n,
+    };
+    assert_eq!(reason(&encode(&r)), "bad_label");
+    let mut r = prefix();
+    r.nlri = match r.nlri {
+        Nlri::Prefix {
+            rd,
+            tag,
+            addr,
+            len,
+            gateway,
+            ..
+        } => Nlri::Prefix {
+            rd,
+            tag,
+            addr,
+            len,
+            gateway,
+            label: 1 << 20,
+        },
+        n => n,
+    };
+    assert_eq!(reason(&encode(&r)), "bad_label");
+    // An encapsulation ovr does not speak (NVGRE, 9).
+    let mut p = encode(&mac_ip());
+    for a in &mut p.pattrs {
+        if let Ok(mut e) = a.to_msg::<api::ExtendedCommunitiesAttribute>() {
+            e.communities
+                .push(any(&api::EncapExtended { tunnel_type: 9 }));
+            *a = any(&e);
+        }
+    }
+    assert_eq!(reason(&p), "unknown_encap");
+    // Another address family; a route type ovr does not use (type 4, ES).
+    let mut p = encode(&mac_ip());
+    p.family = Some(api::Family { afi: 1, safi: 1 });
+    assert_eq!(reason(&p), "wrong_family");
+    let mut p = encode(&mac_ip());
+    p.nlri = Some(any(&api::EvpnEthernetSegmentRoute::default()));
+    assert_eq!(reason(&p), "unknown_route_type");
+    // A MAC that is not one; a prefix longer than its family; a PMSI that is not
+    // ingress replication or whose id is not an IPv4 address.
+    let mut p = encode(&mac_ip());
+    let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+    n.mac_address = "02:00:00:00:01".into();
+    p.nlri = Some(any(&n));
+    assert_eq!(reason(&p), "bad_mac");
+    let mut p = encode(&prefix());
+    let mut n: api::EvpnipPrefixRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+    n.ip_prefix_len = 33;
+    p.nlri = Some(any(&n));
+    assert_eq!(reason(&p), "bad_prefix");
+    for (ty, id) in [(3, vec![192, 0, 2, 1]), (6, vec![1, 2, 3])] {
+        let mut p = encode(&imet());
+        for a in &mut p.pattrs {
+            if a.to_msg::<api::PmsiTunnelAttribute>().is_ok() {
+                *a = any(&api::PmsiTunnelAttribute {
+                    flags: 0,
+                    r#type: ty,
+                    label: 100,
+                    id: id.clone(),
+                });
+            }
+        }
+        assert_eq!(reason(&p), "bad_pmsi");
+    }
+    // A route distinguisher that does not parse.
+    let mut p = encode(&mac_ip());
+    let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+    n.rd = Some(any(&api::RouteDistinguisherIpAddress {
+        admin: "x".into(),
+        assigned: 1,
+    }));
+    p.nlri = Some(any(&n));
+    assert_eq!(reason(&p), "bad_rd");
+}
+
+#[test]
+fn vxlan_is_meant_without_an_encapsulation_community() {
+    let p = without(&mac_ip(), |_| true);
+    let mut p2 = p.clone();
+    for a in &mut p2.pattrs {
+        if let Ok(mut e) = a.to_msg::<api::ExtendedCommunitiesAttribute>() {
+            e.communities
+                .retain(|c| c.to_msg::<api::EncapExtended>().is_err());
+            *a = any(&e);
+        }
+    }
+    assert_eq!(decode(&p2).unwrap().encap, Encap::Vxlan);
+}
