@@ -115,6 +115,24 @@ impl Encap {
             Encap::MplsOverGre | Encap::MplsOverUdp => (1 << 20) - 1,
         }
     }
+
+    /// The 3-octet label field of a route for `label`: a VNI fills all 24 bits (RFC
+    /// 8365 section 5.1.3); an MPLS label takes the high 20, with the bottom-of-stack
+    /// bit set (RFC 7432 section 7.2). GoBGP writes the field as it is given.
+    pub fn label_field(self, label: u32) -> u32 {
+        match self {
+            Encap::Vxlan => label,
+            Encap::MplsOverGre | Encap::MplsOverUdp => (label << 4) | 1,
+        }
+    }
+
+    /// The VNI or label a route's label field carries.
+    pub fn label_of(self, field: u32) -> u32 {
+        match self {
+            Encap::Vxlan => field,
+            Encap::MplsOverGre | Encap::MplsOverUdp => field >> 4,
+        }
+    }
 }
 
 /// The three route types ovr uses.

@@ -78,7 +78,7 @@ fn rd_any(rd: Rd) -> Any {
     }
 }
 
-fn nlri_any(n: &Nlri) -> Any {
+fn nlri_any(n: &Nlri, encap: Encap) -> Any {
     match n {
         Nlri::Imet {
             rd,
@@ -104,7 +104,7 @@ fn nlri_any(n: &Nlri) -> Any {
             ethernet_tag: *tag,
             mac_address: mac.to_string(),
             ip_address: ip.map(|a| a.to_string()).unwrap_or_default(),
-            labels: vec![*label],
+            labels: vec![encap.label_field(*label)],
         }),
         Nlri::Prefix {
             rd,
@@ -123,14 +123,14 @@ fn nlri_any(n: &Nlri) -> Any {
             ip_prefix: addr.to_string(),
             ip_prefix_len: u32::from(*len),
             gw_address: gateway.to_string(),
-            label: *label,
+            label: encap.label_field(*label),
         }),
     }
 }
 
 /// The path GoBGP advertises for `r` (or withdraws, with `is_withdraw`).
 pub fn encode(r: &Route) -> api::Path {
-    let nlri = nlri_any(&r.nlri);
+    let nlri = nlri_any(&r.nlri, r.encap);
     let mut communities: Vec<Any> = r
         .targets
         .iter()
@@ -361,12 +361,23 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
     }
     // RFC 8365 section 5.1.3: without the community, VXLAN is what is meant.
     let encap = encap.unwrap_or(Encap::Vxlan);
-    let label = match &nlri {
-        Nlri::MacIp { label, .. } | Nlri::Prefix { label, .. } => Some(*label),
-        Nlri::Imet { .. } => pmsi.map(|(l, _)| l),
-    };
-    if let Some(l) = label.filter(|l| *l > encap.max_label()) {
-        return refuse("bad_label", format!("{l} is over {encap:?}'s range"));
+    let mut nlri = nlri;
+    // The route's label fields hold the raw 3 octets until the encapsulation says how
+    // to read them.
+    if let Nlri::MacIp { label, .. } | Nlri::Prefix { label, .. } = &mut nlri {
+        if *label > 0xff_ffff {
+            return refuse("bad_label", format!("{label} is over 24 bits"));
+        }
+        *label = encap.label_of(*label);
+        if encap != Encap::Vxlan && *label < 16 {
+            return refuse("bad_label", format!("MPLS label {label} is reserved"));
+        }
+    }
+    if let Some((l, _)) = pmsi.filter(|(l, _)| *l > encap.max_label()) {
+        return refuse(
+            "bad_label",
+            format!("PMSI label {l} is over {encap:?}'s range"),
+        );
     }
     Ok(Route {
         nlri,

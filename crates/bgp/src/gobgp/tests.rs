@@ -74,6 +74,13 @@ fn every_route_type_goes_through_gobgps_messages_unchanged() {
                 .starts_with("type.googleapis.com/apipb.EVPN")
         );
     }
+    // A VNI fills the label field; an MPLS label its high 20 bits, bottom of stack set.
+    let n = encode(&mac_ip()).nlri.unwrap();
+    let n: api::EvpnmacipAdvertisementRoute = n.to_msg().unwrap();
+    assert_eq!(n.labels, [100]);
+    let n = encode(&prefix()).nlri.unwrap();
+    let n: api::EvpnipPrefixRoute = n.to_msg().unwrap();
+    assert_eq!(n.label, (5000 << 4) | 1);
     let p = encode(&imet());
     let pmsi = p
         .pattrs
@@ -137,11 +144,11 @@ fn what_a_peer_gets_wrong_is_refused_by_name() {
             addr,
             len,
             gateway,
-            label: 1 << 20,
+            label: 3,
         },
         n => n,
     };
-    assert_eq!(reason(&encode(&r)), "bad_label");
+    assert_eq!(reason(&encode(&r)), "bad_label", "a reserved MPLS label");
     // An encapsulation ovr does not speak (NVGRE, 9).
     let mut p = encode(&mac_ip());
     for a in &mut p.pattrs {
