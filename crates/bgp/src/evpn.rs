@@ -81,7 +81,7 @@ impl fmt::Display for RouteTarget {
 
 /// How the advertiser wants to be sent to (the encapsulation extended community, RFC
 /// 9012's tunnel types).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Encap {
     /// The label fields carry the VNI (RFC 8365).
     Vxlan,
@@ -136,7 +136,7 @@ impl Encap {
 }
 
 /// The three route types ovr uses.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Nlri {
     /// Type 3, inclusive multicast Ethernet tag: "flood this network's BUM traffic to
     /// me" (ingress replication, with the PMSI tunnel attribute).
@@ -175,7 +175,7 @@ impl Nlri {
 }
 
 /// A route with the attributes ovr reads and writes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
     pub nlri: Nlri,
     /// Where to send: the advertiser's VTEP.

@@ -1,9 +1,13 @@
 //! ovr's side of BGP EVPN: the routes it advertises and learns (`evpn`), and GoBGP, the
 //! speaker that carries them, driven over its gRPC API (`gobgp`; `api` is generated at
-//! build time from the .proto files GoBGP ships).
+//! build time from the .proto files GoBGP ships). `advertise` computes what a host
+//! advertises for its networks and ports; `learnt` keeps what it learns and reads it
+//! into remote reachability (flood lists, MACs, host routes, ECMP prefixes).
 
+pub mod advertise;
 pub mod evpn;
 pub mod gobgp;
+pub mod learnt;
 
 /// GoBGP's API, generated from its own .proto files (build.rs).
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -1,0 +1,329 @@
+//! What a host learnt through BGP, and what it means for its networks. Routes are kept
+//! by the neighbor they came from and their NLRI, so that a withdrawal or a lost session
+//! removes exactly what came with it. `reach` reads them into remote reachability for the
+//! networks the host imports (by route target): flood lists from type 3, bridge entries
+//! and host routes from type 2 (a moved MAC follows the highest mobility sequence), and
+//! prefixes from type 5 with every VTEP that advertises one (ECMP).
+
+use crate::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
+use crate::gobgp::Learnt;
+use core::net::IpAddr;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A remote VTEP as a network reaches it: where, how, with which VNI or label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Remote {
+    pub vtep: IpAddr,
+    pub encap: Encap,
+    pub label: u32,
+}
+
+/// Remote reachability of the imported networks, by network name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Where a network's broadcast and unknown unicast go.
+    pub flood: BTreeMap<String, BTreeSet<Remote>>,
+    /// Where a MAC is.
+    pub macs: BTreeMap<(String, Mac), Remote>,
+    /// Workload addresses (host routes) and the MAC they belong to.
+    pub hosts: BTreeMap<(String, IpAddr), Mac>,
+    /// Routed prefixes (address, length) and every VTEP advertising them.
+    pub prefixes: BTreeMap<(String, IpAddr, u8), BTreeSet<Remote>>,
+}
+
+/// The routes learnt, and the refusals counted by reason.
+#[derive(Debug, Default)]
+pub struct Rib {
+    routes: BTreeMap<(String, Nlri), Route>,
+    /// Routes refused (`gobgp::decode`) or imported by no network, by reason.
+    pub refused: BTreeMap<&'static str, u64>,
+}
+
+impl Rib {
+    /// Takes one change from the speaker; ovr's own routes (no neighbor) are skipped.
+    /// Returns whether what is learnt changed.
+    pub fn apply(&mut self, l: &Learnt) -> bool {
+        if l.neighbor.is_empty() {
+            return false;
+        }
+        let route = match &l.route {
+            Ok(r) => r,
+            Err(refusal) => {
+                *self.refused.entry(refusal.reason).or_default() += 1;
+                return false;
+            }
+        };
+        let key = (l.neighbor.clone(), route.nlri.clone());
+        if l.withdrawn {
+            self.routes.remove(&key).is_some()
+        } else {
+            self.routes.insert(key, route.clone()).as_ref() != Some(route)
+        }
+    }
+
+    /// Forgets what came from `neighbor` (its session went down): how many routes.
+    pub fn drop_neighbor(&mut self, neighbor: &str) -> usize {
+        let before = self.routes.len();
+        self.routes.retain(|(n, _), _| n != neighbor);
+        before - self.routes.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The reachability of the networks `imports` names (route target → network), for a
+    /// host whose own VTEP is `own` (its routes, reflected back, are not remote).
+    /// Routes no network imports are counted under `unknown_route_target`.
+    pub fn reach(&mut self, imports: &BTreeMap<RouteTarget, String>, own: IpAddr) -> Reach {
+        let mut r = Reach::default();
+        // A MAC's best route so far: (sequence, lowest VTEP wins a tie) per network.
+        let mut best: BTreeMap<(String, Mac), (u32, Remote)> = BTreeMap::new();
+        let mut unimported = 0;
+        for route in self.routes.values() {
+            if route.next_hop == own {
+                continue;
+            }
+            let nets: BTreeSet<&String> = route
+                .targets
+                .iter()
+                .filter_map(|t| imports.get(t))
+                .collect();
+            if nets.is_empty() {
+                unimported += 1;
+                continue;
+            }
+            for net in nets {
+                let remote = |label| Remote {
+                    vtep: route.next_hop,
+                    encap: route.encap,
+                    label,
+                };
+                match &route.nlri {
+                    Nlri::Imet { .. } => {
+                        if let Some((label, _)) = route.pmsi {
+                            r.flood
+                                .entry(net.clone())
+                                .or_default()
+                                .insert(remote(label));
+                        }
+                    }
+                    Nlri::MacIp { mac, ip, label, .. } => {
+                        let seq = route.mobility.unwrap_or(0);
+                        let candidate = (seq, remote(*label));
+                        let k = (net.clone(), *mac);
+                        let better = best.get(&k).is_none_or(|(s, cur)| {
+                            seq > *s || (seq == *s && candidate.1.vtep < cur.vtep)
+                        });
+                        if better {
+                            best.insert(k, candidate);
+                        }
+                        if let Some(ip) = ip {
+                            r.hosts.insert((net.clone(), *ip), *mac);
+                        }
+                    }
+                    Nlri::Prefix {
+                        addr, len, label, ..
+                    } => {
+                        r.prefixes
+                            .entry((net.clone(), *addr, *len))
+                            .or_default()
+                            .insert(remote(*label));
+                    }
+                }
+            }
+        }
+        if unimported > 0 {
+            self.refused.insert("unknown_route_target", unimported);
+        }
+        r.macs = best
+            .into_iter()
+            .map(|(k, (_, remote))| (k, remote))
+            .collect();
+        // A host route whose MAC is not reached (its MAC route withdrawn) goes too.
+        r.hosts
+            .retain(|(net, _), mac| r.macs.contains_key(&(net.clone(), *mac)));
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evpn::Rd;
+    use crate::gobgp::Refusal;
+    use core::net::Ipv4Addr;
+
+    fn vtep(n: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, n))
+    }
+
+    fn rd(n: u8) -> Rd {
+        Rd::Ip {
+            router: Ipv4Addr::new(192, 0, 2, n),
+            assigned: 1,
+        }
+    }
+
+    fn route(from: u8, nlri: Nlri, vni: u32) -> Route {
+        Route {
+            nlri,
+            next_hop: vtep(from),
+            targets: vec![RouteTarget::auto(65000, vni)],
+            encap: Encap::Vxlan,
+            router_mac: None,
+            pmsi: None,
+            mobility: None,
+        }
+    }
+
+    fn mac(last: u8) -> Mac {
+        Mac([2, 0, 0, 0, 1, last])
+    }
+
+    fn mac_ip(from: u8, m: u8, ip: Option<&str>, seq: Option<u32>) -> Route {
+        let mut r = route(
+            from,
+            Nlri::MacIp {
+                rd: rd(from),
+                tag: 0,
+                mac: mac(m),
+                ip: ip.map(|i| i.parse().unwrap()),
+                label: 100,
+            },
+            100,
+        );
+        r.mobility = seq;
+        r
+    }
+
+    fn imet(from: u8, vni: u32) -> Route {
+        let mut r = route(
+            from,
+            Nlri::Imet {
+                rd: rd(from),
+                tag: 0,
+                originator: vtep(from),
+            },
+            vni,
+        );
+        r.pmsi = Some((vni, Ipv4Addr::new(192, 0, 2, from)));
+        r
+    }
+
+    fn learnt(neighbor: &str, r: Route, withdrawn: bool) -> Learnt {
+        Learnt {
+            route: Ok(r),
+            withdrawn,
+            neighbor: neighbor.into(),
+        }
+    }
+
+    fn imports() -> BTreeMap<RouteTarget, String> {
+        [(RouteTarget::auto(65000, 100), "red".to_string())].into()
+    }
+
+    #[test]
+    fn types_2_3_5_become_flood_lists_bridge_entries_host_routes_and_ecmp_prefixes() {
+        let mut rib = Rib::default();
+        let rr = "192.0.2.250";
+        for r in [
+            imet(2, 100),
+            imet(3, 100),
+            imet(4, 200),
+            mac_ip(2, 10, None, None),
+            mac_ip(2, 10, Some("10.1.0.10"), None),
+        ] {
+            assert!(rib.apply(&learnt(rr, r, false)));
+        }
+        for from in [2, 3] {
+            let p = route(
+                from,
+                Nlri::Prefix {
+                    rd: rd(from),
+                    tag: 0,
+                    addr: "10.9.0.0".parse().unwrap(),
+                    len: 24,
+                    gateway: "0.0.0.0".parse().unwrap(),
+                    label: 100,
+                },
+                100,
+            );
+            rib.apply(&learnt(rr, p, false));
+        }
+        // The same route again changes nothing.
+        assert!(!rib.apply(&learnt(rr, imet(2, 100), false)));
+        // Our own routes reflected back are not remote.
+        rib.apply(&learnt(rr, imet(1, 100), false));
+        let reach = rib.reach(&imports(), vtep(1));
+        let vteps = |s: &BTreeSet<Remote>| s.iter().map(|r| r.vtep).collect::<Vec<_>>();
+        assert_eq!(vteps(&reach.flood["red"]), [vtep(2), vtep(3)]);
+        assert_eq!(reach.macs[&("red".into(), mac(10))].vtep, vtep(2));
+        assert_eq!(
+            reach.hosts[&("red".into(), "10.1.0.10".parse().unwrap())],
+            mac(10)
+        );
+        let ecmp = &reach.prefixes[&("red".into(), "10.9.0.0".parse().unwrap(), 24)];
+        assert_eq!(vteps(ecmp), [vtep(2), vtep(3)]);
+        // VNI 200's route: imported by no network here, counted.
+        assert_eq!(rib.refused["unknown_route_target"], 1);
+    }
+
+    #[test]
+    fn a_moved_mac_follows_the_highest_sequence_and_withdrawals_and_lost_sessions_remove() {
+        let mut rib = Rib::default();
+        rib.apply(&learnt("rr", mac_ip(2, 10, Some("10.1.0.10"), None), false));
+        rib.apply(&learnt(
+            "rr",
+            mac_ip(3, 10, Some("10.1.0.10"), Some(1)),
+            false,
+        ));
+        let reach = rib.reach(&imports(), vtep(1));
+        assert_eq!(reach.macs[&("red".into(), mac(10))].vtep, vtep(3));
+        // The old owner's route goes: still at h3.
+        rib.apply(&learnt("rr", mac_ip(2, 10, Some("10.1.0.10"), None), true));
+        assert_eq!(rib.reach(&imports(), vtep(1)).macs.len(), 1);
+        rib.apply(&learnt(
+            "rr",
+            mac_ip(3, 10, Some("10.1.0.10"), Some(1)),
+            true,
+        ));
+        let reach = rib.reach(&imports(), vtep(1));
+        assert!(reach.macs.is_empty() && reach.hosts.is_empty());
+        // A session lost: what came through it goes, the rest stays.
+        rib.apply(&learnt("a", imet(2, 100), false));
+        rib.apply(&learnt("b", imet(3, 100), false));
+        assert_eq!(rib.drop_neighbor("a"), 1);
+        let reach = rib.reach(&imports(), vtep(1));
+        assert_eq!(
+            reach.flood["red"]
+                .iter()
+                .map(|r| r.vtep)
+                .collect::<Vec<_>>(),
+            [vtep(3)]
+        );
+    }
+
+    #[test]
+    fn refused_routes_are_counted_by_reason_and_never_kept() {
+        let mut rib = Rib::default();
+        let bad = Learnt {
+            route: Err(Refusal {
+                reason: "bad_label",
+                detail: "x".into(),
+            }),
+            withdrawn: false,
+            neighbor: "rr".into(),
+        };
+        assert!(!rib.apply(&bad));
+        assert!(!rib.apply(&bad));
+        assert_eq!((rib.refused["bad_label"], rib.len()), (2, 0));
+        // ovr's own paths (no neighbor) are not learnt.
+        assert!(!rib.apply(&learnt("", imet(1, 100), false)));
+        assert!(rib.is_empty());
+    }
+}
