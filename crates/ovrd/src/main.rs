@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod cluster;
+mod evpn;
 mod handoff;
 mod ports;
 mod worker;
@@ -115,6 +116,24 @@ struct Args {
     etcd_cert: Option<PathBuf>,
     #[arg(long, requires = "etcd_cert")]
     etcd_key: Option<PathBuf>,
+    /// Speak BGP EVPN through the gobgpd whose API is at this URL
+    /// (http://127.0.0.1:50051): ovrd configures it and advertises this host's networks
+    /// and workloads (docs/bgp.md).
+    #[arg(long)]
+    bgp: Option<String>,
+    /// This host's AS (route targets are AS:VNI, so at most 65535).
+    #[arg(long, default_value_t = 65000)]
+    bgp_asn: u32,
+    /// A BGP peer (a route reflector, a switch): ADDRESS or ADDRESS:PORT; repeat for more.
+    #[arg(long)]
+    bgp_peer: Vec<String>,
+    /// The TCP port BGP listens on (-1: only connect out).
+    #[arg(long, default_value_t = 179, allow_negative_numbers = true)]
+    bgp_listen_port: i32,
+    /// The address BGP speaks from and listens on: one the host's kernel owns (not the
+    /// VTEP address, which is ovrd's) [default: any].
+    #[arg(long)]
+    bgp_address: Option<std::net::IpAddr>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
@@ -186,6 +205,7 @@ fn run(a: &Args) -> Result<(), String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let join = cluster_settings(a)?;
+    let speaker = bgp_settings(a)?;
     let agent = ovr_agent::server::start(&ovr_agent::server::Options {
         config: a.config.clone(),
         state: Some(a.state.clone()),
@@ -341,6 +361,10 @@ fn run(a: &Args) -> Result<(), String> {
                         cluster::join(endpoints, settings, &app, attached.clone())
                     }
                     None => Ok(()),
+                })
+                .and_then(|()| match speaker {
+                    Some(s) => evpn::start(s, &app, attached.clone()),
+                    None => Ok(()),
                 });
             match served {
                 Ok(()) => info!(config = ?a.config, interfaces, workers = n, "forwarding"),
@@ -382,6 +406,25 @@ fn run(a: &Args) -> Result<(), String> {
         .unwrap_or_default();
     eprintln!("{COUNTERS_AT_EXIT}\n{sum}{program}");
     Ok(())
+}
+
+/// With --bgp: the speaker's settings.
+fn bgp_settings(a: &Args) -> Result<Option<evpn::Settings>, String> {
+    let Some(url) = &a.bgp else {
+        return Ok(None);
+    };
+    let peers = a
+        .bgp_peer
+        .iter()
+        .map(|p| evpn::peer(p, a.bgp_asn))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(evpn::Settings {
+        url: url.clone(),
+        asn: a.bgp_asn,
+        listen_port: a.bgp_listen_port,
+        local: a.bgp_address,
+        peers,
+    }))
 }
 
 /// With --etcd: how to reach etcd and who this host is (its base configuration read

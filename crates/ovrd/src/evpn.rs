@@ -1,0 +1,294 @@
+//! ovrd's BGP EVPN speaker (`--bgp URL`): a gobgpd beside ovrd, configured by ovrd over
+//! its gRPC API (AS, router id, peers), advertising what this host has: its networks
+//! (type 3 and a type 5 per gateway subnet) and its workloads whose interface is up
+//! (type 2). What is advertised follows the installed configuration (looked at every
+//! 100 ms; only changes are sent). If gobgpd goes away ovrd reconnects, configures it
+//! again and advertises everything; if ovrd restarts while gobgpd keeps running, it
+//! takes gobgpd's table as what it advertised and sends only the difference.
+
+use crate::ports::Attached;
+use ovr_agent::api::AppState;
+use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
+use ovr_bgp::evpn::{Encap, Mac, Route};
+use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Peer};
+use ovr_config::model::{Config, InterfaceKindConfig};
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How often the installed configuration is compared with what is advertised.
+const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+
+/// The speaker's settings, from ovrd's command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// gobgpd's API (`http://127.0.0.1:50051`).
+    pub url: String,
+    pub asn: u32,
+    /// BGP's TCP port (179; -1: do not listen).
+    pub listen_port: i32,
+    /// The address BGP speaks from and listens on: one the host's kernel owns (the VTEP
+    /// address is ovrd's, so not that one); absent: gobgpd's choice, every address.
+    pub local: Option<IpAddr>,
+    pub peers: Vec<Peer>,
+}
+
+/// Parses `ADDR` or `ADDR:PORT` (`[V6]:PORT`) of a peer in `asn`.
+pub fn peer(s: &str, asn: u32) -> Result<Peer, String> {
+    let (address, port) = match s.parse::<IpAddr>() {
+        Ok(a) => (a, 179),
+        Err(_) => {
+            let sa: std::net::SocketAddr = s
+                .parse()
+                .map_err(|_| format!("--bgp-peer {s}: give ADDRESS or ADDRESS:PORT"))?;
+            (sa.ip(), sa.port())
+        }
+    };
+    Ok(Peer {
+        address,
+        asn,
+        port,
+        local_address: None,
+        reflector_client: false,
+    })
+}
+
+/// This host's VTEP: the underlay interface's first IPv4 address.
+fn vtep(c: &Config) -> Option<Ipv4Addr> {
+    c.interfaces
+        .iter()
+        .filter(|i| i.kind == InterfaceKindConfig::Underlay)
+        .flat_map(|i| &i.addresses)
+        .find_map(|a| match a.0.addr {
+            IpAddr::V4(v) => Some(v),
+            IpAddr::V6(_) => None,
+        })
+}
+
+/// What this host advertises for configuration `c`: networks with a VNI and a workload
+/// here, the workloads (with a peer MAC) whose interface `up` says is attached.
+/// MPLS networks are not advertised yet (their labels are the cluster's).
+pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -> BTreeSet<Route> {
+    let ports: Vec<LocalPort> = c
+        .interfaces
+        .iter()
+        .filter(|i| i.kind == InterfaceKindConfig::Workload && up(&i.name))
+        .filter_map(|i| {
+            Some(LocalPort {
+                network: i.network.clone()?,
+                mac: Mac(i.peer_mac?.0.0),
+                ips: i.peer_addresses.clone(),
+            })
+        })
+        .collect();
+    let networks: Vec<LocalNetwork> = c
+        .networks
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| ports.iter().any(|p| p.network == n.name))
+        .filter_map(|(i, n)| {
+            Some(LocalNetwork {
+                name: n.name.clone(),
+                vni: n.vni?,
+                encap: Encap::Vxlan,
+                labels: None,
+                rd_index: u16::try_from(i + 1).ok()?,
+                export: vec![],
+                subnets: n
+                    .gateways
+                    .iter()
+                    .map(|g| (masked(g.0.addr, g.0.prefix_len), g.0.prefix_len))
+                    .collect(),
+                router_mac: Mac(n
+                    .router_mac
+                    .map_or(ovr_tables::vrf::DEFAULT_ROUTER_MAC.0, |m| m.0.0)),
+            })
+        })
+        .collect();
+    advertise::routes(asn, vtep, &networks, &ports)
+}
+
+/// The network of `addr/len` (host bits cleared).
+fn masked(addr: IpAddr, len: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+/// Starts the speaker's thread: from here on, what the host has is advertised.
+pub fn start(settings: Settings, state: &AppState, attached: Attached) -> Result<(), String> {
+    let asn = u16::try_from(settings.asn).map_err(|_| {
+        format!(
+            "--bgp-asn {}: route targets need a two-octet AS",
+            settings.asn
+        )
+    })?;
+    let state = state.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("bgp runtime: {e}"))?;
+    std::thread::Builder::new()
+        .name("ovr-bgp".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut backoff = Duration::from_millis(100);
+                loop {
+                    let e = session(&settings, asn, &state, &attached).await;
+                    warn!(error = %e, "bgp: session with gobgpd ended; again soon");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            });
+        })
+        .map_err(|e| format!("bgp thread: {e}"))?;
+    Ok(())
+}
+
+/// The installed configuration's interfaces and networks (not its routes: they can be
+/// many and are not advertised).
+fn installed(state: &AppState) -> Config {
+    let a = state
+        .agent()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let c = a.config();
+    Config {
+        interfaces: c.interfaces.clone(),
+        networks: c.networks.clone(),
+        ..Config::default()
+    }
+}
+
+/// One connection to gobgpd: configure it, then follow the configuration until a
+/// request fails.
+async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) -> BgpError {
+    let run = async {
+        let bgp = GoBgp::connect(&s.url).await?;
+        let vtep = loop {
+            match vtep(&installed(state)) {
+                Some(v) => break v,
+                None => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        };
+        let global = Global {
+            asn: s.asn,
+            router_id: vtep,
+            listen_port: s.listen_port,
+            listen_addresses: s.local.iter().map(ToString::to_string).collect(),
+        };
+        // A gobgpd that outlived an earlier ovrd is configured already.
+        match bgp.start(&global).await {
+            Err(BgpError::Refused { message, .. }) if message.contains("already") => {}
+            r => r?,
+        }
+        for p in &s.peers {
+            let p = Peer {
+                local_address: s.local,
+                ..p.clone()
+            };
+            match bgp.add_peer(&p).await {
+                Err(BgpError::Refused { message, .. }) if message.contains("exist") => {}
+                r => r?,
+            }
+        }
+        // What gobgpd advertises for us now (nothing, unless it outlived an ovrd).
+        let mut advertised: BTreeSet<Route> = bgp
+            .routes()
+            .await?
+            .into_iter()
+            .filter(|l| l.neighbor.is_empty())
+            .filter_map(|l| l.route.ok())
+            .collect();
+        info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
+        loop {
+            let want = wanted(&installed(state), asn, vtep, |n| attached.contains(n));
+            let (announce, withdraw) = advertise::changes(&advertised, &want);
+            for r in &withdraw {
+                bgp.withdraw(r).await?;
+            }
+            for r in &announce {
+                bgp.announce(r).await?;
+            }
+            if !announce.is_empty() || !withdraw.is_empty() {
+                info!(
+                    announced = announce.len(),
+                    withdrawn = withdraw.len(),
+                    "bgp: advertisements follow the configuration"
+                );
+            }
+            advertised = want;
+            tokio::time::sleep(FOLLOW_EVERY).await;
+        }
+    };
+    match run.await {
+        Ok(()) => unreachable!("the loop ends only with an error"),
+        Err(e) => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ovr_bgp::evpn::Nlri;
+
+    const CONFIG: &str = r#"
+interfaces:
+  - { name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }
+  - { name: w1, kind: workload, network: red, peer_mac: "02:00:00:00:01:0a", peer_addresses: [10.1.0.10] }
+  - { name: w2, kind: workload, network: red, peer_mac: "02:00:00:00:01:0b" }
+  - { name: w3, kind: workload, network: blue, peer_mac: "02:00:00:00:02:0a" }
+networks:
+  - { name: red, vni: 100, gateways: [10.1.0.1/24] }
+  - { name: blue, vni: 200 }
+  - { name: green, vni: 300 }
+"#;
+
+    #[test]
+    fn the_hosts_networks_and_attached_workloads_are_advertised() {
+        let c = Config::from_yaml(CONFIG).unwrap();
+        let v = vtep(&c).unwrap();
+        assert_eq!(v, Ipv4Addr::new(192, 0, 2, 1));
+        // w2 is not attached (its interface is not there): not advertised; blue has only
+        // w3, which is not up either: blue is not advertised; green has no workload.
+        let r = wanted(&c, 65000, v, |n| n == "w1");
+        let mut kinds: Vec<String> = r
+            .iter()
+            .map(|r| match &r.nlri {
+                Nlri::Imet { .. } => format!("imet {}", r.targets[0]),
+                Nlri::MacIp { mac, ip, .. } => format!("mac {mac} {ip:?}"),
+                Nlri::Prefix { addr, len, .. } => format!("prefix {addr}/{len}"),
+            })
+            .collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            [
+                "imet 65000:100",
+                "mac 02:00:00:00:01:0a None",
+                "mac 02:00:00:00:01:0a Some(10.1.0.10)",
+                "prefix 10.1.0.0/24",
+            ]
+        );
+        // All up: red (imet, prefix, w1 alone and with its address, w2), blue (imet, w3).
+        assert_eq!(wanted(&c, 65000, v, |_| true).len(), 7);
+    }
+
+    #[test]
+    fn peers_are_an_address_with_an_optional_port() {
+        let p = peer("192.0.2.250", 65000).unwrap();
+        assert_eq!((p.address.to_string(), p.port), ("192.0.2.250".into(), 179));
+        let p = peer("192.0.2.250:1790", 65000).unwrap();
+        assert_eq!(p.port, 1790);
+        assert!(peer("[fd00::1]:179", 65000).is_ok());
+        assert!(peer("router", 65000).is_err());
+    }
+}

@@ -1,0 +1,141 @@
+"""BGP EVPN against the real thing: an ovr host (ovrd driving its gobgpd over gRPC) and
+a host running the Linux kernel's bridge + VXLAN device with FRR (zebra, bgpd,
+`advertise-all-vni`), peered over the underlay. What ovr advertises is read back by
+independent tools: FRR installs ovr's workload MAC in the kernel's forwarding database
+(`extern_learn`, towards ovr's VTEP, in the VXLAN device of the right VNI) and its flood
+entry from the type-3 route; GoBGP's own CLI lists the routes; a workload whose interface
+goes away is withdrawn from the kernel host again."""
+
+import json
+import time
+
+import pytest
+
+from system.frr import Frr, Gobgpd, free_port
+from system.netns import Lab, sh
+from system.ovrd import Ovrd
+
+W1_MAC = "02:00:00:72:00:0b"
+VNI = 100
+
+
+def until(what, f, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = f()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.2)
+
+
+BGPD_CONF = """frr defaults datacenter
+hostname kernel-host
+router bgp 65000
+ bgp router-id 192.0.2.9
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ neighbor 192.0.2.101 remote-as 65000
+ neighbor 192.0.2.101 timers 3 9
+ address-family l2vpn evpn
+  neighbor 192.0.2.101 activate
+  advertise-all-vni
+ exit-address-family
+"""
+
+
+@pytest.fixture(scope="module")
+def evpn(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evpn")
+    lab = Lab("e")
+    started = []
+    try:
+        u = lab.ns("u")
+        sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
+        sh("ip", "link", "set", "br0", "up", ns=u)
+        # h1: ovrd owns the uplink and the VTEP address; its kernel speaks BGP from mgmt.
+        h1 = lab.ns("h1")
+        lab.veth(h1, "uplink", u, "p1", mac_a="02:00:00:00:00:01")
+        lab.veth(h1, "mgmt", u, "m1")
+        for p in ("p1", "m1"):
+            sh("ip", "link", "set", p, "master", "br0", ns=u)
+        sh("ip", "addr", "add", "192.0.2.101/24", "dev", "mgmt", ns=h1)
+        sh("sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", ns=h1)
+        w1 = lab.ns("w1")
+        lab.veth(w1, "eth0", h1, "v-w1", mac_a=W1_MAC)
+        sh("ip", "addr", "add", "10.1.0.11/24", "dev", "eth0", ns=w1)
+        # k: the kernel's VXLAN for VNI 100 in a bridge, FRR advertising it.
+        k = lab.ns("k")
+        lab.veth(k, "eth0", u, "pk")
+        sh("ip", "link", "set", "pk", "master", "br0", ns=u)
+        sh("ip", "addr", "add", "192.0.2.9/24", "dev", "eth0", ns=k)
+        sh("ip", "link", "add", "br100", "type", "bridge", ns=k)
+        sh("ip", "link", "add", "vxlan100", "type", "vxlan", "id", str(VNI), "local",
+           "192.0.2.9", "dstport", "4789", "nolearning", ns=k)
+        sh("ip", "link", "set", "vxlan100", "master", "br100", ns=k)
+        sh("bridge", "link", "set", "dev", "vxlan100", "neigh_suppress", "on", "learning",
+           "off", ns=k)
+        kw = lab.ns("kw")
+        lab.veth(kw, "eth0", k, "v-kw", mac_a="02:00:00:6b:00:32")
+        sh("ip", "link", "set", "v-kw", "master", "br100", ns=k)
+        sh("ip", "addr", "add", "10.1.0.50/24", "dev", "eth0", ns=kw)
+        for dev in ("br100", "vxlan100"):
+            sh("ip", "link", "set", dev, "up", ns=k)
+        frr = Frr(k, tmp / "frr", BGPD_CONF)
+        started.append(frr)
+        gobgpd = Gobgpd(h1, tmp / "gobgpd.log", free_port())
+        started.append(gobgpd)
+        (tmp / "h1.yaml").write_text(f"""
+interfaces:
+  - {{ name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }}
+  - {{ name: v-w1, kind: workload, network: red, peer_mac: "{W1_MAC}", peer_addresses: [10.1.0.11] }}
+networks:
+  - {{ name: red, vni: {VNI}, gateways: [10.1.0.1/24] }}
+""")
+        ovrd = Ovrd(h1, tmp / "h1.log", "--config", tmp / "h1.yaml", "--bgp", gobgpd.api,
+                    "--bgp-peer", "192.0.2.9", "--bgp-address", "192.0.2.101",
+                    "--fast-path-pin-dir", tmp / "pins")
+        started.append(ovrd)
+        yield {"k": k, "h1": h1, "frr": frr, "gobgpd": gobgpd, "ovrd": ovrd, "lab": lab}
+    finally:
+        for s in reversed(started):
+            s.stop()
+        lab.close()
+
+
+def fdb(ns):
+    return sh("bridge", "fdb", "show", "dev", "vxlan100", ns=ns).stdout
+
+
+def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
+    evpn["ovrd"].wait_for("bgp: speaker configured")
+    def state():
+        out = evpn["frr"].vtysh("show bgp l2vpn evpn summary json")
+        peers = json.loads(out or "{}").get("peers", {})
+        return peers.get("192.0.2.101", {}).get("state") == "Established"
+
+    until("FRR's session with ovr's speaker", state, timeout=30)
+    # Before any traffic: the workload's MAC towards h1's VTEP, installed by FRR from the
+    # type-2 route (extern_learn), and the flood entry from the type-3 route.
+    line = until("w1's MAC towards h1 in the kernel host's fdb", lambda: next(
+        (ln for ln in fdb(evpn["k"]).splitlines()
+         if ln.startswith(W1_MAC) and "dst 192.0.2.1 " in ln + " "), None))
+    assert "extern_learn" in line, fdb(evpn["k"])
+    flood = [ln for ln in fdb(evpn["k"]).splitlines() if ln.startswith("00:00:00:00:00:00")]
+    assert any("dst 192.0.2.1" in ln for ln in flood), fdb(evpn["k"])
+    # FRR took the VNI from the label field as ovr wrote it: the route is in VNI 100.
+    routes = evpn["frr"].vtysh("show evpn mac vni 100")
+    assert W1_MAC in routes and "192.0.2.1" in routes, routes
+    # GoBGP's own command line lists what ovr advertises: types 2 (MAC, MAC/IP), 3, 5.
+    rib = evpn["gobgpd"].cli("global", "rib", "-a", "evpn")
+    assert W1_MAC in rib and "10.1.0.11" in rib and "10.1.0.0" in rib, rib
+    # And FRR's type 3 for VNI 100 reached ovr's speaker.
+    until("FRR's type 3 at ovr's speaker", lambda: "[type:multicast][rd:192.0.2.9" in
+          evpn["gobgpd"].cli("global", "rib", "-a", "evpn"), timeout=20)
+
+
+def test_a_workload_that_goes_is_withdrawn_from_the_kernel_host(evpn):
+    until("w1's MAC in the kernel host's fdb", lambda: W1_MAC in fdb(evpn["k"]))
+    sh("ip", "link", "del", "v-w1", ns=evpn["h1"])
+    until("w1's MAC withdrawn", lambda: W1_MAC not in fdb(evpn["k"]))
+    assert "bgp: advertisements follow the configuration" in evpn["ovrd"].text()
