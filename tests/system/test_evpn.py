@@ -7,6 +7,7 @@ entry from the type-3 route; GoBGP's own CLI lists the routes; a workload whose 
 goes away is withdrawn from the kernel host again."""
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -103,6 +104,12 @@ networks:
         lab.close()
 
 
+def api(ovrd, path):
+    r = subprocess.run(["curl", "-s", "--unix-socket", str(ovrd.socket), f"http://ovrd{path}"],
+                       capture_output=True, text=True, timeout=10)
+    return json.loads(r.stdout)
+
+
 def fdb(ns):
     return sh("bridge", "fdb", "show", "dev", "vxlan100", ns=ns).stdout
 
@@ -132,6 +139,16 @@ def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
     # And FRR's type 3 for VNI 100 reached ovr's speaker.
     until("FRR's type 3 at ovr's speaker", lambda: "[type:multicast][rd:192.0.2.9" in
           evpn["gobgpd"].cli("global", "rib", "-a", "evpn"), timeout=20)
+    # ovrd's API shows the session and the routes both ways.
+    n = api(evpn["ovrd"], "/api/v1/bgp/neighbors")
+    assert [(x["address"], x["state"]) for x in n] == [("192.0.2.9", "established")], n
+    routes = api(evpn["ovrd"], "/api/v1/bgp/routes")
+    assert not [r for r in routes if "refused" in r], json.dumps(routes, indent=1)
+    out = {(r["type"], r.get("mac"), r.get("ip")) for r in routes if r["direction"] == "out"}
+    assert ("mac-ip", W1_MAC, "10.1.0.11") in out and ("imet", None, None) in out, json.dumps(routes, indent=1)
+    frr_imet = [r for r in routes if r["direction"] == "in" and r.get("type") == "imet"]
+    assert frr_imet and frr_imet[0]["next_hop"] == "192.0.2.9", routes
+    assert frr_imet[0]["pmsi"]["label"] == VNI and "65000:100" in frr_imet[0]["route_targets"]
 
 
 def test_a_workload_that_goes_is_withdrawn_from_the_kernel_host(evpn):

@@ -232,8 +232,9 @@ fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
             .mac_address
             .parse()
             .or_else(|e: String| refuse("bad_mac", e))?;
+        // GoBGP lists a MAC-only route's address as "<nil>".
         let ip = match r.ip_address.as_str() {
-            "" | "0.0.0.0" | "::" => None,
+            "" | "<nil>" | "0.0.0.0" | "::" => None,
             s => Some(address("ip_address", s)?),
         };
         return Ok(Nlri::MacIp {
@@ -662,10 +663,15 @@ fn is_evpn(p: &api::Path) -> bool {
 }
 
 fn learnt(p: &api::Path) -> Learnt {
+    // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
+    let neighbor = match p.neighbor_ip.as_str() {
+        "<nil>" => String::new(),
+        n => n.to_string(),
+    };
     Learnt {
         route: decode(p),
         withdrawn: p.is_withdraw,
-        neighbor: p.neighbor_ip.clone(),
+        neighbor,
     }
 }
 

@@ -165,6 +165,8 @@ async fn routes_cross_two_gobgpds_and_are_withdrawn() {
     })
     .await;
     assert_eq!(got, expect);
+    // At a, they are its own: no neighbor.
+    assert_eq!(from(&ca.routes().await.unwrap(), ""), expect);
     // The watch saw them too.
     use tokio_stream::StreamExt;
     let mut seen = Vec::new();

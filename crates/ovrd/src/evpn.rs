@@ -8,13 +8,19 @@
 
 use crate::ports::Attached;
 use ovr_agent::api::AppState;
+use ovr_agent::api::bgp::BgpView;
+use ovr_agent::api::intent::Pending;
+use ovr_agent::error::ApiError;
 use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
-use ovr_bgp::evpn::{Encap, Mac, Route};
-use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Peer};
+use ovr_bgp::evpn::{Encap, Mac, Nlri, Route};
+use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
 use ovr_config::model::{Config, InterfaceKindConfig};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
 /// How often the installed configuration is compared with what is advertised.
@@ -131,6 +137,10 @@ pub fn start(settings: Settings, state: &AppState, attached: Attached) -> Result
             settings.asn
         )
     })?;
+    state.speak_bgp(Arc::new(View {
+        url: settings.url.clone(),
+        client: Arc::default(),
+    }));
     let state = state.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -235,10 +245,109 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
     }
 }
 
+/// The API's view of the speaker: its own client of gobgpd, made at the first request
+/// on the API's runtime.
+#[derive(Clone)]
+struct View {
+    url: String,
+    client: Arc<OnceCell<GoBgp>>,
+}
+
+impl View {
+    async fn client(&self) -> Result<&GoBgp, ApiError> {
+        self.client
+            .get_or_try_init(|| GoBgp::connect(&self.url))
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))
+    }
+}
+
+fn unavailable(e: BgpError) -> ApiError {
+    ApiError::Unavailable(e.to_string())
+}
+
+/// A route as `GET /api/v1/bgp/routes` shows it.
+pub fn describe(l: &Learnt) -> Value {
+    let mut o = json!({
+        "direction": if l.neighbor.is_empty() { "out" } else { "in" },
+        "neighbor": l.neighbor,
+    });
+    match &l.route {
+        Err(refusal) => {
+            o["refused"] = refusal.reason.into();
+            o["detail"] = refusal.detail.clone().into();
+        }
+        Ok(r) => {
+            let (kind, fields) = match &r.nlri {
+                Nlri::Imet { originator, .. } => ("imet", json!({ "originator": originator })),
+                Nlri::MacIp { mac, ip, label, .. } => (
+                    if ip.is_some() { "mac-ip" } else { "mac" },
+                    json!({ "mac": mac.to_string(), "ip": ip, "label": label }),
+                ),
+                Nlri::Prefix {
+                    addr,
+                    len,
+                    gateway,
+                    label,
+                    ..
+                } => (
+                    "prefix",
+                    json!({ "prefix": format!("{addr}/{len}"), "gateway": gateway, "label": label }),
+                ),
+            };
+            o["type"] = kind.into();
+            o["rd"] = r.nlri.rd().to_string().into();
+            o["next_hop"] = r.next_hop.to_string().into();
+            o["route_targets"] = r.targets.iter().map(ToString::to_string).collect();
+            o["encap"] = format!("{:?}", r.encap).to_lowercase().into();
+            if let Some(m) = r.router_mac {
+                o["router_mac"] = m.to_string().into();
+            }
+            if let Some((label, endpoint)) = r.pmsi {
+                o["pmsi"] = json!({ "label": label, "endpoint": endpoint });
+            }
+            if let Some(seq) = r.mobility {
+                o["mobility_sequence"] = seq.into();
+            }
+            if let (Some(o), Value::Object(f)) = (o.as_object_mut(), fields) {
+                o.extend(f);
+            }
+        }
+    }
+    o
+}
+
+impl BgpView for View {
+    fn neighbors(&self) -> Pending<Value> {
+        let this = self.clone();
+        Box::pin(async move {
+            let n = this
+                .client()
+                .await?
+                .neighbors()
+                .await
+                .map_err(unavailable)?;
+            Ok(n.iter()
+                .map(|n| {
+                    json!({ "address": n.address, "asn": n.asn, "state": n.state,
+                            "received": n.received, "advertised": n.advertised })
+                })
+                .collect())
+        })
+    }
+
+    fn routes(&self) -> Pending<Value> {
+        let this = self.clone();
+        Box::pin(async move {
+            let r = this.client().await?.routes().await.map_err(unavailable)?;
+            Ok(r.iter().map(describe).collect())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ovr_bgp::evpn::Nlri;
 
     const CONFIG: &str = r#"
 interfaces:

@@ -1,6 +1,7 @@
 //! The REST API: routes, the shared state, and the OpenAPI document (generated from the
 //! handlers' annotations, served at /openapi.json).
 
+pub mod bgp;
 mod body;
 pub mod config;
 pub mod diagnose;
@@ -37,6 +38,8 @@ pub struct AppState {
     names: Arc<Mutex<Arc<Names>>>,
     /// Set when ovrd is a member of a cluster: the cluster then owns the configuration.
     cluster: Arc<OnceLock<ClusterLink>>,
+    /// Set when ovrd speaks BGP (`--bgp`).
+    bgp: Arc<OnceLock<Arc<dyn bgp::BgpView>>>,
 }
 
 /// What the API knows of the cluster ovrd is a member of.
@@ -60,7 +63,13 @@ impl AppState {
             worker,
             captures: Arc::default(),
             cluster: Arc::default(),
+            bgp: Arc::default(),
         }
+    }
+
+    /// Gives the API a view of ovrd's BGP speaker (`/api/v1/bgp/...`).
+    pub fn speak_bgp(&self, view: Arc<dyn bgp::BgpView>) {
+        let _ = self.bgp.set(view);
     }
 
     /// Hands the configuration to a cluster: from now on it is installed with
@@ -225,6 +234,8 @@ impl AppState {
         observe::delete_flows,
         observe::flow,
         observe::delete_flow,
+        bgp::neighbors,
+        bgp::routes,
         diagnose::trace,
         diagnose::trace_add,
         diagnose::trace_clear,
@@ -395,6 +406,8 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
             "/api/v1/captures/{id}",
             g(diagnose::capture).delete(diagnose::capture_stop),
         )
+        .route("/api/v1/bgp/neighbors", g(bgp::neighbors))
+        .route("/api/v1/bgp/routes", g(bgp::routes))
         .route("/metrics", g(observe::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)

@@ -204,6 +204,32 @@ fn what_a_peer_gets_wrong_is_refused_by_name() {
 }
 
 #[test]
+fn a_mac_only_route_as_gobgp_lists_it_has_no_address() {
+    let mut r = mac_ip();
+    r.nlri = match r.nlri {
+        Nlri::MacIp {
+            rd,
+            tag,
+            mac,
+            label,
+            ..
+        } => Nlri::MacIp {
+            rd,
+            tag,
+            mac,
+            ip: None,
+            label,
+        },
+        n => n,
+    };
+    let mut p = encode(&r);
+    let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+    n.ip_address = "<nil>".into();
+    p.nlri = Some(any(&n));
+    assert_eq!(decode(&p), Ok(r));
+}
+
+#[test]
 fn vxlan_is_meant_without_an_encapsulation_community() {
     let p = without(&mac_ip(), |_| true);
     let mut p2 = p.clone();
