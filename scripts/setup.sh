@@ -23,6 +23,12 @@ command -v etcd >/dev/null || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null || need_apt+=(etcd-client)
 command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/any.proto ] || need_apt+=(libprotobuf-dev)
+# Containers: podman (CNI backend) and the reference CNI plugins, for ovr-cni's tests
+# (host-local as a delegated IPAM plugin; busybox-static makes the test image).
+command -v podman >/dev/null || need_apt+=(podman)
+[ -x /usr/lib/cni/host-local ] || need_apt+=(containernetworking-plugins)
+command -v runc >/dev/null || need_apt+=(runc)
+[ -x /bin/busybox ] || need_apt+=(busybox-static)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -7,6 +7,7 @@ cluster's allocator (`"ipam": {"type": "ovr"}`), and they ping each other across
 underlay. DEL twice, nothing left; errors are the spec's JSON with its codes."""
 
 import json
+import pathlib
 import subprocess
 import time
 
@@ -232,3 +233,29 @@ def test_status_and_gc(cl, plugin):
     assert [l["ifname"] for l in links(drop)] == ["lo"], "the stale veth went with its port"
     assert cni(plugin, "DEL", c, "ctr-keep", f"/var/run/netns/{keep}") == (0, None)
     assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+
+
+def test_a_delegated_ipam_plugin_gives_the_address(cl, plugin, tmp_path):
+    """host-local, run from CNI_PATH with the configuration: its address goes on the
+    interface and into the port; DEL gives the lease back to it."""
+    if not pathlib.Path("/usr/lib/cni/host-local").exists():
+        pytest.skip("containernetworking-plugins is not installed (scripts/setup.sh)")
+    ns = cl.lab.ns("hl")
+    c = conf(cl, 1, ipam={"type": "host-local", "dataDir": str(tmp_path),
+                          "ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.1.0.200",
+                                       "rangeEnd": "10.1.0.209"}]]})
+    st, r = cni(plugin, "ADD", c, "ctr-hl", f"/var/run/netns/{ns}")
+    assert st == 0, r
+    assert r["ips"][0]["address"] == "10.1.0.200/24" and r["ips"][0]["interface"] == 0, r
+    assert r["routes"] == [{"dst": "0.0.0.0/0", "gw": "10.1.0.1"}], r
+    port = json.loads(cl.etcd.ctl("get", "--print-value-only", "/ovr/v1/ports/h1/ctr-hl-eth0").stdout)
+    assert port["ips"] == ["10.1.0.200"], port
+    assert (tmp_path / "red-net" / "10.1.0.200").exists()
+    assert cni(plugin, "CHECK", dict(c, prevResult=r), "ctr-hl", f"/var/run/netns/{ns}") == (0, None)
+    assert cni(plugin, "DEL", c, "ctr-hl", f"/var/run/netns/{ns}") == (0, None)
+    assert not (tmp_path / "red-net" / "10.1.0.200").exists()
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    # An IPAM plugin that is not on CNI_PATH is a configuration error.
+    st, e = cni(plugin, "ADD", conf(cl, 1, ipam={"type": "nosuch"}), "ctr-hl", f"/var/run/netns/{ns}")
+    assert st != 0 and e["code"] == 7 and "nosuch" in e["msg"], e
+    assert [l["ifname"] for l in links(ns)] == ["lo"]
