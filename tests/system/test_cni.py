@@ -7,6 +7,9 @@ cluster's allocator (`"ipam": {"type": "ovr"}`), and they ping each other across
 underlay. DEL twice, nothing left; errors are the spec's JSON with its codes."""
 
 import json
+import os
+import shutil
+import tempfile
 import pathlib
 import subprocess
 import time
@@ -18,6 +21,7 @@ from system.netns import Lab, sh
 from system.ovrd import Ovrd, binary
 
 RED = {"vni": 100, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
+BLUE = {"vni": 200, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
 
 
 class Cluster:
@@ -32,6 +36,7 @@ class Cluster:
         self.etcd = EtcdCluster(members=1, name_prefix="ovrcni", netns=u, host="192.0.2.250")
         self.etcd.__enter__()
         self.etcd.ctl("put", "/ovr/v1/networks/red", json.dumps(RED))
+        self.etcd.ctl("put", "/ovr/v1/networks/blue", json.dumps(BLUE))
         for i in (1, 2):
             h = self.lab.ns(f"h{i}")
             self.lab.veth(h, "uplink", u, f"p{i}", mac_a=f"02:00:00:00:00:0{i}")
@@ -217,6 +222,40 @@ def test_errors_are_the_specs_json_and_a_failed_add_leaves_nothing(cl, plugin):
     assert st != 0 and e["code"] == 11, e
 
 
+def test_networks_are_isolated_and_the_runtime_picks_mac_and_address(cl, plugin):
+    """A blue container (same subnet, another VNI) with the address and MAC the runtime
+    asked for (capabilities ips and mac) does not reach a red one on the other host; a
+    red one there does."""
+    made = []
+    try:
+        for cid, host, net, rc in (("ctr-r1", 1, "red", {}),
+                                   ("ctr-r2", 2, "red", {}),
+                                   ("ctr-b2", 2, "blue", {"ips": ["10.1.0.50/24"],
+                                                          "mac": "02:00:00:00:bb:02"}),
+                                   ("ctr-b1", 1, "blue", {"ips": ["10.1.0.51"]})):
+            ns = cl.lab.ns(cid)
+            c = conf(cl, host, network=net, name=f"{net}-net", runtimeConfig=rc)
+            st, r = cni(plugin, "ADD", c, cid, f"/var/run/netns/{ns}")
+            assert st == 0, r
+            made.append((cid, ns, c, r))
+        r1 = made[0][3]["ips"][0]["address"].split("/")[0]
+        blue = made[2][3]
+        assert blue["ips"][0]["address"] == "10.1.0.50/24", blue
+        assert blue["interfaces"][0]["mac"] == "02:00:00:00:bb:02", blue
+        assert cl.keys("/ovr/ipam/v1/blue/") == ["/ovr/ipam/v1/blue/10.1.0.50",
+                                                 "/ovr/ipam/v1/blue/10.1.0.51"]
+        until("red reaches red", lambda: sh("ping", "-c", "1", "-W", "1", r1, ns=made[1][1],
+                                            check=False).returncode == 0, 10)
+        until("blue reaches blue", lambda: sh("ping", "-c", "1", "-W", "1", "10.1.0.51",
+                                              ns=made[2][1], check=False).returncode == 0, 10)
+        assert sh("ping", "-c", "3", "-i", "0.2", "-W", "1", r1, ns=made[2][1],
+                  check=False).returncode != 0, "blue reached red"
+    finally:
+        for cid, ns, c, _ in made:
+            assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+
+
 def test_status_and_gc(cl, plugin):
     c = conf(cl, 2, cniVersion="1.1.0")
     assert cni(plugin, "STATUS", c) == (0, None)
@@ -259,3 +298,93 @@ def test_a_delegated_ipam_plugin_gives_the_address(cl, plugin, tmp_path):
     st, e = cni(plugin, "ADD", conf(cl, 1, ipam={"type": "nosuch"}), "ctr-hl", f"/var/run/netns/{ns}")
     assert st != 0 and e["code"] == 7 and "nosuch" in e["msg"], e
     assert [l["ifname"] for l in links(ns)] == ["lo"]
+
+
+PODMAN_CONF = """[containers]
+cgroupns="host"
+default_ulimits=["nofile=20000:20000","nproc=32768:32768"]
+[engine]
+cgroup_manager="cgroupfs"
+events_logger="file"
+runtime="runc"
+[network]
+network_backend="cni"
+cni_plugin_dirs=["{bin}","/usr/lib/cni"]
+network_config_dir="{netd}"
+"""
+
+
+class Podman:
+    """podman with a configuration, storage and CNI directories of its own (nothing under
+    /etc or /var/lib/containers is touched); networks ovr-h1 and ovr-h2 attach to red
+    through host 1's and host 2's ovrd."""
+
+    def __init__(self, tmp, plugin, cl):
+        self.tmp = tmp
+        # podman wants a runroot of at most 50 characters.
+        self.runroot = tempfile.mkdtemp(prefix="ovrpm", dir="/run")
+        (tmp / "bin").mkdir()
+        (tmp / "net.d").mkdir()
+        shutil.copy(plugin, tmp / "bin" / "ovr-cni")
+        (tmp / "containers.conf").write_text(
+            PODMAN_CONF.format(bin=tmp / "bin", netd=tmp / "net.d"))
+        for i in (1, 2):
+            (tmp / "net.d" / f"ovr-h{i}.conflist").write_text(json.dumps({
+                "cniVersion": "1.0.0", "name": f"ovr-h{i}",
+                "plugins": [{"type": "ovr-cni", "network": "red",
+                             "socket": str(cl.hosts[i].socket), "ipam": {"type": "ovr"},
+                             "capabilities": {"mac": True, "ips": True}}]}))
+        root = tmp / "rootfs"
+        (root / "bin").mkdir(parents=True)
+        shutil.copy("/bin/busybox", root / "bin" / "busybox")
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tmp / "rootfs.tar"), "."], check=True)
+        try:
+            self("import", str(tmp / "rootfs.tar"), "localhost/ovr-bb:1")
+        except BaseException:
+            shutil.rmtree(self.runroot, ignore_errors=True)
+            raise
+
+    def __call__(self, *args, check=True, timeout=60):
+        env = dict(os.environ, CONTAINERS_CONF=str(self.tmp / "containers.conf"))
+        r = subprocess.run(["podman", "--root", str(self.tmp / "root"),
+                            "--runroot", self.runroot, *args],
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        assert not check or r.returncode == 0, (args, r.stdout, r.stderr)
+        return r
+
+    def run(self, name, network):
+        self("run", "-d", "--name", name, "--network", network, "--cap-add", "NET_RAW",
+             "localhost/ovr-bb:1", "/bin/busybox", "sleep", "600")
+        out = self("exec", name, "/bin/busybox", "ip", "-4", "-o", "addr", "show", "eth0").stdout
+        return out.split("inet ")[1].split("/")[0]
+
+    def exec(self, name, *cmd, check=False):
+        return self("exec", name, "/bin/busybox", *cmd, check=check)
+
+
+@pytest.mark.skipif(shutil.which("podman") is None or not pathlib.Path("/bin/busybox").exists(),
+                    reason="podman or busybox-static is not installed (scripts/setup.sh)")
+def test_podman_containers_on_two_hosts(cl, plugin, tmp_path):
+    """podman 4 runs ovr-cni from a conflist: containers on two hosts ping each other
+    and talk TCP; `podman stop` (DEL with prevResult) leaves nothing."""
+    pm = Podman(tmp_path, plugin, cl)
+    try:
+        a = pm.run("ovr-c1", "ovr-h1")
+        b = pm.run("ovr-c2", "ovr-h2")
+        assert a != b
+        assert len(cl.keys("/ovr/v1/ports/")) == 2 and len(cl.keys("/ovr/ipam/v1/")) == 2
+        until("c1 pings c2", lambda: pm.exec("ovr-c1", "ping", "-c", "1", "-W", "1", b)
+              .returncode == 0, 10)
+        assert pm.exec("ovr-c2", "ping", "-c", "2", "-W", "1", a).returncode == 0
+        pm("exec", "-d", "ovr-c2", "/bin/busybox", "sh", "-c",
+           "echo hello-over-ovr | /bin/busybox nc -l -p 7000")
+        got = until("TCP across hosts", lambda: pm.exec(
+            "ovr-c1", "sh", "-c", f"/bin/busybox nc -w 2 {b} 7000 </dev/null").stdout.strip(), 10)
+        assert got == "hello-over-ovr"
+        pm("stop", "-t", "0", "ovr-c1", "ovr-c2")
+        assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+        for i in (1, 2):
+            assert not [l for l in host_links(cl, i) if l.startswith("ovr")], host_links(cl, i)
+    finally:
+        pm("rm", "-f", "-t", "0", "ovr-c1", "ovr-c2", check=False)
+        shutil.rmtree(pm.runroot, ignore_errors=True)
