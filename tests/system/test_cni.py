@@ -388,3 +388,47 @@ def test_podman_containers_on_two_hosts(cl, plugin, tmp_path):
     finally:
         pm("rm", "-f", "-t", "0", "ovr-c1", "ovr-c2", check=False)
         shutil.rmtree(pm.runroot, ignore_errors=True)
+
+
+def test_del_succeeds_with_ovrd_away_and_add_refuses_a_hosts_own_namespace(cl, plugin):
+    ns = cl.lab.ns("away")
+    netns = f"/var/run/netns/{ns}"
+    st, r = cni(plugin, "ADD", conf(cl, 2), "ctr-away", netns)
+    assert st == 0, r
+    # ovrd does not answer: the container's interface still goes, DEL succeeds...
+    away = conf(cl, 2, socket=str(cl.tmp / "none.sock"))
+    assert cni(plugin, "DEL", away, "ctr-away", netns) == (0, None)
+    assert [l["ifname"] for l in links(ns)] == ["lo"]
+    assert not [l for l in host_links(cl, 2) if l.startswith("ovr")]
+    # ... and what only ovrd can remove waits for the next DEL (or GC).
+    assert len(cl.keys("/ovr/v1/ports/")) == 1 and len(cl.keys("/ovr/ipam/v1/")) == 1
+    assert cni(plugin, "DEL", conf(cl, 2), "ctr-away", netns) == (0, None)
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    # ovrd's namespace, or the plugin's own, is not a container's.
+    for own in (f"/var/run/netns/{cl.lab.prefix}-h2", "/proc/self/ns/net"):
+        st, e = cni(plugin, "ADD", conf(cl, 2), "ctr-own", own)
+        assert st != 0 and e["code"] == 4, e
+    assert cl.keys("/ovr/ipam/v1/") == []
+
+
+def test_parallel_adds_on_two_hosts_never_share_an_address(cl, plugin):
+    """Ten ADDs at once, five through each host: ten addresses, no two alike; then ten
+    DELs at once, and nothing is left."""
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(f"ctr-p{k}", 1 + k % 2, cl.lab.ns(f"p{k}")) for k in range(10)]
+    try:
+        with ThreadPoolExecutor(10) as ex:
+            results = list(ex.map(lambda j: cni(plugin, "ADD", conf(cl, j[1]), j[0],
+                                                 f"/var/run/netns/{j[2]}"), jobs))
+        assert all(st == 0 for st, _ in results), results
+        addrs = [r["ips"][0]["address"] for _, r in results]
+        assert len(set(addrs)) == 10, addrs
+        assert len(cl.keys("/ovr/ipam/v1/red/")) == 10
+    finally:
+        with ThreadPoolExecutor(10) as ex:
+            dels = list(ex.map(lambda j: cni(plugin, "DEL", conf(cl, j[1]), j[0],
+                                             f"/var/run/netns/{j[2]}"), jobs))
+    assert all(d == (0, None) for d in dels), dels
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    for i in (1, 2):
+        assert not [l for l in host_links(cl, i) if l.startswith("ovr")]

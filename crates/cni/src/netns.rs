@@ -32,6 +32,12 @@ pub fn open(path: &Path) -> Result<Option<File>, CniError> {
     Ok(Some(f))
 }
 
+/// Whether two namespace files are the same namespace.
+pub fn same(a: &File, b: &File) -> bool {
+    let id = |f: &File| rustix::fs::fstat(f).ok().map(|s| (s.st_dev, s.st_ino));
+    id(a).is_some() && id(a) == id(b)
+}
+
 /// The pid of the process that answers on `socket` (SO_PEERCRED).
 pub fn peer_pid(socket: &Path) -> Result<i32, CniError> {
     let s = UnixStream::connect(socket).map_err(|e| {

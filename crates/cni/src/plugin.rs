@@ -164,6 +164,16 @@ async fn add(call: &Call) -> Result<Value, CniError> {
         ))
     })?;
     let ovrd_ns = netns::of_ovrd(&conf.socket)?;
+    // The container's namespace must be neither ours nor ovrd's: the interface would
+    // land beside the host's (or ovrd's) own.
+    let own = netns::open(std::path::Path::new("/proc/self/ns/net"))?;
+    if own.as_ref().is_some_and(|o| netns::same(o, &container)) || netns::same(&ovrd_ns, &container)
+    {
+        return Err(error::env(format!(
+            "CNI_NETNS: {} is the plugin's or ovrd's own namespace, not a container's",
+            netns_path.display()
+        )));
+    }
     let p = plan(call)?;
     let mtu = match conf.mtu {
         Some(m) => m,
