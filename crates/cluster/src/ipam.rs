@@ -106,6 +106,15 @@ pub fn pick(
         .find(|a| !taken.contains(&IpAddr::V4(*a)))
 }
 
+/// Where in `subnet` the search for `owner` starts: a hash of the owner (FNV-1a).
+pub fn spread(subnet: Ipv4Addr, len: u8, owner: &str) -> Ipv4Addr {
+    let h = owner.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let size = 1u64 << (32 - u32::from(len.min(32)));
+    Ipv4Addr::from(u32::from(subnet).wrapping_add((h % size) as u32))
+}
+
 /// The cluster's address allocator, on etcd.
 #[derive(Clone)]
 pub struct Ipam {
@@ -150,7 +159,8 @@ impl Ipam {
 
     /// An address of `network`'s first IPv4 subnet for `lease.owner`: the one it holds
     /// already if any (allocating twice for one owner gives one address), else `want`
-    /// if given and free, else the lowest free one.
+    /// if given and free, else the first free one from a place that depends on the
+    /// owner ([`spread`]).
     pub async fn allocate(
         &self,
         network: &str,
@@ -211,7 +221,10 @@ impl Ipam {
         let IpAddr::V4(base) = subnet.addr() else {
             return Err(IpamError::NoSubnet(network.to_string()));
         };
-        let mut from = None;
+        // Each owner starts looking at a place of its own in the subnet: an address just
+        // released is not handed straight to the next container, whose MAC differs
+        // (neighbours would keep the old one in their ARP caches for a while).
+        let mut from = Some(spread(base, subnet.prefix_len(), &lease.owner));
         loop {
             let a = pick(base, subnet.prefix_len(), &taken, from)
                 .ok_or_else(|| IpamError::Exhausted(network.to_string()))?;
@@ -303,6 +316,18 @@ mod tests {
         );
         assert_eq!(pick(n30, 30, &set(&["10.9.0.5", "10.9.0.6"]), None), None);
         assert_eq!(pick(n30, 32, &set(&[]), None), Some(n30));
+    }
+
+    #[test]
+    fn owners_start_at_different_places_inside_the_subnet() {
+        let net = Ipv4Addr::new(10, 1, 0, 0);
+        let starts: BTreeSet<Ipv4Addr> = (0..20)
+            .map(|i| spread(net, 24, &format!("c{i}-eth0")))
+            .collect();
+        assert!(starts.len() > 15, "{starts:?}");
+        assert!(starts.iter().all(|a| a.octets()[..3] == [10, 1, 0]));
+        assert_eq!(spread(net, 24, "c1-eth0"), spread(net, 24, "c1-eth0"));
+        assert_eq!(spread(net, 32, "x"), net);
     }
 
     #[test]
