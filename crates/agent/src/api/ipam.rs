@@ -76,6 +76,7 @@ pub async fn list(
     params(("network" = String, Path)), request_body = Allocate,
     responses((status = 201, description = "the address (the owner's, if it holds one already)",
         content_type = "application/json"),
+        (status = 400, description = "the body is not JSON", body = ErrorBody),
         (status = 404, description = "no such network", body = ErrorBody),
         (status = 409, description = "the address asked for is taken, or none is free", body = ErrorBody),
         (status = 422, body = ErrorBody), (status = 503, body = ErrorBody)))]
