@@ -28,6 +28,14 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 command -v gobgpd >/dev/null || need_apt+=(gobgpd)
 [ -f /usr/share/gocode/src/github.com/osrg/gobgp/api/gobgp.proto ] \
     || need_apt+=(golang-github-osrg-gobgp-dev)
+# FRR: the EVPN tests' peer (zebra + bgpd over the kernel's VXLAN).
+[ -x /usr/lib/frr/bgpd ] || need_apt+=(frr)
+# Containers: podman (CNI backend) and the reference CNI plugins, for ovr-cni's tests
+# (host-local as a delegated IPAM plugin; busybox-static makes the test image).
+command -v podman >/dev/null || need_apt+=(podman)
+[ -x /usr/lib/cni/host-local ] || need_apt+=(containernetworking-plugins)
+command -v runc >/dev/null || need_apt+=(runc)
+[ -x /bin/busybox ] || need_apt+=(busybox-static)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

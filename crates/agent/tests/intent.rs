@@ -108,6 +108,7 @@ fn member() -> (Router, AppState, Arc<Fake>) {
     state.join_cluster(ClusterLink {
         host: "h7".into(),
         intent: fake.clone(),
+        ipam: None,
         report: Arc::new(|| json!({})),
         metrics: Arc::new(String::new),
     });

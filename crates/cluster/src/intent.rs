@@ -121,6 +121,11 @@ impl Intents {
         Self { db }
     }
 
+    /// The etcd client underneath (for other writers on the same connection).
+    pub fn etcd(&self) -> &Etcd {
+        &self.db
+    }
+
     /// Every key under `prefix` and the revision they are as of.
     pub async fn kvs(&self, prefix: &str) -> Result<(i64, Vec<Kv>), IntentError> {
         let s = self.db.list(prefix).await?;

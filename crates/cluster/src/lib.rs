@@ -15,6 +15,7 @@
 pub mod derive;
 pub mod etcd;
 pub mod intent;
+pub mod ipam;
 pub mod keys;
 pub mod mem;
 pub mod member;

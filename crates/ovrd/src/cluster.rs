@@ -5,10 +5,12 @@
 
 use crate::ports::Attached;
 use ovr_agent::api::intent::{IntentKey, IntentKind, IntentStore, Pending};
+use ovr_agent::api::ipam::{Allocate, IpamStore};
 use ovr_agent::api::{AppState, ClusterLink};
 use ovr_agent::error::ApiError;
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::intent::{IntentError, Intents, Kind};
+use ovr_cluster::ipam::{Ipam, IpamError, Lease};
 use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
 use ovr_config::model::Config;
 use serde_json::Value;
@@ -54,12 +56,14 @@ pub fn join(
     };
     let status: SharedStatus = SharedStatus::default();
     let (report, metrics) = (Arc::clone(&status), Arc::clone(&status));
+    let api = Arc::new(Api {
+        endpoints: endpoints.clone(),
+        intents: Arc::default(),
+    });
     state.join_cluster(ClusterLink {
         host: settings.host.clone(),
-        intent: Arc::new(Api {
-            endpoints: endpoints.clone(),
-            intents: Arc::default(),
-        }),
+        intent: api.clone(),
+        ipam: Some(api),
         report: Arc::new(move || serde_json::to_value(&*lock(&report)).unwrap_or_default()),
         metrics: Arc::new(move || prometheus(&lock(&metrics))),
     });
@@ -112,6 +116,86 @@ impl Api {
                 .map_err(|e| api_error(e.into()))?
                 .clone();
             f(intents).await.map_err(api_error)
+        })
+    }
+}
+
+impl Api {
+    /// Like `call`, for the address allocator (on the same etcd client).
+    fn ipam<T: Send + 'static, F>(&self, f: impl FnOnce(Ipam) -> F + Send + 'static) -> Pending<T>
+    where
+        F: std::future::Future<Output = Result<T, IpamError>> + Send,
+    {
+        let (cell, endpoints) = (Arc::clone(&self.intents), self.endpoints.clone());
+        Box::pin(async move {
+            let intents = cell
+                .get_or_try_init(|| async { Etcd::connect(&endpoints).await.map(Intents::new) })
+                .await
+                .map_err(|e| api_error(e.into()))?
+                .clone();
+            f(Ipam::new(intents.etcd().clone()))
+                .await
+                .map_err(ipam_error)
+        })
+    }
+}
+
+fn ipam_error(e: IpamError) -> ApiError {
+    match &e {
+        IpamError::NoNetwork(_) => ApiError::NotFound(e.to_string()),
+        IpamError::NoSubnet(_) | IpamError::Invalid(_) => {
+            ApiError::invalid("network", e.to_string())
+        }
+        IpamError::Exhausted(_) => ApiError::Conflict {
+            message: e.to_string(),
+            field: None,
+        },
+        IpamError::Taken { .. } => ApiError::Conflict {
+            message: e.to_string(),
+            field: Some("address".into()),
+        },
+        IpamError::Unavailable(_) => ApiError::Unavailable(e.to_string()),
+    }
+}
+
+fn lease_json(address: std::net::IpAddr, l: &Lease) -> Value {
+    serde_json::json!({"address": address, "owner": l.owner, "host": l.host, "tag": l.tag})
+}
+
+impl IpamStore for Api {
+    fn allocate(&self, network: String, a: Allocate) -> Pending<Value> {
+        self.ipam(move |i| async move {
+            let lease = Lease {
+                owner: a.owner,
+                host: a.host.unwrap_or_default(),
+                tag: a.tag,
+            };
+            let got = i.allocate(&network, lease, a.address).await?;
+            let mut v = lease_json(got.address, &got.lease);
+            v["prefix_len"] = got.prefix_len.into();
+            v["gateway"] = serde_json::json!(got.gateway);
+            Ok(v)
+        })
+    }
+
+    fn release(
+        &self,
+        network: String,
+        owner: String,
+        address: Option<std::net::IpAddr>,
+    ) -> Pending<Value> {
+        self.ipam(move |i| async move {
+            let gone = i.release(&network, &owner, address).await?;
+            Ok(serde_json::json!({ "released": gone }))
+        })
+    }
+
+    fn list(&self, network: String) -> Pending<Value> {
+        self.ipam(move |i| async move {
+            let all = i.list(&network).await?;
+            Ok(Value::Array(
+                all.iter().map(|(a, l)| lease_json(*a, l)).collect(),
+            ))
         })
     }
 }

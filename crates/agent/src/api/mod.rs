@@ -6,6 +6,7 @@ mod body;
 pub mod config;
 pub mod diagnose;
 pub mod intent;
+pub mod ipam;
 mod observe;
 
 pub use body::{Body, Limit, parse};
@@ -49,6 +50,8 @@ pub struct ClusterLink {
     pub host: String,
     /// The cluster's intent, read and written through `/api/v1/cluster/...`.
     pub intent: Arc<dyn intent::IntentStore>,
+    /// Addresses handed out cluster-wide (`/api/v1/cluster/ipam/...`), if offered.
+    pub ipam: Option<Arc<dyn ipam::IpamStore>>,
     /// The member's report (JSON), as `GET /api/v1/cluster` serves it.
     pub report: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
     /// Prometheus lines for /metrics.
@@ -230,6 +233,9 @@ impl AppState {
         intent::ports::get,
         intent::ports::replace,
         intent::ports::delete,
+        ipam::list,
+        ipam::allocate,
+        ipam::release,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -244,7 +250,7 @@ impl AppState {
         diagnose::capture,
         diagnose::capture_stop,
     ),
-    components(schemas(ErrorBody, Applied))
+    components(schemas(ErrorBody, Applied, ipam::Allocate))
 )]
 pub struct ApiDoc;
 
@@ -376,6 +382,10 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
             g(intent::ports::get)
                 .put(intent::ports::replace)
                 .delete(intent::ports::delete),
+        )
+        .route(
+            "/api/v1/cluster/ipam/{network}",
+            g(ipam::list).post(ipam::allocate).delete(ipam::release),
         )
         .route("/api/v1/counters", g(observe::counters))
         .route(

@@ -84,7 +84,13 @@ pub async fn drop_counters(State(s): State<AppState>) -> Result<impl IntoRespons
         (status = 404, description = "ovrd is not a member of a cluster", body = ErrorBody)))]
 pub async fn cluster(State(s): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     match s.cluster() {
-        Some(c) => Ok(Json((c.report)())),
+        Some(c) => {
+            let mut r = (c.report)();
+            if let Some(o) = r.as_object_mut() {
+                o.insert("host".into(), c.host.clone().into());
+            }
+            Ok(Json(r))
+        }
         None => Err(ApiError::NotFound(
             "ovrd is not a member of a cluster (started without --etcd)".into(),
         )),

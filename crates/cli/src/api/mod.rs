@@ -3,8 +3,10 @@
 //! human tables by default, `--json` for scripts.
 
 mod diagnose;
-mod http;
 pub mod show;
+
+use ovr_client as http;
+use ovr_client::seg;
 
 pub use diagnose::{Capture, Trace, capture, trace};
 
@@ -148,18 +150,6 @@ const LISTS: &[&str] = &[
 ];
 const NUMBERS: &[&str] = &["vni", "label", "mtu"];
 const BOOLS: &[&str] = &["policy", "admin_up"];
-
-/// Percent-encodes a path segment (names are free text).
-fn seg(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
 
 /// The URL of one object from its key as typed.
 fn object_path(k: &Kind, key: &[String]) -> Result<String, String> {
@@ -320,29 +310,15 @@ fn call(c: &Conn, method: &str, path: &str, body: Option<&Value>) -> Result<Valu
             },
             message: e.to_string(),
         })?;
-    let v: Value = serde_json::from_slice(&r.body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into()));
-    if r.status >= 400 {
-        let what = v["error"]
-            .as_str()
-            .map_or_else(|| v.to_string(), str::to_string);
-        let field = v["field"]
-            .as_str()
-            .map(|f| format!(" (field: {f})"))
-            .unwrap_or_default();
-        let (class, status) = match r.status {
-            404 => ("not found: ", exit::NOT_FOUND),
-            409 => ("conflict: ", exit::FAILED),
-            401 => ("unauthorized: ", exit::PERMISSION_DENIED),
-            503 => ("unavailable: ", exit::UNAVAILABLE),
-            _ => ("", exit::FAILED),
-        };
-        return Err(Failure {
-            status,
-            message: format!("{class}{what}{field}"),
-        });
-    }
-    Ok(v)
+    http::answer(r).map_err(|f| Failure {
+        status: match f.status {
+            404 => exit::NOT_FOUND,
+            401 => exit::PERMISSION_DENIED,
+            503 => exit::UNAVAILABLE,
+            _ => exit::FAILED,
+        },
+        message: f.to_string(),
+    })
 }
 
 fn print(c: &Conn, v: &Value, human: impl FnOnce(&Value)) {

@@ -1,7 +1,11 @@
-//! A minimal HTTP/1.1 client over ovrd's Unix socket (or its TCP listener, with a bearer
-//! token): one request per connection (`Connection: close`), the whole response read.
+//! ovrd's REST API from another program (ovrctl, the ovr-cni plugin): a minimal HTTP/1.1
+//! client over ovrd's Unix socket (or its TCP listener, with a bearer token), one request
+//! per connection (`Connection: close`), the whole response read; and [`call`], which
+//! sends JSON and turns the API's error bodies into [`ApiFailure`].
 //! The API is local and small; a full HTTP stack and an async runtime would be most of
-//! ovrctl's size for no gain.
+//! the callers' size for no gain.
+
+#![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -33,9 +37,10 @@ pub struct Response {
 }
 
 /// How long ovrd may take to answer (a commit of a large batch takes a while).
-const TIMEOUT: Duration = Duration::from_secs(60);
+pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where ovrd's API is.
+#[derive(Debug, Clone)]
 pub enum Endpoint {
     Unix(PathBuf),
     /// `ADDR:PORT` of `ovrd --api-listen`, and the bearer token it wants.
@@ -45,11 +50,23 @@ pub enum Endpoint {
     },
 }
 
+/// One request with the default timeout ([`TIMEOUT`]).
 pub fn request_to(
     to: &Endpoint,
     method: &str,
     path: &str,
     body: Option<&[u8]>,
+) -> Result<Response, ClientError> {
+    request_within(to, method, path, body, TIMEOUT)
+}
+
+/// One request; ovrd must answer within `timeout`.
+pub fn request_within(
+    to: &Endpoint,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+    timeout: Duration,
 ) -> Result<Response, ClientError> {
     let name = match to {
         Endpoint::Unix(p) => p.display().to_string(),
@@ -76,12 +93,12 @@ pub fn request_to(
     let (mut s, auth): (Box<dyn Stream>, _) = match to {
         Endpoint::Unix(p) => {
             let s = UnixStream::connect(p).map_err(refused)?;
-            s.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+            s.set_read_timeout(Some(timeout)).map_err(io)?;
             (Box::new(s), String::new())
         }
         Endpoint::Tcp { addr, token } => {
             let s = TcpStream::connect(addr).map_err(refused)?;
-            s.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+            s.set_read_timeout(Some(timeout)).map_err(io)?;
             let auth = token
                 .as_ref()
                 .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -115,6 +132,83 @@ fn not_a_socket(path: &Path) -> Option<&'static str> {
     } else {
         Some("neither a socket nor a regular file")
     }
+}
+
+/// Why a JSON request did not succeed: no answer at all, or the API's refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{0}")]
+    Api(ApiFailure),
+}
+
+/// A refusal from the API: its HTTP status and the body's `error` and `field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiFailure {
+    pub status: u16,
+    pub error: String,
+    pub field: Option<String>,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let class = match self.status {
+            404 => "not found: ",
+            409 => "conflict: ",
+            401 => "unauthorized: ",
+            503 => "unavailable: ",
+            _ => "",
+        };
+        write!(f, "{class}{}", self.error)?;
+        if let Some(field) = &self.field {
+            write!(f, " (field: {field})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends `body` as JSON and reads the answer as JSON (a body that is not JSON becomes a
+/// string); a status of 400 or more is an [`ApiFailure`].
+pub fn call(
+    to: &Endpoint,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<serde_json::Value, CallError> {
+    let bytes = body.map(|b| b.to_string().into_bytes());
+    let r = request_within(to, method, path, bytes.as_deref(), timeout)?;
+    answer(r).map_err(CallError::Api)
+}
+
+/// The JSON of a response, or the API's refusal.
+pub fn answer(r: Response) -> Result<serde_json::Value, ApiFailure> {
+    use serde_json::Value;
+    let v: Value = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into()));
+    if r.status >= 400 {
+        return Err(ApiFailure {
+            status: r.status,
+            error: v["error"]
+                .as_str()
+                .map_or_else(|| v.to_string(), str::to_string),
+            field: v["field"].as_str().map(str::to_string),
+        });
+    }
+    Ok(v)
+}
+
+/// Percent-encodes a path segment (names are free text).
+pub fn seg(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 trait Stream: Read + Write {}
@@ -177,6 +271,28 @@ mod tests {
         .unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"abcde"[..]));
         assert!(parse(b"garbage").is_err());
+    }
+
+    #[test]
+    fn an_error_body_becomes_a_failure_with_its_field() {
+        let r = Response {
+            status: 422,
+            body: br#"{"error":"bad vni","field":"vni"}"#.to_vec(),
+        };
+        let f = answer(r).unwrap_err();
+        assert_eq!((f.status, f.field.as_deref()), (422, Some("vni")));
+        assert_eq!(f.to_string(), "bad vni (field: vni)");
+        let r = Response {
+            status: 404,
+            body: b"gone".to_vec(),
+        };
+        assert_eq!(answer(r).unwrap_err().to_string(), "not found: \"gone\"");
+        let r = Response {
+            status: 201,
+            body: br#"{"name":"a"}"#.to_vec(),
+        };
+        assert_eq!(answer(r).unwrap()["name"], "a");
+        assert_eq!(seg("a b/c"), "a%20b%2Fc");
     }
 
     #[test]
