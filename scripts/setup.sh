@@ -23,6 +23,8 @@ command -v etcd >/dev/null || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null || need_apt+=(etcd-client)
 command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/any.proto ] || need_apt+=(libprotobuf-dev)
+# memif's real peer in the system tests: DPDK's testpmd with the memif PMD.
+command -v dpdk-testpmd >/dev/null || need_apt+=(dpdk-dev librte-net-memif23)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
