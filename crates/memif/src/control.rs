@@ -131,9 +131,15 @@ impl Handle {
         &self.link
     }
 
-    /// A data path port: worker `index` of `count`, `batch` frames a call.
+    /// A data path port of worker `index` of `count`: receives from its share of the
+    /// queues, transmits on queue `index`; `batch` frames a call.
     pub fn port(&self, index: usize, count: usize, batch: usize) -> io::Result<crate::Port> {
-        crate::Port::new(self.link.clone(), index, count, batch)
+        crate::Port::new(self.link.clone(), Some((index, count)), index, batch)
+    }
+
+    /// A port that only transmits, on queue `tx_queue`.
+    pub fn sender(&self, tx_queue: usize, batch: usize) -> io::Result<crate::Port> {
+        crate::Port::new(self.link.clone(), None, tx_queue, batch)
     }
 }
 

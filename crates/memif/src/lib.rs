@@ -23,7 +23,7 @@ pub mod msg;
 pub mod ring;
 mod sys;
 
-pub use control::Manager;
+pub use control::{Handle, Manager};
 pub use link::{Link, LinkState, Port, PortStats, Status};
 pub use msg::Mode;
 pub use sys::SocketAddr;

@@ -226,9 +226,11 @@ pub struct Port {
     conn: Option<Arc<Conn>>,
     epoll: Epoll,
     arena: Arena,
-    /// This port's share of the queues: queue q is ours if q % count == index.
-    index: usize,
-    count: usize,
+    /// This port's share of the receive queues: queue q is ours if q % count ==
+    /// index; `None`: it only transmits.
+    rx_share: Option<(usize, usize)>,
+    /// Which transmit queue it uses (modulo their number).
+    tx_queue: usize,
     /// Interrupts are on (the peer signals our receive rings): set before sleeping.
     armed: bool,
     mode: Mode,
@@ -240,8 +242,15 @@ pub struct Port {
 }
 
 impl Port {
-    /// A port of `link`, worker `index` of `count`, taking at most `batch` frames a call.
-    pub fn new(link: Arc<Link>, index: usize, count: usize, batch: usize) -> std::io::Result<Self> {
+    /// A port of `link` that receives from its share of the receive queues (`rx`:
+    /// index and count; `None`: it only transmits), transmits on `tx_queue`, and takes
+    /// at most `batch` frames a call.
+    pub fn new(
+        link: Arc<Link>,
+        rx: Option<(usize, usize)>,
+        tx_queue: usize,
+        batch: usize,
+    ) -> std::io::Result<Self> {
         let epoll = Epoll::new()?;
         epoll.add(link.notify.as_raw_fd())?;
         let mode = link.cfg.mode;
@@ -255,8 +264,8 @@ impl Port {
             conn: None,
             epoll,
             arena: Arena::new(batch.max(1), bytes),
-            index,
-            count: count.max(1),
+            rx_share: rx.map(|(i, n)| (i, n.max(1))),
+            tx_queue,
             armed: false,
             mode,
             eth,
@@ -284,6 +293,11 @@ impl Port {
         self.stats
     }
 
+    /// Whether receive queue `q` is this port's.
+    fn mine(&self, q: usize) -> bool {
+        self.rx_share.is_some_and(|(i, n)| q % n == i)
+    }
+
     /// Takes up a new connection (or its end) when the control thread published one.
     fn refresh(&mut self) {
         let g = self.link.generation.load(Ordering::Acquire);
@@ -301,7 +315,7 @@ impl Port {
         self.conn = self.link.current();
         if let Some(c) = &self.conn {
             for (q, fd) in c.rx_irq.iter().enumerate() {
-                if q % self.count == self.index {
+                if self.mine(q) {
                     let _ = self.epoll.add(fd.as_raw_fd());
                 }
             }
@@ -344,7 +358,7 @@ impl Port {
         };
         let mut breach = None;
         for (q, r) in c.rx.iter().enumerate() {
-            if q % self.count != self.index {
+            if !self.mine(q) {
                 continue;
             }
             if self.armed {
@@ -411,7 +425,7 @@ impl Port {
             self.stats.tx.dropped += frames.len() as u64;
             return 0;
         }
-        let q = self.index % c.tx.len();
+        let q = self.tx_queue % c.tx.len();
         let Ok(ring) = Ring::new(&c.regions, c.tx[q]) else {
             self.breach(Violation::Ring);
             return 0;
@@ -463,7 +477,7 @@ impl Port {
         };
         self.armed = true;
         for (q, r) in c.rx.iter().enumerate() {
-            if q % self.count != self.index {
+            if !self.mine(q) {
                 continue;
             }
             let Ok(ring) = Ring::new(&c.regions, *r) else {

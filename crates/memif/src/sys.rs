@@ -85,6 +85,11 @@ fn seqpacket() -> io::Result<OwnedFd> {
 pub fn listen(a: &SocketAddr) -> io::Result<OwnedFd> {
     if let SocketAddr::Path(p) = a {
         use std::os::unix::fs::FileTypeExt;
+        if let Some(dir) = p.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.file_type().is_socket() => std::fs::remove_file(p)?,
             Ok(_) => {

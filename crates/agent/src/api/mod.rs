@@ -36,7 +36,13 @@ pub struct AppState {
     names: Arc<Mutex<Arc<Names>>>,
     /// Set when ovrd is a member of a cluster: the cluster then owns the configuration.
     cluster: Arc<OnceLock<ClusterLink>>,
+    /// The links of interfaces that have a peer of their own (memif), as JSON.
+    links: Arc<OnceLock<LinksReport>>,
 }
+
+/// The state of interfaces' links (memif: up or down, the peer's name and version), as
+/// `GET /api/v1/links` serves it.
+pub type LinksReport = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// What the API knows of the cluster ovrd is a member of.
 #[derive(Clone)]
@@ -55,7 +61,19 @@ impl AppState {
             worker,
             captures: Arc::default(),
             cluster: Arc::default(),
+            links: Arc::default(),
         }
+    }
+
+    /// Sets where `GET /api/v1/links` comes from (once).
+    pub fn report_links(&self, report: LinksReport) {
+        let _ = self.links.set(report);
+    }
+
+    pub fn links(&self) -> serde_json::Value {
+        self.links
+            .get()
+            .map_or_else(|| serde_json::Value::Array(Vec::new()), |f| f())
     }
 
     /// Hands the configuration to a cluster: from now on it is installed with
@@ -201,6 +219,7 @@ impl AppState {
         observe::drop_counters,
         observe::metrics,
         observe::cluster,
+        observe::links,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -316,6 +335,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         .route("/api/v1/config", g(get_config).put(put_config))
         .route("/api/v1/ids", g(ids))
         .route("/api/v1/cluster", g(observe::cluster))
+        .route("/api/v1/links", g(observe::links))
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",
