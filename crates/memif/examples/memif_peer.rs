@@ -25,7 +25,7 @@ fn main() {
     let mut p = h.port(0, 1, 256).expect("port");
     let end = Instant::now() + Duration::from_secs(secs);
     let mut first: Option<Vec<u8>> = None;
-    let mut f = vec![0u8; 64];
+    let mut f = [0u8; 64];
     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x0b]);
     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x0a]);
     f[12] = 0x88;

@@ -26,7 +26,7 @@ mod sys;
 pub use control::{Handle, Manager};
 pub use link::{Link, LinkState, Port, PortStats, Status};
 pub use msg::Mode;
-pub use sys::SocketAddr;
+pub use sys::{Mapping, SocketAddr};
 
 /// Which side of the protocol an interface plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

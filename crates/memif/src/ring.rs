@@ -279,6 +279,22 @@ fn read_frame(
     arena: &mut Arena,
     prefix: usize,
 ) -> Option<(u16, Result<(usize, usize), DescError>)> {
+    // The common case, a frame in one buffer: checked and copied without gathering a
+    // chain.
+    let first = ring.desc(slot);
+    if !first.next() {
+        let start = arena.used;
+        return Some((
+            1,
+            desc::check(&first, sizes, max_len).and_then(|(r, off, len)| {
+                let dst = &mut arena.buf[start + prefix..start + prefix + len];
+                match regions.get(r) {
+                    Some(m) if m.copy_out(off, dst) => Ok((start, len + prefix)),
+                    _ => Err(DescError::Bounds),
+                }
+            }),
+        ));
+    }
     let mut chain = [Desc::default(); MAX_CHAIN];
     let mut n = 0usize;
     loop {

@@ -417,6 +417,11 @@ impl Mapping {
         Ok(Self { ptr: p.cast(), len })
     }
 
+    /// A fresh sealed memfd of `len` bytes, mapped (a client's region; tests, fuzzing).
+    pub fn memfd(name: &str, len: usize) -> io::Result<Self> {
+        Self::map(&memfd(name, len as u64)?, len)
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -183,3 +183,42 @@ fn refusals_are_named() {
     let e = m.add(bad).err().unwrap().to_string();
     assert!(e.contains("ring_size"), "{e}");
 }
+
+#[test]
+fn ip_mode_carries_packets_without_ethernet() {
+    let m = Manager::start().unwrap();
+    let a = sock("ip");
+    let mut sc = Config::new("srv", Role::Server, a.clone(), 0);
+    sc.mode = ovr_memif::Mode::Ip;
+    sc.mac = [2, 0, 0, 0, 0, 0x11];
+    let srv = m.add(sc).unwrap();
+    let mut cc = Config::new("cli", Role::Client, a.clone(), 0);
+    cc.mode = ovr_memif::Mode::Ip;
+    let cli = m.add(cc).unwrap();
+    let mut sp = srv.port(0, 1, 32).unwrap();
+    let mut cp = cli.port(0, 1, 32).unwrap();
+    wait_for("up", || srv.link().status().state == LinkState::Up);
+    // ovr hands the driver Ethernet frames: the header is left out on the wire, and put
+    // back (the interface's MAC as destination, the type from the IP version) on receipt.
+    let mut v4 = frame(60, 1);
+    v4[12..14].copy_from_slice(&[0x08, 0x00]);
+    v4[14] = 0x45;
+    let mut v6 = frame(80, 2);
+    v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+    v6[14] = 0x60;
+    let got = exchange(&mut cp, &mut sp, &[v4.clone(), v6.clone()]);
+    assert_eq!(got.len(), 2);
+    for (g, s) in got.iter().zip([&v4, &v6]) {
+        assert_eq!(&g[..6], &[2, 0, 0, 0, 0, 0x11]);
+        assert_eq!(&g[12..], &s[12..], "type and packet as sent");
+    }
+    // Something that is not IP is dropped and counted, not delivered.
+    let mut junk = frame(60, 3);
+    junk[14] = 0x00;
+    assert_eq!(cp.send(&[&junk]), 1);
+    let t = Instant::now();
+    while sp.stats().rx.dropped == 0 {
+        sp.recv(&mut |it| assert_eq!(it.count(), 0));
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}
