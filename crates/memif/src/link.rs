@@ -471,7 +471,12 @@ impl Port {
     /// Before the worker sleeps: turns interrupts on (the peer signals our receive
     /// rings) and returns false if frames arrived meanwhile (do not sleep).
     pub fn arm(&mut self) -> bool {
-        self.refresh();
+        // The notification is reset here, once per sleep, not per batch; a change that
+        // came meanwhile is taken up instead of sleeping.
+        sys::eventfd_drain(self.link.notify.as_raw_fd());
+        if self.link.generation.load(Ordering::Acquire) != self.generation {
+            return false;
+        }
         let Some(c) = self.conn.clone() else {
             return true;
         };
