@@ -30,12 +30,16 @@ mkfifo "$dir/stdin"
 exec 9<>"$dir/stdin"
 
 # testpmd ROLE SOCKET MAC MODE LOG [ARGS...]: started in the background; its PID in $last.
+# The sender forwards on CPU 0, the receiver on CPU 1 (each one's managing lcore, idle,
+# on the other): two forwarding threads pinned to one CPU would take turns by time slice
+# and measure the scheduler.
 n=0
 testpmd() {
-    local role=$1 sock=$2 mac=$3 mode=$4 log=$5
+    local role=$1 sock=$2 mac=$3 mode=$4 log=$5 lcores=0@0,1@1
     shift 5
+    [ "$mode" = txonly ] && lcores=0@1,1@0
     n=$((n + 1))
-    stdbuf -oL dpdk-testpmd --lcores=0@0,1@1 --no-huge -m 512 --no-pci \
+    stdbuf -oL dpdk-testpmd --lcores=$lcores --no-huge -m 512 --no-pci \
         --file-prefix="ovrbench-$$-$n" \
         --vdev="net_memif0,role=$role,socket=$sock,socket-abstract=no,id=0,mac=$mac" \
         -- --total-num-mbufs=16384 --forward-mode="$mode" --auto-start --stats-period 1 \
