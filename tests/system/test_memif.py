@@ -122,9 +122,15 @@ class Testpmd:
              "--stats-period", "1", *extra],
             stdin=subprocess.PIPE, stdout=open(self.out, "w"), stderr=subprocess.STDOUT,
             cwd=tmp)
-        wait_until(lambda: "packet forwarding - ports=" in self.text() or self.proc.poll() is not None,
-                   f"testpmd {self.name} started")
-        assert self.proc.poll() is None, self.text()
+        try:
+            wait_until(
+                lambda: "packet forwarding - ports=" in self.text() or self.proc.poll() is not None,
+                f"testpmd {self.name} started")
+            assert self.proc.poll() is None, self.text()
+        except BaseException:
+            # Not yet in the test's list of processes: stopped here.
+            self.kill()
+            raise
 
     def text(self):
         return self.out.read_text(errors="replace")
