@@ -36,6 +36,8 @@ command -v podman >/dev/null || need_apt+=(podman)
 [ -x /usr/lib/cni/host-local ] || need_apt+=(containernetworking-plugins)
 command -v runc >/dev/null || need_apt+=(runc)
 [ -x /bin/busybox ] || need_apt+=(busybox-static)
+# memif's real peer in the system tests: DPDK's testpmd with the memif PMD.
+command -v dpdk-testpmd >/dev/null || need_apt+=(dpdk-dev librte-net-memif23)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -61,6 +61,7 @@ impl Bytes<'_> {
                     mtu: 1500,
                     policy: true,
                     admin_up: true,
+                    memif: None,
                 })
             }
             3 => TableOp::RemoveInterface(InterfaceId(self.small()?)),

@@ -111,6 +111,7 @@ fn object() -> impl Strategy<Value = Object> {
             admin_up: true,
             peer_mac: peer.then(|| format!("02:00:00:00:08:0{i}").parse().unwrap()),
             peer_addresses: vec![],
+            memif: None,
         })
     });
     prop_oneof![network, hop, route, label, bridge, iface]

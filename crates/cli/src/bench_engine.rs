@@ -104,6 +104,7 @@ fn tables() -> Vec<TableOp> {
             mtu: 9000,
             policy: false,
             admin_up: true,
+            memif: None,
         }),
         TableOp::UpsertInterface(Interface {
             id: WORKLOAD,
@@ -115,6 +116,7 @@ fn tables() -> Vec<TableOp> {
             mtu: 1500,
             policy: true,
             admin_up: true,
+            memif: None,
         }),
         TableOp::UpsertNextHop(
             NextHopId(1),

@@ -295,6 +295,7 @@ fn build(
             admin_up: true,
             peer_mac: Some(p.mac),
             peer_addresses: p.ips.clone(),
+            memif: None,
         });
     }
     let local: BTreeSet<&str> = local_ports.values().map(|p| p.network.as_str()).collect();

@@ -570,3 +570,76 @@ fn files_are_read_within_limits() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn memif_settings_are_checked_at_their_field() {
+    let m = |memif: &str| {
+        format!(
+            "networks: [{{ name: red }}]\ninterfaces: [{{ name: nf, kind: memif, network: red, {memif} }}]"
+        )
+    };
+    assert_error(
+        &m("mtu: 1500"),
+        "interfaces[0].memif",
+        "needs its connection",
+    );
+    assert_error(
+        "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, memif: { socket: /x } }]",
+        "interfaces[0].memif",
+        "only an interface of kind memif",
+    );
+    assert_error(
+        &m("memif: { socket: rel.sock }"),
+        "interfaces[0].memif.socket",
+        "absolute path",
+    );
+    assert_error(
+        &m("memif: { socket: '@' }"),
+        "interfaces[0].memif.socket",
+        "abstract name",
+    );
+    assert_error(
+        &m("memif: { socket: /s, secret: '0123456789012345678901234' }"),
+        "interfaces[0].memif.secret",
+        "24 bytes",
+    );
+    assert_error(
+        &m("memif: { socket: /s, ring_size: 15 }"),
+        "interfaces[0].memif.ring_size",
+        "1 to 14",
+    );
+    assert_error(
+        &m("memif: { socket: /s, ring_size: 0 }"),
+        "interfaces[0].memif.ring_size",
+        "1 to 14",
+    );
+    assert_error(
+        &m("memif: { socket: /s, buffer_size: 100 }"),
+        "interfaces[0].memif.buffer_size",
+        "multiple of 64",
+    );
+    assert_error(
+        &m("memif: { socket: /s, queues: 0 }"),
+        "interfaces[0].memif.queues",
+        "1 to 16",
+    );
+    assert_error(
+        &m("memif: { socket: /s, role: master }"),
+        "interfaces[0].memif.role",
+        "",
+    );
+    assert_error(
+        &m("memif: { socket: /s, mode: punt }"),
+        "interfaces[0].memif.mode",
+        "",
+    );
+    assert_error(
+        &m("memif: { socket: /s, colour: red }"),
+        "interfaces[0].memif.colour",
+        "",
+    );
+    // A good one passes.
+    let ok = m("memif: { socket: '@nf', role: client, id: 7, secret: s, mode: ip }");
+    let c = Config::from_yaml(&ok).unwrap();
+    c.translate().unwrap();
+}

@@ -67,6 +67,69 @@ pub struct InterfaceConfig {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub peer_addresses: Vec<IpAddr>,
+    /// A memif interface's connection (required with `kind: memif`, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memif: Option<MemifConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MemifRoleConfig {
+    /// Listen on the socket; the network function connects (and offers its memory).
+    #[default]
+    Server,
+    /// Connect to the network function's socket, retrying with backoff.
+    Client,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MemifModeConfig {
+    #[default]
+    Ethernet,
+    /// IP packets without an Ethernet header.
+    Ip,
+}
+
+/// How a memif interface connects to its network function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MemifConfig {
+    #[serde(default)]
+    pub role: MemifRoleConfig,
+    /// The control socket: an absolute file path, or "@name" (abstract namespace).
+    pub socket: String,
+    /// The interface id on the socket (several interfaces may share one socket).
+    #[serde(default)]
+    pub id: u32,
+    /// Up to 24 bytes the client must present.
+    pub secret: Option<String>,
+    #[serde(default)]
+    pub mode: MemifModeConfig,
+    /// log2 of the ring size (1..14): 10 is 1024 slots.
+    #[serde(default = "memif_ring_size")]
+    pub ring_size: u8,
+    /// Bytes per buffer (a client's; frames larger are chained).
+    #[serde(default = "memif_buffer_size")]
+    pub buffer_size: u32,
+    /// Queue pairs.
+    #[serde(default = "memif_queues")]
+    pub queues: u16,
+}
+
+fn memif_ring_size() -> u8 {
+    10
+}
+
+fn memif_buffer_size() -> u32 {
+    2048
+}
+
+fn memif_queues() -> u16 {
+    1
 }
 
 fn default_mtu() -> u16 {

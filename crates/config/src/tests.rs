@@ -214,3 +214,40 @@ fn kept_names_keep_their_ids_and_new_ones_take_free_ids() {
     // Without ids to keep, document order.
     assert_eq!(d.translate().unwrap().names.nexthops["late"], NextHopId(1));
 }
+
+const MEMIF_EXAMPLE: &str = include_str!("../../../examples/memif-l2.yaml");
+
+#[test]
+fn the_memif_example_loads_into_the_tables() {
+    use ovr_tables::interface::{InterfaceKind, MemifMode, MemifRole};
+    let t = Config::from_yaml(MEMIF_EXAMPLE)
+        .unwrap()
+        .translate()
+        .unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let n = &t.names;
+    for (name, sock, mac) in [
+        ("memif-a", "/run/ovr/memif-a.sock", [2, 0, 0, 0, 0, 0x0a]),
+        ("memif-b", "/run/ovr/memif-b.sock", [2, 0, 0, 0, 0, 0x0b]),
+    ] {
+        let i = st.interfaces().by_name(name).unwrap();
+        assert_eq!(i.kind, InterfaceKind::Memif);
+        let m = i.memif.as_ref().unwrap();
+        assert_eq!(
+            (m.role, m.socket.as_str(), m.id),
+            (MemifRole::Server, sock, 0)
+        );
+        assert_eq!(m.mode, MemifMode::Ethernet);
+        assert_eq!((m.ring_size, m.buffer_size, m.queues), (10, 2048, 1));
+        // The function's MAC is bridged to its interface, in the one network.
+        let vrf = n.networks["l2"];
+        let nh = st
+            .vrf(vrf)
+            .unwrap()
+            .bridge
+            .lookup(&ovr_wire::ethernet::MacAddr(mac));
+        assert_eq!(nh, Some(n.nexthops[name]));
+    }
+}

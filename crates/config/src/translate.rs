@@ -14,7 +14,7 @@ use crate::ConfigError;
 use crate::model::*;
 use crate::nexthops::ResolvedTunnel;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceKind};
+use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole, MemifSpec};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyError, PolicyRule, PortRange};
 use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::{TableError, TableOp, TablesWriter};
@@ -113,6 +113,64 @@ pub(crate) type R<T> = Result<T, ConfigError>;
 
 pub(crate) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> R<T> {
     Err(ConfigError::invalid(path.into(), msg.into()))
+}
+
+/// A memif interface's connection, each setting checked at its field.
+fn memif_spec(path: &str, m: &MemifConfig) -> R<MemifSpec> {
+    let at = |f: &str| format!("{path}.memif.{f}");
+    let sock = m.socket.as_str();
+    match sock.strip_prefix('@') {
+        Some(name) if name.is_empty() || name.len() > 106 => {
+            return err(at("socket"), "an abstract name of 1 to 106 bytes after '@'");
+        }
+        Some(_) => {}
+        None if !sock.starts_with('/') || sock.len() > 107 || sock.contains('\0') => {
+            return err(
+                at("socket"),
+                "an absolute path of at most 107 bytes (or \"@name\": abstract)",
+            );
+        }
+        None => {}
+    }
+    if let Some(s) = &m.secret
+        && ovr_memif::msg::secret_bytes(s).is_none()
+    {
+        return err(at("secret"), "at most 24 bytes, no NUL");
+    }
+    if !(1..=ovr_memif::MAX_LOG2_RING).contains(&m.ring_size) {
+        return err(
+            at("ring_size"),
+            format!(
+                "log2 of the ring size: 1 to {} (10 is 1024 slots)",
+                ovr_memif::MAX_LOG2_RING
+            ),
+        );
+    }
+    if !(128..=65472).contains(&m.buffer_size) || !m.buffer_size.is_multiple_of(64) {
+        return err(at("buffer_size"), "128 to 65472 bytes, a multiple of 64");
+    }
+    if !(1..=ovr_memif::MAX_QUEUES as u16).contains(&m.queues) {
+        return err(
+            at("queues"),
+            format!("1 to {} queue pairs", ovr_memif::MAX_QUEUES),
+        );
+    }
+    Ok(MemifSpec {
+        role: match m.role {
+            MemifRoleConfig::Server => MemifRole::Server,
+            MemifRoleConfig::Client => MemifRole::Client,
+        },
+        socket: m.socket.clone(),
+        id: m.id,
+        secret: m.secret.clone().filter(|s| !s.is_empty()),
+        mode: match m.mode {
+            MemifModeConfig::Ethernet => MemifMode::Ethernet,
+            MemifModeConfig::Ip => MemifMode::Ip,
+        },
+        ring_size: m.ring_size,
+        buffer_size: m.buffer_size,
+        queues: m.queues,
+    })
 }
 
 pub(crate) fn unicast(path: &str, m: Mac) -> R<MacAddr> {
@@ -310,6 +368,22 @@ impl Builder<'_> {
                     "only a workload interface has a peer",
                 );
             }
+            let memif = match (f.kind, &f.memif) {
+                (InterfaceKindConfig::Memif, Some(m)) => Some(memif_spec(&path, m)?),
+                (InterfaceKindConfig::Memif, None) => {
+                    return err(
+                        format!("{path}.memif"),
+                        "a memif interface needs its connection (socket, role, id)",
+                    );
+                }
+                (_, Some(_)) => {
+                    return err(
+                        format!("{path}.memif"),
+                        "only an interface of kind memif has one",
+                    );
+                }
+                (_, None) => None,
+            };
             if f.peer_mac.is_none() && !f.peer_addresses.is_empty() {
                 return err(
                     format!("{path}.peer_addresses"),
@@ -333,6 +407,7 @@ impl Builder<'_> {
                     mtu: f.mtu,
                     policy: f.policy,
                     admin_up: f.admin_up,
+                    memif,
                 }),
             );
         }

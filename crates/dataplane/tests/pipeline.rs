@@ -62,6 +62,7 @@ fn setup() -> (TablesWriter, TablesReader) {
             mtu: 1500,
             policy: true,
             admin_up: true,
+            memif: None,
         })
     };
     w.commit(vec![

@@ -8,12 +8,16 @@
 //!   interface with no kernel feature beyond the socket, and learns from the kernel
 //!   which frames still need their checksum finished or their segmentation done.
 //!
+//! - memif (`memif`): shared-memory rings with a network function (libmemif, VPP,
+//!   DPDK), through `ovr_memif`; no kernel interface at all.
+//!
 //! System calls and shared memory are confined to `sys` and `af_xdp::umem`, the only
 //! modules allowed `unsafe`; the rest is ordinary safe code.
 #![deny(unsafe_code)]
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod memif;
 mod sys;
 
 pub use af_packet::AfPacket;
@@ -62,6 +66,7 @@ pub struct DriverStats {
 pub enum DriverKind {
     AfXdp,
     AfPacket,
+    Memif,
 }
 
 impl DriverKind {
@@ -69,6 +74,7 @@ impl DriverKind {
         match self {
             DriverKind::AfXdp => "af_xdp",
             DriverKind::AfPacket => "af_packet",
+            DriverKind::Memif => "memif",
         }
     }
 }
@@ -98,6 +104,12 @@ pub trait Driver {
     fn join_datagrams(&mut self) {}
     /// Descriptors that become readable when frames arrive (for poll(2)).
     fn fds(&self) -> Vec<RawFd>;
+    /// Called before the worker sleeps on `fds`: a driver whose peer signals only on
+    /// request (memif's interrupt mask) asks for it here. Returns false if frames
+    /// arrived meanwhile (the worker must not sleep).
+    fn arm(&mut self) -> bool {
+        true
+    }
     /// The counters, including those the kernel keeps for the driver's sockets.
     fn stats(&mut self) -> DriverStats;
 }
@@ -176,6 +188,10 @@ pub fn open_with(
         Preference::Only(DriverKind::AfPacket) => {
             Ok((Box::new(AfPacket::open(name, batch)?), None))
         }
+        // A memif interface is no kernel interface: opened with `memif::Memif::open`.
+        Preference::Only(DriverKind::Memif) => Err(IoError::NoSuchInterface {
+            name: name.to_string(),
+        }),
         Preference::Auto if offloading || shared.is_none() => {
             Ok((Box::new(AfPacket::open(name, batch)?), None))
         }

@@ -218,6 +218,7 @@ fn run(a: &Args) -> Result<(), String> {
     let reader = agent.reader;
     let api = agent.api;
     let app = agent.state;
+    app.report_links(std::sync::Arc::new(memif_links));
     let mut handoffs: Vec<Option<_>> = if n > 1 {
         handoff::mailboxes(n)
             .map_err(|e| format!("worker mailboxes: {e}"))?
@@ -514,4 +515,32 @@ fn per_worker(s: ovr_dataplane::Settings, n: usize) -> ovr_dataplane::Settings {
         shards: n as u32,
         ..s
     }
+}
+
+/// The memif links the workers hold, for `GET /api/v1/links`.
+fn memif_links() -> serde_json::Value {
+    use ovr_io::memif::Role;
+    let links: Vec<serde_json::Value> = ovr_io::memif::links()
+        .into_iter()
+        .map(|l| {
+            let s = &l.status;
+            serde_json::json!({
+                "name": l.name,
+                "kind": "memif",
+                "role": match l.role { Role::Server => "server", Role::Client => "client" },
+                "socket": l.socket,
+                "id": l.id,
+                "state": s.state.name(),
+                "peer_name": s.peer_name,
+                "peer_interface": s.peer_interface,
+                "version": s.version,
+                "last_reason": s.last_reason,
+                "connects": s.connects,
+                "disconnects": s.disconnects,
+                "queues": { "rx": s.queues.0, "tx": s.queues.1 },
+                "bad_descriptors": l.bad_descriptors.iter().copied().collect::<std::collections::BTreeMap<_, _>>(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(links)
 }

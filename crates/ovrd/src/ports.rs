@@ -22,7 +22,7 @@
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_offload::bpf::{Attachment, Bpf, Hook};
 use ovr_tables::ids::InterfaceId;
-use ovr_tables::interface::InterfaceKind;
+use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole};
 use ovr_tables::state::ForwardingState;
 use std::collections::BTreeSet;
 use std::os::fd::RawFd;
@@ -51,21 +51,61 @@ struct Port {
     /// With `--offload`, on the receiving worker: the shared fast path program on this
     /// interface (declared after the driver: detached once the sockets are closed).
     program: Option<Attachment>,
+    /// A memif interface's settings (it has no kernel interface: no ifindex to follow).
+    memif: Option<ovr_io::memif::Config>,
+    admin_up: bool,
+    worker: usize,
+}
+
+/// The memif driver's settings for interface `i`, if it is one.
+fn memif_config(i: &Interface) -> Option<ovr_io::memif::Config> {
+    use ovr_io::memif::{Config, Mode, Role, SocketAddr};
+    let m = i.memif.as_ref()?;
+    let socket = match m.socket.strip_prefix('@') {
+        Some(name) => SocketAddr::Abstract(name.to_string()),
+        None => SocketAddr::Path(m.socket.clone().into()),
+    };
+    let role = match m.role {
+        MemifRole::Server => Role::Server,
+        MemifRole::Client => Role::Client,
+    };
+    let mut c = Config::new(&i.name, role, socket, m.id);
+    c.secret = m.secret.clone().unwrap_or_default();
+    c.mode = match m.mode {
+        MemifMode::Ethernet => Mode::Ethernet,
+        MemifMode::Ip => Mode::Ip,
+    };
+    c.log2_ring_size = m.ring_size;
+    c.buffer_size = m.buffer_size;
+    c.queues = usize::from(m.queues);
+    c.mac = i.mac.0;
+    Some(c)
 }
 
 impl Port {
-    fn new(id: InterfaceId, name: &str, kind: InterfaceKind, share: Share) -> Self {
+    fn new(i: &Interface, share: Share) -> Self {
         Self {
-            id,
-            name: name.to_string(),
-            kind,
+            id: i.id,
+            name: i.name.clone(),
+            kind: i.kind,
             driver: None,
             ifindex: 0,
             past: DriverStats::default(),
             failing: false,
-            rx: share.receives(id),
+            rx: share.receives(i.id),
             program: None,
+            memif: memif_config(i),
+            admin_up: i.admin_up,
+            worker: share.index,
         }
+    }
+
+    /// Whether the port still matches interface `i` as the table has it now.
+    fn matches(&self, i: &Interface) -> bool {
+        i.name == self.name
+            && i.kind == self.kind
+            && (self.kind != InterfaceKind::Memif
+                || (memif_config(i) == self.memif && i.admin_up == self.admin_up))
     }
 
     fn stats(&mut self) -> DriverStats {
@@ -94,6 +134,19 @@ impl Port {
         let join = self.kind == InterfaceKind::Underlay
             && pref != Preference::Only(ovr_io::DriverKind::AfXdp)
             && offload.is_none();
+        if let Some(cfg) = &self.memif {
+            // Shared memory with a network function: no kernel interface, no fast path
+            // program. Administratively down: no connection at all (the peer is told).
+            if !self.admin_up {
+                return Ok(());
+            }
+            let d = ovr_io::memif::Memif::open(cfg, self.rx, self.worker, batch)?;
+            if self.rx {
+                info!(interface = %self.name, id = self.id.0, role = ?cfg.role, socket = %cfg.socket, "memif attached");
+            }
+            self.hold(Box::new(d), false);
+            return Ok(());
+        }
         if !self.rx {
             let d = ovr_io::open_sender(&self.name)?;
             debug!(interface = %self.name, id = self.id.0, "opened for sending");
@@ -279,7 +332,7 @@ impl Ports {
         };
         for i in st.interfaces().iter() {
             let may_be_absent = i.kind == InterfaceKind::Tap;
-            let mut p = Port::new(i.id, &i.name, i.kind, share);
+            let mut p = Port::new(i, share);
             if let Err(e) = p.attach_or_wait(pref, batch, s.offload.as_ref(), may_be_absent) {
                 // A start that fails leaves the fast path on the interfaces already
                 // taken over as it found it, pinned and forwarding: an upgrade that
@@ -337,6 +390,13 @@ impl Ports {
 
     /// Sleeps until a frame arrives or `timeout_ms` passes.
     pub fn wait(&mut self, timeout_ms: i32) -> Result<(), String> {
+        let mut ready = true;
+        for d in self.ports.iter_mut().filter_map(|p| p.driver.as_mut()) {
+            ready &= d.arm();
+        }
+        if !ready {
+            return Ok(());
+        }
         self.poller
             .wait(timeout_ms)
             .map(|_| ())
@@ -392,6 +452,17 @@ impl Ports {
         self.last_check = now;
         let mut changed = false;
         for p in &mut self.ports {
+            if p.memif.is_some() {
+                // No kernel interface: retried only if opening failed (a socket that
+                // could not be created).
+                if p.driver.is_none() && p.admin_up && p.failing {
+                    match p.attach(self.pref, self.batch, self.offload.as_ref()) {
+                        Ok(()) => changed = true,
+                        Err(e) => p.failed(&e),
+                    }
+                }
+                continue;
+            }
             let index = ovr_io::if_index(&p.name);
             if p.driver.is_some() && index != Some(p.ifindex) {
                 p.detach(if index.is_none() {
@@ -417,11 +488,10 @@ impl Ports {
     /// one whose kind changed (workloads and the underlay are opened differently).
     fn follow(&mut self, st: &ForwardingState) {
         let table = st.interfaces();
-        let (kept, gone): (Vec<Port>, Vec<Port>) = self.ports.drain(..).partition(|p| {
-            table
-                .get(p.id)
-                .is_some_and(|i| i.name == p.name && i.kind == p.kind)
-        });
+        let (kept, gone): (Vec<Port>, Vec<Port>) = self
+            .ports
+            .drain(..)
+            .partition(|p| table.get(p.id).is_some_and(|i| p.matches(i)));
         self.ports = kept;
         let mut changed = !gone.is_empty();
         for p in gone {
@@ -436,7 +506,7 @@ impl Ports {
             if self.ports.iter().any(|p| p.id == i.id) {
                 continue;
             }
-            let mut p = Port::new(i.id, &i.name, i.kind, self.share);
+            let mut p = Port::new(i, self.share);
             if let Err(e) = p.attach_or_wait(self.pref, self.batch, self.offload.as_ref(), true) {
                 p.failed(&e);
             }

@@ -70,6 +70,7 @@ fn main() {
             mtu: 1500,
             policy: false,
             admin_up: true,
+            memif: None,
         }),
     ];
     for n in 0..16 {

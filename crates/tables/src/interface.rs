@@ -33,6 +33,40 @@ pub struct Interface {
     /// Whether traffic from this interface is checked against its network's policy.
     pub policy: bool,
     pub admin_up: bool,
+    /// A memif interface's connection settings (`None` for every other kind).
+    pub memif: Option<MemifSpec>,
+}
+
+/// Which side of memif's handshake an interface takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemifRole {
+    /// Listens on the socket; maps the memory the client offers.
+    Server,
+    /// Connects to the socket (retrying); allocates the memory.
+    Client,
+}
+
+/// What a memif interface carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemifMode {
+    Ethernet,
+    /// IP packets with no Ethernet header.
+    Ip,
+}
+
+/// How a memif interface connects (validated by the configuration).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemifSpec {
+    pub role: MemifRole,
+    /// A file path, or "@name" for the abstract namespace.
+    pub socket: String,
+    pub id: u32,
+    pub secret: Option<String>,
+    pub mode: MemifMode,
+    /// log2 of the ring size.
+    pub ring_size: u8,
+    pub buffer_size: u32,
+    pub queues: u16,
 }
 
 /// An interface address with the length of its subnet ("10.0.0.1/24").

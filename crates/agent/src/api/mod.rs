@@ -41,7 +41,13 @@ pub struct AppState {
     cluster: Arc<OnceLock<ClusterLink>>,
     /// Set when ovrd speaks BGP (`--bgp`).
     bgp: Arc<OnceLock<Arc<dyn bgp::BgpView>>>,
+    /// The links of interfaces that have a peer of their own (memif), as JSON.
+    links: Arc<OnceLock<LinksReport>>,
 }
+
+/// The state of interfaces' links (memif: up or down, the peer's name and version), as
+/// `GET /api/v1/links` serves it.
+pub type LinksReport = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// What the API knows of the cluster ovrd is a member of.
 #[derive(Clone)]
@@ -67,12 +73,24 @@ impl AppState {
             captures: Arc::default(),
             cluster: Arc::default(),
             bgp: Arc::default(),
+            links: Arc::default(),
         }
     }
 
     /// Gives the API a view of ovrd's BGP speaker (`/api/v1/bgp/...`).
     pub fn speak_bgp(&self, view: Arc<dyn bgp::BgpView>) {
         let _ = self.bgp.set(view);
+    }
+
+    /// Sets where `GET /api/v1/links` comes from (once).
+    pub fn report_links(&self, report: LinksReport) {
+        let _ = self.links.set(report);
+    }
+
+    pub fn links(&self) -> serde_json::Value {
+        self.links
+            .get()
+            .map_or_else(|| serde_json::Value::Array(Vec::new()), |f| f())
     }
 
     /// Hands the configuration to a cluster: from now on it is installed with
@@ -236,6 +254,7 @@ impl AppState {
         ipam::list,
         ipam::allocate,
         ipam::release,
+        observe::links,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -387,6 +406,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
             "/api/v1/cluster/ipam/{network}",
             g(ipam::list).post(ipam::allocate).delete(ipam::release),
         )
+        .route("/api/v1/links", g(observe::links))
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",

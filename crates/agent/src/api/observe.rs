@@ -97,6 +97,15 @@ pub async fn cluster(State(s): State<AppState>) -> Result<impl IntoResponse, Api
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/links", tag = "counters",
+    responses((status = 200, description = "the links of interfaces with a peer of their own \
+        (memif): name, role, socket, id, state (up, connecting, down), the peer's name, \
+        interface and protocol version, why it last went down, disconnects by reason, frames \
+        refused for a bad descriptor by reason", content_type = "application/json")))]
+pub async fn links(State(s): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(s.links()))
+}
+
 #[utoipa::path(get, path = "/metrics", tag = "counters",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
         (status = 503, body = ErrorBody)))]

@@ -107,6 +107,7 @@ pub const INTERFACES: Kind = Kind {
         "mtu",
         "peer_mac",
         "peer_addresses",
+        "link",
     ],
 };
 pub const NETWORKS: Kind = Kind {
@@ -356,6 +357,37 @@ fn with_ids<'a>(
     Ok(())
 }
 
+/// Adds the link's state to interfaces that have a peer of their own (memif): "up
+/// (peer name, its interface)" or "down (why)". An ovrd without links says nothing.
+fn with_links<'a>(c: &Conn, objects: impl Iterator<Item = &'a mut Value>) {
+    let Ok(links) = call(c, "GET", "/api/v1/links", None) else {
+        return;
+    };
+    let links = links.as_array().cloned().unwrap_or_default();
+    for o in objects {
+        let Some(l) = links.iter().find(|l| l["name"] == o["name"]) else {
+            continue;
+        };
+        let state = l["state"].as_str().unwrap_or("?");
+        let text = if state == "up" {
+            format!(
+                "up ({} {}, memif {})",
+                l["peer_name"].as_str().unwrap_or(""),
+                l["peer_interface"].as_str().unwrap_or(""),
+                l["version"].as_str().unwrap_or("")
+            )
+        } else {
+            match l["last_reason"].as_str() {
+                Some(r) if !r.is_empty() => format!("{state} ({r})"),
+                _ => state.to_string(),
+            }
+        };
+        if let Some(m) = o.as_object_mut() {
+            m.insert("link".into(), Value::String(text));
+        }
+    }
+}
+
 pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), Failure> {
     let base = format!("/api/v1/{}", k.path);
     match action.unwrap_or(Objects::List) {
@@ -363,6 +395,9 @@ pub fn objects(k: &Kind, action: Option<Objects>, c: &Conn) -> Result<(), Failur
             let mut v = call(c, "GET", &base, None)?;
             if !c.json {
                 with_ids(c, k, v.as_array_mut().into_iter().flatten())?;
+                if k.path == INTERFACES.path {
+                    with_links(c, v.as_array_mut().into_iter().flatten());
+                }
             }
             print(c, &v, |v| show::table(k.columns, v));
         }

@@ -27,6 +27,7 @@ fn workload(id: u32, vrf: u32) -> TableOp {
         mtu: 1500,
         policy: true,
         admin_up: true,
+        memif: None,
     })
 }
 
@@ -41,6 +42,7 @@ fn underlay(id: u32) -> TableOp {
         mtu: 1500,
         policy: false,
         admin_up: true,
+        memif: None,
     })
 }
 

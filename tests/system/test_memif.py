@@ -1,0 +1,307 @@
+"""memif against a real peer: DPDK's testpmd with its memif PMD (net_memif).
+
+ovrd runs a copy of examples/memif-l2.yaml (socket paths moved into the test's
+directory): two memif servers in one L2 network. testpmd clients connect to both, one
+sending 64-byte frames to 02:00:00:00:00:0b (txonly) into memif-a, the other counting
+what ovr forwards out of memif-b (rxonly). Then the receiver is killed and started again
+(the link goes down and comes back, traffic flows again), and ovr plays the client
+towards a testpmd server, across an admin down/up of its interface.
+
+Every testpmd and ovrd has its own directory, file prefix and sockets, and is stopped by
+its own PID. testpmd's counters are read from its final report (SIGINT while still
+connected: its counters reset when the link drops).
+"""
+
+import http.client
+import json
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT
+
+MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("dpdk-testpmd") is None, reason="dpdk-testpmd missing (scripts/setup.sh)")
+
+
+def binaries():
+    subprocess.run(["cargo", "build", "-q", "-p", "ovrd", "-p", "ovr-cli"], cwd=ROOT, check=True)
+    return ROOT / "target" / "debug" / "ovrd", ROOT / "target" / "debug" / "ovrctl"
+
+
+class UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=10)
+        self.unix_path = str(path)
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(self.unix_path)
+
+
+class Ovrd:
+    """ovrd in the root namespace (memif needs no kernel interface)."""
+
+    def __init__(self, tmp, config_text):
+        self.ovrd, self.ovrctl = binaries()
+        self.tmp = tmp
+        self.socket, self.state = tmp / "ovrd.sock", tmp / "state.json"
+        self.config = tmp / "memif-l2.yaml"
+        self.config.write_text(config_text)
+        self.log = tmp / "ovrd.log"
+        self.proc = subprocess.Popen(
+            [str(self.ovrd), "--config", str(self.config), "--api-socket", str(self.socket),
+             "--state", str(self.state)],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        wait_until(lambda: "forwarding" in self.log.read_text(), "ovrd forwarding", self.check)
+
+    def check(self):
+        assert self.proc.poll() is None, self.log.read_text()
+
+    def api(self, method, path, body=None):
+        c = UnixHTTP(self.socket)
+        c.request(method, path, body=None if body is None else json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        assert r.status < 300, (r.status, data)
+        return json.loads(data) if data else None
+
+    def link(self, name):
+        return next((l for l in self.api("GET", "/api/v1/links") if l["name"] == name), None)
+
+    def counters(self, name):
+        return next(i for i in self.api("GET", "/api/v1/counters/interfaces") if i["name"] == name)
+
+    def wait_link(self, name, state, timeout=15):
+        wait_until(lambda: (self.link(name) or {}).get("state") == state, f"{name} {state}",
+                   self.check, timeout)
+        return self.link(name)
+
+    def set_admin(self, name, up):
+        o = self.api("GET", f"/api/v1/interfaces/{name}")
+        o["admin_up"] = up
+        self.api("PUT", f"/api/v1/interfaces/{name}", o)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Testpmd:
+    __test__ = False
+    """One dpdk-testpmd with a memif port. Its stdin is a pipe kept open (it exits at
+    end of file); SIGINT makes it print its final counters and exit."""
+
+    seq = 0
+
+    def __init__(self, tmp, role, sock, mac, mode, *extra):
+        Testpmd.seq += 1
+        self.name = f"{mode}-{role}-{Testpmd.seq}"
+        self.prefix = f"ovrtest-{int(time.time() * 1000) % 10**9}-{Testpmd.seq}"
+        self.out = tmp / f"testpmd-{self.name}.log"
+        vdev = (f"net_memif0,role={role},socket={sock},socket-abstract=no,id=0,mac={mac}")
+        self.proc = subprocess.Popen(
+            # Line-buffered: its output goes to a file, read while it runs.
+            ["stdbuf", "-oL", "dpdk-testpmd", "--lcores=0@0,1@1", "--no-huge", "-m", "512", "--no-pci",
+             f"--file-prefix={self.prefix}", f"--vdev={vdev}", "--",
+             "--total-num-mbufs=16384", f"--forward-mode={mode}", "--auto-start",
+             "--stats-period", "1", *extra],
+            stdin=subprocess.PIPE, stdout=open(self.out, "w"), stderr=subprocess.STDOUT,
+            cwd=tmp)
+        try:
+            wait_until(
+                lambda: "packet forwarding - ports=" in self.text() or self.proc.poll() is not None,
+                f"testpmd {self.name} started")
+            assert self.proc.poll() is None, self.text()
+        except BaseException:
+            # Not yet in the test's list of processes: stopped here.
+            self.kill()
+            raise
+
+    def text(self):
+        return self.out.read_text(errors="replace")
+
+    def stop(self):
+        """Stops it (SIGINT) and returns its final counters of port 0."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        t = self.text()
+        stats = {}
+        for k in ("RX-packets", "TX-packets"):
+            found = re.findall(rf"{k}:\s+(\d+)", t)
+            stats[k] = int(found[-1]) if found else 0
+        # The port's own counters, printed every second (--stats-period 1): packets and
+        # bytes of the same moment.
+        port = re.findall(r"RX-packets:\s+(\d+)\s+RX-missed:\s+\d+\s+RX-bytes:\s+(\d+)", t)
+        stats["port_rx"] = [(int(p), int(b)) for p, b in port]
+        return stats
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_until(cond, what, check=lambda: None, timeout=15):
+    deadline = time.time() + timeout
+    while not cond():
+        check()
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def example(tmp):
+    text = (ROOT / "examples" / "memif-l2.yaml").read_text()
+    assert "/run/ovr/memif-a.sock" in text and "/run/ovr/memif-b.sock" in text
+    return text.replace("/run/ovr/", f"{tmp}/")
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in reversed(started):
+        if isinstance(p, Testpmd):
+            p.kill()
+        else:
+            p.stop()
+
+
+def assert_64_bytes(stats):
+    """The frames the receiving testpmd counted were 64 bytes long (as sent). Its packet
+    and byte counters are read a moment apart while frames arrive: within 0.1%."""
+    busy = [(p, b) for p, b in stats["port_rx"] if p > 10_000]
+    assert busy, stats
+    assert all(abs(b / p - 64) < 0.064 for p, b in busy), busy[-3:]
+
+
+def check_frames(pcap, count):
+    """The frames ovr handed to memif-b: testpmd's txonly frames, whole."""
+    from scapy.all import IP, UDP, Ether, rdpcap
+
+    frames = rdpcap(str(pcap))
+    assert len(frames) == count
+    for f in frames:
+        assert f[Ether].dst == MAC_B and f[Ether].src == MAC_A
+        assert len(f) == 64
+        ip = f[IP]
+        assert (ip.src, ip.dst) == ("198.18.0.1", "198.18.0.2")
+        assert (f[UDP].sport, f[UDP].dport) == (9, 9)
+        # The IP checksum still holds: the header arrived as testpmd wrote it.
+        sent = ip.chksum
+        del ip.chksum
+        assert IP(bytes(ip)).chksum == sent
+
+
+def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
+    ovrd = Ovrd(tmp_path, example(tmp_path))
+    procs.append(ovrd)
+    a_sock, b_sock = tmp_path / "memif-a.sock", tmp_path / "memif-b.sock"
+    assert ovrd.link("memif-a")["state"] == "down" and ovrd.link("memif-b")["role"] == "server"
+
+    rx = Testpmd(tmp_path, "client", b_sock, MAC_B, "rxonly")
+    procs.append(rx)
+    link_b = ovrd.wait_link("memif-b", "up")
+    assert link_b["peer_name"].startswith("DPDK") and link_b["version"] == "2.0"
+    assert link_b["peer_interface"] == "net_memif0"
+    tx = Testpmd(tmp_path, "client", a_sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}")
+    procs.append(tx)
+    ovrd.wait_link("memif-a", "up")
+    out = subprocess.run([str(ovrd.ovrctl), "--socket", str(ovrd.socket), "interfaces"],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(r"memif-a .* up \(DPDK [\d.]+ net_memif0, memif 2\.0\)", out), out
+
+    pcap = tmp_path / "b-tx.pcap"
+    ovrd.api("POST", "/api/v1/captures", {"interface": "memif-b", "path": str(pcap),
+                                           "direction": "tx", "packets": 50})
+    time.sleep(5)
+    got = rx.stop()  # first, while still connected
+    sent = tx.stop()
+    assert got["RX-packets"] >= 100_000, (got, sent)
+    assert_64_bytes(got)
+    assert sent["TX-packets"] >= got["RX-packets"]
+    a, b = ovrd.counters("memif-a"), ovrd.counters("memif-b")
+    assert a["rx_packets"] >= got["RX-packets"] and b["tx_packets"] >= got["RX-packets"], (a, b)
+    wait_until(lambda: pcap.exists() and pcap.stat().st_size >= 24 + 50 * 80, "capture")
+    check_frames(pcap, 50)
+
+    # Both peers went: the links are down, the disconnects counted by reason.
+    link_b = ovrd.wait_link("memif-b", "down")
+    assert link_b["disconnects"].get("peer_closed", 0) >= 1
+    assert sum(ovrd.link("memif-a")["bad_descriptors"].values()) == 0
+
+    # The receiver comes back (a restarted network function), then the sender.
+    rx = Testpmd(tmp_path, "client", b_sock, MAC_B, "rxonly")
+    procs.append(rx)
+    assert ovrd.wait_link("memif-b", "up")["connects"] == 2
+    tx = Testpmd(tmp_path, "client", a_sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}")
+    procs.append(tx)
+    ovrd.wait_link("memif-a", "up")
+    time.sleep(3)
+    got = rx.stop()
+    tx.stop()
+    assert got["RX-packets"] >= 50_000, got
+
+
+def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):
+    b_sock = tmp_path / "nf-b.sock"
+    config = example(tmp_path).replace(
+        f"""      role: server
+      socket: {tmp_path}/memif-b.sock""",
+        f"""      role: client
+      socket: {b_sock}""")
+    assert "role: client" in config
+    # The network function is the server here: it listens first.
+    rx = Testpmd(tmp_path, "server", b_sock, MAC_B, "rxonly")
+    procs.append(rx)
+    wait_until(lambda: b_sock.exists(), "testpmd's socket")
+    ovrd = Ovrd(tmp_path, config)
+    procs.append(ovrd)
+    link_b = ovrd.wait_link("memif-b", "up")
+    assert link_b["role"] == "client" and link_b["peer_name"].startswith("DPDK")
+    tx = Testpmd(tmp_path, "client", tmp_path / "memif-a.sock", MAC_A, "txonly",
+                 f"--eth-peer=0,{MAC_B}")
+    procs.append(tx)
+    ovrd.wait_link("memif-a", "up")
+    time.sleep(3)
+    forwarded = ovrd.counters("memif-b")["tx_packets"]
+    assert forwarded >= 50_000, forwarded
+    # The sender stops before the link to the testpmd server goes down (a testpmd server
+    # may crash if its peer leaves while it forwards).
+    tx.stop()
+
+    # Admin down: ovr leaves (its peer is told); admin up: ovr connects again.
+    ovrd.set_admin("memif-b", False)
+    wait_until(lambda: not any(l["name"] == "memif-b" for l in ovrd.api("GET", "/api/v1/links")),
+               "memif-b let go", ovrd.check)
+    ovrd.set_admin("memif-b", True)
+    link_b = ovrd.wait_link("memif-b", "up")
+    assert rx.proc.poll() is None, rx.text()
+    tx = Testpmd(tmp_path, "client", tmp_path / "memif-a.sock", MAC_A, "txonly",
+                 f"--eth-peer=0,{MAC_B}")
+    procs.append(tx)
+    ovrd.wait_link("memif-a", "up")
+    time.sleep(3)
+    got = rx.stop()
+    tx.stop()
+    assert got["RX-packets"] >= 50_000, got
+    assert_64_bytes(got)
