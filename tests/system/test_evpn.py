@@ -14,7 +14,7 @@ import pytest
 
 from system.frr import Frr, Gobgpd, free_port
 from system.netns import Lab, sh
-from system.ovrd import Ovrd
+from system.ovrd import Ovrd, binary
 
 W1_MAC = "02:00:00:72:00:0b"
 VNI = 100
@@ -149,6 +149,12 @@ def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
     frr_imet = [r for r in routes if r["direction"] == "in" and r.get("type") == "imet"]
     assert frr_imet and frr_imet[0]["next_hop"] == "192.0.2.9", routes
     assert frr_imet[0]["pmsi"]["label"] == VNI and "65000:100" in frr_imet[0]["route_targets"]
+    # ovrctl shows the same.
+    ctl = [str(binary("ovr-cli", "ovrctl")), "--socket", str(evpn["ovrd"].socket)]
+    r = subprocess.run([*ctl, "--json", "bgp", "neighbors"], capture_output=True, text=True)
+    assert json.loads(r.stdout)[0]["state"] == "established", r.stderr
+    r = subprocess.run([*ctl, "bgp", "routes"], capture_output=True, text=True)
+    assert W1_MAC in r.stdout and "192.0.2.9" in r.stdout and "direction" in r.stdout, r
 
 
 def test_a_workload_that_goes_is_withdrawn_from_the_kernel_host(evpn):

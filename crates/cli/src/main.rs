@@ -121,6 +121,11 @@ enum Command {
     Counters,
     /// Drops by reason.
     Dropstats,
+    /// BGP EVPN through ovrd's speaker (ovrd --bgp): neighbors, or routes in and out.
+    Bgp {
+        #[command(subcommand)]
+        what: api::Bgp,
+    },
     /// Apply a JSON file of changes ({"changes": [...]}) all-or-nothing.
     Batch { file: PathBuf },
     /// The whole desired configuration (JSON).
@@ -314,6 +319,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
         Command::Flows { filter } => return api::flows(&filter, conn),
         Command::Counters => return api::counters(conn),
         Command::Dropstats => return api::dropstats(conn),
+        Command::Bgp { what } => return api::bgp(what, conn),
         Command::Batch { file } => return api::batch(&file, conn),
         Command::Config => return api::config(conn),
         Command::Ids => return api::ids(conn),

@@ -101,6 +101,19 @@ struct Api {
 }
 
 impl Api {
+    /// The API's etcd client, made at the first request.
+    fn client(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Intents, ApiError>> + Send + use<> {
+        let (cell, endpoints) = (Arc::clone(&self.intents), self.endpoints.clone());
+        async move {
+            cell.get_or_try_init(|| async { Etcd::connect(&endpoints).await.map(Intents::new) })
+                .await
+                .cloned()
+                .map_err(|e| api_error(e.into()))
+        }
+    }
+
     fn call<T: Send + 'static, F>(
         &self,
         f: impl FnOnce(Intents) -> F + Send + 'static,
@@ -108,34 +121,19 @@ impl Api {
     where
         F: std::future::Future<Output = Result<T, IntentError>> + Send,
     {
-        let (cell, endpoints) = (Arc::clone(&self.intents), self.endpoints.clone());
-        Box::pin(async move {
-            let intents = cell
-                .get_or_try_init(|| async { Etcd::connect(&endpoints).await.map(Intents::new) })
-                .await
-                .map_err(|e| api_error(e.into()))?
-                .clone();
-            f(intents).await.map_err(api_error)
-        })
+        let client = self.client();
+        Box::pin(async move { f(client.await?).await.map_err(api_error) })
     }
-}
 
-impl Api {
     /// Like `call`, for the address allocator (on the same etcd client).
     fn ipam<T: Send + 'static, F>(&self, f: impl FnOnce(Ipam) -> F + Send + 'static) -> Pending<T>
     where
         F: std::future::Future<Output = Result<T, IpamError>> + Send,
     {
-        let (cell, endpoints) = (Arc::clone(&self.intents), self.endpoints.clone());
+        let client = self.client();
         Box::pin(async move {
-            let intents = cell
-                .get_or_try_init(|| async { Etcd::connect(&endpoints).await.map(Intents::new) })
-                .await
-                .map_err(|e| api_error(e.into()))?
-                .clone();
-            f(Ipam::new(intents.etcd().clone()))
-                .await
-                .map_err(ipam_error)
+            let etcd = client.await?.etcd().clone();
+            f(Ipam::new(etcd)).await.map_err(ipam_error)
         })
     }
 }

@@ -514,6 +514,42 @@ pub fn counters(c: &Conn) -> Result<(), Failure> {
     Ok(())
 }
 
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum Bgp {
+    /// The speaker's neighbors: session state, routes received and advertised.
+    Neighbors,
+    /// EVPN routes: out (this host's) and in (learnt; refused ones with the reason).
+    Routes,
+}
+
+pub fn bgp(what: Bgp, c: &Conn) -> Result<(), Failure> {
+    let (path, columns): (&str, &[&str]) = match what {
+        Bgp::Neighbors => (
+            "/api/v1/bgp/neighbors",
+            &["address", "asn", "state", "received", "advertised"],
+        ),
+        Bgp::Routes => (
+            "/api/v1/bgp/routes",
+            &[
+                "direction",
+                "neighbor",
+                "type",
+                "rd",
+                "mac",
+                "ip",
+                "prefix",
+                "label",
+                "next_hop",
+                "route_targets",
+                "refused",
+            ],
+        ),
+    };
+    let v = call(c, "GET", path, None)?;
+    print(c, &v, |v| show::table(columns, v));
+    Ok(())
+}
+
 pub fn dropstats(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/counters/drops", None)?;
     print(c, &v, show::drops);
