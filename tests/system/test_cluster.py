@@ -196,22 +196,22 @@ def test_intent_written_through_any_hosts_api(cl):
     """h2's API writes a port of h3's into etcd; h3 installs it and h1 reaches it. The
     API checks what it writes as the agents would (422 naming the field, nothing
     written) and refuses to create twice (409); DELETE removes it everywhere."""
-    port = cl.workload("w7", 3, "red", 17, write=False)
+    port = cl.workload("wa", 3, "red", 19, write=False)
     try:
-        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "w7", **port})
+        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "wa", **port})
         assert st == 201 and v["host"] == "h3" and v["revision"] > 0, v
-        assert "/ovr/v1/ports/h3/w7" in cl.keys("ports/")
-        assert cl.reaches("w1", "w7", within=3), "a port written through h2's API"
-        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "w7", **port})
+        assert "/ovr/v1/ports/h3/wa" in cl.keys("ports/")
+        assert cl.reaches("w1", "wa", within=3), "a port written through h2's API"
+        st, v = cl.call(2, "POST", "/api/v1/cluster/ports", {"host": "h3", "name": "wa", **port})
         assert st == 409, v
-        st, got = cl.call(1, "GET", "/api/v1/cluster/ports/h3/w7")
-        assert st == 200 and got == {"host": "h3", "name": "w7", **port}, got
+        st, got = cl.call(1, "GET", "/api/v1/cluster/ports/h3/wa")
+        assert st == 200 and got == {"host": "h3", "name": "wa", **port}, got
         # Without a host, a port is the answering host's.
         st, v = cl.call(1, "POST", "/api/v1/cluster/ports",
-                        {"name": "w7", "network": "red", "mac": "02:00:00:72:00:77",
+                        {"name": "wa", "network": "red", "mac": "02:00:00:72:00:77",
                          "interface": "v-none"})
         assert st == 201 and v["host"] == "h1", v
-        assert cl.call(1, "DELETE", "/api/v1/cluster/ports/h1/w7")[0] == 200
+        assert cl.call(1, "DELETE", "/api/v1/cluster/ports/h1/wa")[0] == 200
         st, v = cl.call(1, "POST", "/api/v1/cluster/networks", {"name": "zero", "vni": 0})
         assert st == 422 and v["field"] == "vni", v
         st, v = cl.call(1, "PUT", "/api/v1/cluster/networks/green",
@@ -231,15 +231,15 @@ def test_intent_written_through_any_hosts_api(cl):
             1, "/api/v1/networks") if n["name"] == "blue"] == [None])
         # The host's own configuration API stays the cluster's.
         assert cl.call(1, "POST", "/api/v1/networks", {"name": "x"})[0] == 409
-        st, v = cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/w7")
+        st, v = cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/wa")
         assert st == 200, v
-        until("w7 forgotten", lambda: not any(
-            i["name"] == "v-w7" for i in cl.api(3, "/api/v1/interfaces")))
-        assert cl.ping("w1", "w7", count=2).returncode != 0
-        assert cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/w7")[0] == 404
+        until("wa forgotten", lambda: not any(
+            i["name"] == "v-wa" for i in cl.api(3, "/api/v1/interfaces")))
+        assert cl.ping("w1", "wa", count=2).returncode != 0
+        assert cl.call(2, "DELETE", "/api/v1/cluster/ports/h3/wa")[0] == 404
     finally:
-        cl.delete("ports/h3/w7")
-        cl.delete("ports/h1/w7")
+        cl.delete("ports/h3/wa")
+        cl.delete("ports/h1/wa")
 
 
 def test_bad_intent_is_rejected_for_its_key_alone(cl):
