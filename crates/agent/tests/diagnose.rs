@@ -5,29 +5,10 @@
 mod common;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use common::*;
 use ovr_agent::api::DEFAULT_BODY_LIMIT;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let r = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
-        .unwrap();
-    let resp = app.clone().oneshot(r).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    let v = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    (status, v)
-}
 
 fn refused(r: &(StatusCode, Value), status: StatusCode, field: Option<&str>) {
     assert_eq!(r.0, status, "{}", r.1);

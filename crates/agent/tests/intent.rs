@@ -115,24 +115,6 @@ fn member() -> (Router, AppState, Arc<Fake>) {
     (app, state, fake)
 }
 
-async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let r = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
-        .unwrap();
-    let resp = app.clone().oneshot(r).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
 #[tokio::test]
 async fn networks_are_created_once_replaced_listed_and_deleted() {
     let (app, _, fake) = member();

@@ -6,8 +6,7 @@
 mod common;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use common::*;
 use ovr_agent::api::intent::{IntentKey, IntentKind, IntentStore, Pending};
 use ovr_agent::api::ipam::{Allocate, IpamStore};
@@ -16,7 +15,6 @@ use ovr_agent::error::ApiError;
 use serde_json::{Value, json};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use tower::ServiceExt;
 
 /// Hands out 10.1.0.2, .3, ... in order; remembers (network, address, owner, host).
 #[derive(Default)]
@@ -97,24 +95,6 @@ fn member(with_ipam: bool) -> Router {
         metrics: Arc::new(String::new),
     });
     app
-}
-
-async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let r = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
-        .unwrap();
-    let resp = app.clone().oneshot(r).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
 }
 
 #[tokio::test]

@@ -13,6 +13,32 @@ use ovr_tables::nexthop::{NextHop, Tunnel};
 use ovr_tables::state::{ForwardingState, new_tables};
 use std::collections::BTreeMap;
 
+/// A request to the API (`body` as JSON): the status and the answer, as JSON if it is.
+pub async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<serde_json::Value>,
+) -> (axum::http::StatusCode, serde_json::Value) {
+    use tower::ServiceExt;
+    let r = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        ))
+        .unwrap();
+    let resp = app.clone().oneshot(r).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, v)
+}
+
 pub const EXAMPLE: &str = include_str!("../../../config/examples/two-networks.yaml");
 
 pub fn example() -> Config {
