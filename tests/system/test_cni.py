@@ -277,8 +277,6 @@ def test_status_and_gc(cl, plugin):
 def test_a_delegated_ipam_plugin_gives_the_address(cl, plugin, tmp_path):
     """host-local, run from CNI_PATH with the configuration: its address goes on the
     interface and into the port; DEL gives the lease back to it."""
-    if not pathlib.Path("/usr/lib/cni/host-local").exists():
-        pytest.skip("containernetworking-plugins is not installed (scripts/setup.sh)")
     ns = cl.lab.ns("hl")
     c = conf(cl, 1, ipam={"type": "host-local", "dataDir": str(tmp_path),
                           "ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.1.0.200",
@@ -362,8 +360,6 @@ class Podman:
         return self("exec", name, "/bin/busybox", *cmd, check=check)
 
 
-@pytest.mark.skipif(shutil.which("podman") is None or not pathlib.Path("/bin/busybox").exists(),
-                    reason="podman or busybox-static is not installed (scripts/setup.sh)")
 def test_podman_containers_on_two_hosts(cl, plugin, tmp_path):
     """podman 4 runs ovr-cni from a conflist: containers on two hosts ping each other
     and talk TCP; `podman stop` (DEL with prevResult) leaves nothing."""

@@ -27,10 +27,6 @@ from conftest import ROOT
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("dpdk-testpmd") is None, reason="dpdk-testpmd missing (scripts/setup.sh)")
-
-
 def binaries():
     subprocess.run(["cargo", "build", "-q", "-p", "ovrd", "-p", "ovr-cli"], cwd=ROOT, check=True)
     return ROOT / "target" / "debug" / "ovrd", ROOT / "target" / "debug" / "ovrctl"
