@@ -5,10 +5,11 @@ stopped by SIGTERM to their own PIDs."""
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
+
+from system.netns import stop
 
 FRR = "/usr/lib/frr"
 
@@ -52,13 +53,7 @@ class Frr:
 
     def stop(self):
         for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for log in self.dir.glob("*.log"):
             shutil.copy(log, self.log_dir / log.name)
@@ -85,13 +80,7 @@ class Gobgpd:
         return r.stdout
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 def free_port():

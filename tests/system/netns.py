@@ -2,12 +2,24 @@
 removed by exactly those names (never by pattern), even when a test fails."""
 
 import os
+import signal
 import subprocess
 
 
 def sh(*args, ns=None, check=True, timeout=30, **kw):
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(args)
     return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=10):
+    """Stops a process this run started: `sig`, then SIGKILL if it outlives `timeout`."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class Lab:

@@ -2,11 +2,11 @@
 file beside its log (so that tests running at once never share them), waited for, and
 stopped by SIGTERM to its own PID."""
 
-import signal
 import subprocess
 import time
 
 from conftest import ROOT
+from system.netns import stop
 
 
 def binary(package, name=None):
@@ -36,9 +36,4 @@ class Ovrd:
             time.sleep(0.05)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop(self.proc)

@@ -15,7 +15,6 @@ connected: its counters reset when the link drops).
 import http.client
 import json
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.netns import stop
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 
@@ -88,13 +88,7 @@ class Ovrd:
         self.api("PUT", f"/api/v1/interfaces/{name}", o)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 class Testpmd:
@@ -133,13 +127,7 @@ class Testpmd:
 
     def stop(self):
         """Stops it (SIGINT) and returns its final counters of port 0."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, signal.SIGINT, timeout=15)
         t = self.text()
         stats = {}
         for k in ("RX-packets", "TX-packets"):
