@@ -15,6 +15,7 @@ use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
 use ovr_bgp::evpn::{Encap, Mac, Nlri, Route};
 use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
 use ovr_config::model::{Config, InterfaceKindConfig};
+use ovr_tables::prefix::mask;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -104,7 +105,7 @@ pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -
                 subnets: n
                     .gateways
                     .iter()
-                    .map(|g| (masked(g.0.addr, g.0.prefix_len), g.0.prefix_len))
+                    .map(|g| (mask(g.0.addr, g.0.prefix_len), g.0.prefix_len))
                     .collect(),
                 router_mac: Mac(n
                     .router_mac
@@ -113,20 +114,6 @@ pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -
         })
         .collect();
     advertise::routes(asn, vtep, &networks, &ports)
-}
-
-/// The network of `addr/len` (host bits cleared).
-fn masked(addr: IpAddr, len: u8) -> IpAddr {
-    match addr {
-        IpAddr::V4(a) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::V4((u32::from(a) & m).into())
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
 }
 
 /// Starts the speaker's thread: from here on, what the host has is advertised.

@@ -66,7 +66,8 @@ impl IpPrefix {
     }
 }
 
-fn mask(addr: IpAddr, len: u8) -> IpAddr {
+/// `addr` with the bits past `len` cleared (the network of `addr/len`).
+pub fn mask(addr: IpAddr, len: u8) -> IpAddr {
     match addr {
         IpAddr::V4(a) => {
             let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
