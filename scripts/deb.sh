@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the .deb for hosts (package "ovr": ovrd, ovrctl, the systemd unit, example
+# Builds the .deb for hosts (package "ovr": ovrd, ovrctl, ovr-cni, the systemd unit, example
 # settings under /etc/ovr; docs/deploy.md) and prints its path on the last line.
 # Run as root on Debian, like the other scripts: setup.sh installs the build's needs
 # (clang and libbpf-dev for the BPF programs, protoc for the etcd client).
@@ -14,7 +14,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 
 # The same release build as scripts/main.sh; cargo deb then only packs it.
-cargo build --release --locked -q -p ovr-cli -p ovrd
+cargo build --release --locked -q -p ovr-cli -p ovrd -p ovr-cni
 # Stripped (the release profile keeps line tables for local profiling; hosts get the
 # smaller binaries, and target/release/ keeps the unstripped ones).
 cargo deb -p ovrd --no-build --strip -q

@@ -23,11 +23,13 @@ from conftest import ROOT
 FILES = [
     "usr/bin/ovrd",
     "usr/bin/ovrctl",
+    "usr/lib/cni/ovr-cni",
     # cargo-deb installs units under /usr/lib (Debian 12's /lib is a link to it).
     "usr/lib/systemd/system/ovrd.service",
     "etc/ovr/ovrd.env",
     "etc/ovr/host.yaml",
     "usr/share/doc/ovr/deploy.md",
+    "usr/share/doc/ovr/cni.md",
 ]
 
 
@@ -88,6 +90,11 @@ def test_unpacked_binaries_run(unpacked):
     for b in ["ovrd", "ovrctl"]:
         r = run(unpacked / "usr" / "bin" / b, "--version")
         assert r.returncode == 0 and r.stdout.startswith(b + " "), (b, r.stdout, r.stderr)
+    # A CNI plugin answers VERSION as the spec says: the configuration on stdin.
+    r = subprocess.run([str(unpacked / "usr/lib/cni/ovr-cni")], input='{"cniVersion":"1.0.0"}',
+                       env={"CNI_COMMAND": "VERSION"}, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "1.1.0" in json.loads(r.stdout)["supportedVersions"], r
 
 
 def test_example_host_yaml_is_a_valid_configuration(unpacked, tmp_path):

@@ -22,6 +22,8 @@ from system.ovrd import Ovrd, binary
 
 RED = {"vni": 100, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
 BLUE = {"vni": 200, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
+GREEN = {"vni": 300, "subnets": ["10.3.0.0/24", "fd00:3::/64"],
+         "gateways": ["10.3.0.1/24", "fd00:3::1/64"]}
 
 
 class Cluster:
@@ -37,6 +39,7 @@ class Cluster:
         self.etcd.__enter__()
         self.etcd.ctl("put", "/ovr/v1/networks/red", json.dumps(RED))
         self.etcd.ctl("put", "/ovr/v1/networks/blue", json.dumps(BLUE))
+        self.etcd.ctl("put", "/ovr/v1/networks/green", json.dumps(GREEN))
         for i in (1, 2):
             h = self.lab.ns(f"h{i}")
             self.lab.veth(h, "uplink", u, f"p{i}", mac_a=f"02:00:00:00:00:0{i}")
@@ -188,7 +191,10 @@ def test_del_succeeds_when_the_namespace_is_gone(cl, plugin):
     cl.lab.namespaces.remove(ns)
     assert cni(plugin, "DEL", conf(cl, 1), "ctr-gone", f"/var/run/netns/{ns}") == (0, None)
     assert cni(plugin, "DEL", conf(cl, 1), "ctr-gone", "") == (0, None)
-    assert not [k for k in cl.keys("/ovr/") if "ctr-gone" in k or "/ovr/ipam/" in k]
+    assert not [k for k in cl.keys("/ovr/") if ("ctr-gone" in k and "/endpoints/" not in k)
+                or "/ovr/ipam/" in k]
+    # The endpoint is ovrd's to withdraw, once it sees the port gone.
+    until("endpoint withdrawn", lambda: not cl.keys("/ovr/v1/endpoints/h1/ctr-gone"), 2)
     assert not [l for l in host_links(cl, 1) if l.startswith("ovr")]
 
 
@@ -253,6 +259,78 @@ def test_networks_are_isolated_and_the_runtime_picks_mac_and_address(cl, plugin)
     finally:
         for cid, ns, c, _ in made:
             assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+
+
+def test_dual_stack_network_gives_an_address_of_each_family(cl, plugin):
+    """In a network with an IPv4 and an IPv6 subnet, the `ovr` IPAM gives each container
+    one address of each, cluster-wide; IPv6 is usable at once (no DAD wait) and crosses
+    the underlay; DEL releases both."""
+    made = []
+    try:
+        for cid, host in (("ctr-g1", 1), ("ctr-g2", 2)):
+            ns = cl.lab.ns(cid)
+            c = conf(cl, host, network="green", name="green-net")
+            st, r = cni(plugin, "ADD", c, cid, f"/var/run/netns/{ns}")
+            assert st == 0, r
+            made.append((cid, ns, c, r))
+            ips = r["ips"]
+            assert [ip["address"].split("/")[1] for ip in ips] == ["24", "64"], ips
+            assert ips[0]["address"].startswith("10.3.0.") and ips[0]["gateway"] == "10.3.0.1"
+            assert ips[1]["address"].startswith("fd00:3::") and ips[1]["gateway"] == "fd00:3::1"
+            assert r["routes"] == [{"dst": "0.0.0.0/0", "gw": "10.3.0.1"},
+                                   {"dst": "::/0", "gw": "fd00:3::1"}], r
+            eth0 = json.loads(sh("ip", "-j", "-6", "addr", "show", "eth0", ns=ns).stdout)[0]
+            [a6] = [a for a in eth0["addr_info"] if a["scope"] == "global"]
+            assert a6["local"] == ips[1]["address"].split("/")[0] and not a6.get("tentative"), a6
+        g2 = [ip["address"].split("/")[0] for ip in made[1][3]["ips"]]
+        assert sorted(cl.keys("/ovr/ipam/v1/green/")) == sorted(
+            f"/ovr/ipam/v1/green/{a}" for _, _, _, r in made
+            for a in (ip["address"].split("/")[0] for ip in r["ips"]))
+        until("g1 reaches g2 over IPv6", lambda: sh("ping", "-6", "-c", "1", "-W", "1", g2[1],
+                                                    ns=made[0][1], check=False).returncode == 0, 10)
+        assert sh("ping", "-c", "2", "-i", "0.2", "-W", "1", g2[0], ns=made[0][1],
+                  check=False).returncode == 0
+    finally:
+        for cid, ns, c, _ in made:
+            assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
+    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+
+
+def test_an_address_given_again_is_reached_at_its_new_mac_at_once(cl, plugin):
+    """A container gone, its address given to the next one (another MAC): a peer that
+    talked to the first still has the old MAC in its ARP cache, and would send there
+    for half a minute or more. The new container announces itself (a gratuitous ARP once
+    ovrd forwards for it): the peer's first ping reaches it."""
+    peer, anchor = cl.lab.ns("garp-peer"), cl.lab.ns("garp-anchor")
+    # The peer on h1; on h2 a container that stays, so that h1 floods to h2 all along
+    # (a host learns that another is in the network when that one publishes a port).
+    made = [("ctr-gp", 1, peer, conf(cl, 1)), ("ctr-gh", 2, anchor, conf(cl, 2))]
+    try:
+        for cid, _, ns, c in made:
+            st, r = cni(plugin, "ADD", c, cid, f"/var/run/netns/{ns}")
+            assert st == 0, r
+        until("h1 knows h2 is in red", lambda: sh(
+            "ping", "-c", "1", "-W", "1", r["ips"][0]["address"].split("/")[0], ns=peer,
+            check=False).returncode == 0, 10)
+        macs = []
+        for cid in ("ctr-ga", "ctr-gb"):
+            ns = cl.lab.ns(cid)
+            cc = conf(cl, 2, runtimeConfig={"ips": ["10.1.0.77/24"]})
+            st, r = cni(plugin, "ADD", cc, cid, f"/var/run/netns/{ns}")
+            assert st == 0, r
+            made.append((cid, 2, ns, cc))
+            macs.append(r["interfaces"][0]["mac"])
+            assert sh("ping", "-c", "1", "-W", "1", "10.1.0.77", ns=peer,
+                      check=False).returncode == 0, f"{cid}: the first ping is lost"
+            neigh = json.loads(sh("ip", "-j", "neigh", "show", "10.1.0.77", ns=peer).stdout)
+            assert [n["lladdr"] for n in neigh] == [r["interfaces"][0]["mac"]], neigh
+            assert cni(plugin, "DEL", cc, cid, f"/var/run/netns/{ns}") == (0, None)
+            made.pop()
+        assert macs[0] != macs[1]
+    finally:
+        for cid, host, ns, cc in made:
+            cni(plugin, "DEL", cc, cid, f"/var/run/netns/{ns}")
     assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
 
 

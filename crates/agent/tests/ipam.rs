@@ -160,6 +160,21 @@ async fn bad_requests_and_refusals_keep_their_status() {
         post(json!({"owner": "x", "color": "red"})).await.0,
         StatusCode::UNPROCESSABLE_ENTITY
     );
+    // A family is 4 or 6, and goes without an address.
+    let (st, v) = post(json!({"owner": "x", "family": 5})).await;
+    assert_eq!(
+        (st, &v["field"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("family"))
+    );
+    let (st, v) = post(json!({"owner": "x", "family": 6, "address": "fd00::5"})).await;
+    assert_eq!(
+        (st, &v["field"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("family"))
+    );
+    assert_eq!(
+        post(json!({"owner": "x", "family": 6})).await.0,
+        StatusCode::CREATED
+    );
     let (st, _) = call(
         &app,
         "POST",

@@ -109,17 +109,27 @@ pub fn delegate(call: &Call, kind: &str, command: &str) -> Result<Option<CniResu
     })
 }
 
-/// An address from the cluster's allocator for `owner` (`want`, if given).
+/// What to ask the cluster's allocator for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// This address (the runtime's `ips`).
+    Address(std::net::IpAddr),
+    /// Any address of the network's subnet of this family (4 or 6).
+    Family(u8),
+}
+
+/// An address from the cluster's allocator for `owner`.
 pub fn allocate(
     to: &Endpoint,
     network: &str,
     owner: &str,
     tag: &str,
-    want: Option<std::net::IpAddr>,
+    ask: Ask,
 ) -> Result<IpConfig, CniError> {
     let mut body = json!({"owner": owner, "tag": tag});
-    if let Some(w) = want {
-        body["address"] = w.to_string().into();
+    match ask {
+        Ask::Address(w) => body["address"] = w.to_string().into(),
+        Ask::Family(f) => body["family"] = f.into(),
     }
     let v = ovr_client::call(
         to,

@@ -6,7 +6,7 @@ use crate::error::{self, CniError};
 use crate::netns;
 use core::net::IpAddr;
 use futures_util::TryStreamExt;
-use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::address::{AddressAttribute, AddressFlags};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute};
 use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder};
 use std::fs::File;
@@ -130,9 +130,15 @@ pub async fn up(h: &Handle, index: u32) -> Result<(), CniError> {
 }
 
 pub async fn add_address(h: &Handle, index: u32, ip: IpAddr, len: u8) -> Result<(), CniError> {
-    h.address()
-        .add(index, ip, len)
-        .execute()
+    let mut req = h.address().add(index, ip, len);
+    if ip.is_ipv6() {
+        // No duplicate address detection: the address is unique by its IPAM, and DAD
+        // would keep it tentative (unusable) for a second or more after ADD returns.
+        req.message_mut()
+            .attributes
+            .push(AddressAttribute::Flags(AddressFlags::Nodad));
+    }
+    req.execute()
         .await
         .map_err(|e| error::link(&format!("adding {ip}/{len}"), e))
 }

@@ -8,7 +8,7 @@
 
 use crate::conf::{Call, Command, NetConf};
 use crate::error::{self, CniError, code};
-use crate::ipam::{self, API_TIMEOUT};
+use crate::ipam::{self, API_TIMEOUT, Ask};
 use crate::link;
 use crate::names;
 use crate::netns;
@@ -18,6 +18,7 @@ use ovr_client::{CallError, Endpoint, seg};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::time::{Duration, Instant};
 
 /// Bytes encapsulation adds, by the network's `encap` (outer IPv4 + UDP/GRE + VXLAN
 /// header or label + the inner Ethernet header).
@@ -137,6 +138,25 @@ fn wanted(call: &Call) -> Result<Vec<(IpAddr, Option<u8>)>, CniError> {
         .collect()
 }
 
+/// The address families the network has subnets of (4 first), from its JSON; 4 when it
+/// has none (the allocator then says so).
+fn families(net: &Value) -> Vec<u8> {
+    let subnets: Vec<&str> = net["subnets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut f: Vec<u8> = Vec::new();
+    if subnets.is_empty() || subnets.iter().any(|s| !s.contains(':')) {
+        f.push(4);
+    }
+    if subnets.iter().any(|s| s.contains(':')) {
+        f.push(6);
+    }
+    f
+}
+
 async fn add(call: &Call) -> Result<Value, CniError> {
     let conf = &call.conf;
     let cx = Context::new(conf)?;
@@ -223,15 +243,23 @@ async fn add_steps(
     let wanted = wanted(call)?;
     match conf.ipam_type() {
         Some("ovr") => {
-            let want = wanted.first().map(|(a, _)| *a);
+            // The runtime's addresses if it gives some, else one of each family the
+            // network has a subnet of (dual stack).
+            let asks: Vec<Ask> = if wanted.is_empty() {
+                families(net).into_iter().map(Ask::Family).collect()
+            } else {
+                wanted.iter().map(|(a, _)| Ask::Address(*a)).collect()
+            };
             done.push(Done::OvrAddress);
-            result.ips.push(ipam::allocate(
-                &cx.to,
-                &conf.network,
-                &p.port,
-                &conf.name,
-                want,
-            )?);
+            for ask in asks {
+                result.ips.push(ipam::allocate(
+                    &cx.to,
+                    &conf.network,
+                    &p.port,
+                    &conf.name,
+                    ask,
+                )?);
+            }
         }
         Some(kind) => {
             done.push(Done::DelegatedAddress(kind.to_string()));
@@ -317,22 +345,17 @@ async fn add_steps(
     let ci = link::index(&hc, &call.ifname)
         .await?
         .ok_or_else(|| error::link(&call.ifname, "not in the container after it was made"))?;
+    // The kernel announces the addresses (a gratuitous ARP, an unsolicited NA) when the
+    // interface comes up, which is once ovrd forwards for it (below): a peer holding an
+    // address's old MAC (a container gone, the address given again) learns the new one
+    // instead of sending to the old one until its entry goes stale.
+    prepare(
+        container,
+        &call.ifname,
+        addrs.iter().any(|(a, _)| a.is_ipv6()),
+    )?;
     for (a, l) in &addrs {
         link::add_address(&hc, ci, *a, *l).await?;
-    }
-    link::up(&hc, ci).await?;
-    for r in &result.routes {
-        let dst = r
-            .parts()
-            .ok_or_else(|| CniError::new(code::IPAM, format!("bad route '{}'", r.dst)))?;
-        let gw = r.gw.or_else(|| {
-            result
-                .ips
-                .iter()
-                .filter_map(|ip| ip.gateway)
-                .find(|g| g.is_ipv4() == dst.0.is_ipv4())
-        });
-        link::add_route(&hc, ci, dst, gw).await?;
     }
 
     // The port.
@@ -358,6 +381,21 @@ async fn add_steps(
     done.push(Done::Port);
     api(&cx.to, "PUT", &cx.port_path(&p.port), Some(&port))
         .map_err(|e| error::ovrd("writing the port", e))?;
+    wait_installed(&cx.to, &p.host_if);
+    link::up(&hc, ci).await?;
+    for r in &result.routes {
+        let dst = r
+            .parts()
+            .ok_or_else(|| CniError::new(code::IPAM, format!("bad route '{}'", r.dst)))?;
+        let gw = r.gw.or_else(|| {
+            result
+                .ips
+                .iter()
+                .filter_map(|ip| ip.gateway)
+                .find(|g| g.is_ipv4() == dst.0.is_ipv4())
+        });
+        link::add_route(&hc, ci, dst, gw).await?;
+    }
 
     result.interfaces = vec![Interface {
         name: call.ifname.clone(),
@@ -367,6 +405,56 @@ async fn add_steps(
     }];
     serde_json::to_value(result.for_version(&conf.cni_version))
         .map_err(|e| CniError::new(code::OVRD, e.to_string()))
+}
+
+/// The container interface's settings, before it gets its addresses: IPv6 on if it gets
+/// an IPv6 address (a namespace may start with it off: adding one would be refused, as
+/// the reference plugins also find), and its addresses announced when it comes up
+/// (`arp_notify`, `ndisc_notify`).
+fn prepare(container: &File, ifname: &str, ipv6: bool) -> Result<(), CniError> {
+    netns::run_in(container, || {
+        let set =
+            |path: String, v: &str| std::fs::write(&path, v).map_err(|e| error::link(&path, e));
+        set(format!("/proc/sys/net/ipv4/conf/{ifname}/arp_notify"), "1")?;
+        if ipv6 {
+            set(
+                format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6"),
+                "0",
+            )?;
+            set(
+                format!("/proc/sys/net/ipv6/conf/{ifname}/ndisc_notify"),
+                "1",
+            )?;
+        }
+        Ok(())
+    })?
+}
+
+/// How long ADD waits for the host's ovrd to take the port in.
+const INSTALL_WAIT: Duration = Duration::from_secs(2);
+
+/// Returns once this host's ovrd receives from the port's interface (it learns the port
+/// from the cluster, like every host; `attached` in `GET /api/v1/cluster`), or after
+/// [`INSTALL_WAIT`]: the container's peers send their first ARP as soon as the runtime
+/// starts it, and one that ovrd cannot deliver yet costs the peer's ARP retry, a second;
+/// the container's own announcement would be lost too. Not having it by then is no
+/// failure (the cluster may be slow; ovrd takes the port in when it hears of it).
+fn wait_installed(to: &Endpoint, host_if: &str) {
+    let deadline = Instant::now() + INSTALL_WAIT;
+    let mut pause = Duration::from_millis(1);
+    while Instant::now() < deadline {
+        let attached = api(to, "GET", "/api/v1/cluster", None).is_ok_and(|c| {
+            c["attached"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|n| n == host_if))
+        });
+        if attached {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+    eprintln!("ovr-cni: ovrd has not taken {host_if} in after {INSTALL_WAIT:?}; going on");
 }
 
 /// The prefix length of the network's subnet holding `a` (a host route if none).

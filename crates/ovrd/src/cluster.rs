@@ -10,7 +10,7 @@ use ovr_agent::api::{AppState, ClusterLink};
 use ovr_agent::error::ApiError;
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::intent::{IntentError, Intents, Kind};
-use ovr_cluster::ipam::{Ipam, IpamError, Lease};
+use ovr_cluster::ipam::{Ipam, IpamError, Lease, Want};
 use ovr_cluster::member::{Member, Settings, SharedStatus, Sink, Status};
 use ovr_config::model::Config;
 use serde_json::Value;
@@ -50,6 +50,7 @@ pub fn join(
         .enable_all()
         .build()
         .map_err(|e| format!("cluster runtime: {e}"))?;
+    let up = attached.clone();
     let sink = Agent {
         state: state.clone(),
         attached,
@@ -64,7 +65,13 @@ pub fn join(
         host: settings.host.clone(),
         intent: api.clone(),
         ipam: Some(api),
-        report: Arc::new(move || serde_json::to_value(&*lock(&report)).unwrap_or_default()),
+        // With the interfaces workers receive from: a port's is there once this host
+        // forwards for it (the CNI plugin's ADD waits for that).
+        report: Arc::new(move || {
+            let mut v = serde_json::to_value(&*lock(&report)).unwrap_or_default();
+            v["attached"] = serde_json::json!(up.names());
+            v
+        }),
         metrics: Arc::new(move || prometheus(&lock(&metrics))),
     });
     std::thread::Builder::new()
@@ -141,7 +148,7 @@ impl Api {
 fn ipam_error(e: IpamError) -> ApiError {
     match &e {
         IpamError::NoNetwork(_) => ApiError::NotFound(e.to_string()),
-        IpamError::NoSubnet(_) | IpamError::Invalid(_) => {
+        IpamError::NoSubnet(..) | IpamError::Invalid(_) => {
             ApiError::invalid("network", e.to_string())
         }
         IpamError::Exhausted(_) => ApiError::Conflict {
@@ -168,7 +175,11 @@ impl IpamStore for Api {
                 host: a.host.unwrap_or_default(),
                 tag: a.tag,
             };
-            let got = i.allocate(&network, lease, a.address).await?;
+            let want = match a.address {
+                Some(w) => Want::Address(w),
+                None => Want::Family(a.family.unwrap_or(4)),
+            };
+            let got = i.allocate(&network, lease, want).await?;
             let mut v = lease_json(got.address, &got.lease);
             v["prefix_len"] = got.prefix_len.into();
             v["gateway"] = serde_json::json!(got.gateway);

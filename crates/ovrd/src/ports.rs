@@ -284,6 +284,12 @@ impl Attached {
         let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         all.iter().any(|w| w.contains(name))
     }
+
+    /// Every interface some worker receives from.
+    pub fn names(&self) -> BTreeSet<String> {
+        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter().flatten().cloned().collect()
+    }
 }
 
 /// Every interface of the interface table and its driver.

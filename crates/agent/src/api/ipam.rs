@@ -39,6 +39,10 @@ pub struct Allocate {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub address: Option<IpAddr>,
+    /// Without `address`: any address of the network's IPv4 (4, the default) or IPv6 (6)
+    /// subnet.
+    #[serde(default)]
+    pub family: Option<u8>,
 }
 
 /// `DELETE /api/v1/cluster/ipam/{network}`'s query.
@@ -88,6 +92,15 @@ pub async fn allocate(
     let st = store(&s)?;
     if a.owner.is_empty() {
         return Err(ApiError::invalid("owner", "an owner is needed"));
+    }
+    if !matches!(a.family, None | Some(4 | 6)) {
+        return Err(ApiError::invalid("family", "4 or 6"));
+    }
+    if a.address.is_some() && a.family.is_some() {
+        return Err(ApiError::invalid(
+            "family",
+            "an address or a family, not both",
+        ));
     }
     if a.host.is_none() {
         a.host = s.cluster().map(|c| c.host.clone());
