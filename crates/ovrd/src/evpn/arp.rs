@@ -327,10 +327,11 @@ mod tests {
         );
         let r = n.report();
         assert_eq!(r.len(), 3);
-        assert!(
-            r.iter()
-                .any(|v| v["reason"].as_str().unwrap().contains("underlay's subnets"))
-        );
+        assert!(r.iter().any(|v| {
+            v["reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("underlay's subnets"))
+        }));
         assert!(r.iter().any(|v| v["reason"] == "no ARP answer (1 tries)"));
         // A VTEP no longer wanted is forgotten; a resolved one is refreshed after 30 s.
         let only_a: BTreeSet<IpAddr> = [a].into();
