@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod etcd;
+mod evpn;
 mod ovrd;
 mod status;
 mod topology;
@@ -146,6 +147,9 @@ pub struct State {
     /// The cluster's etcd; none in a static lab (`up --static`).
     #[serde(default)]
     pub etcd: Option<etcd::Cluster>,
+    /// BGP EVPN (`up --evpn`): the route reflector and the hosts' speakers.
+    #[serde(default)]
+    pub bgp: Option<evpn::Bgp>,
     /// How `up` was asked to make workloads (`workload add` makes them the same way).
     #[serde(default)]
     pub settings: Settings,
@@ -309,6 +313,11 @@ pub struct Up {
     #[arg(long, default_value_t = 1, conflicts_with = "static_",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5))]
     pub etcd_members: usize,
+    /// The hosts learn each other through BGP EVPN alone: a gobgpd beside each ovrd, an
+    /// FRR bgpd route reflector in a namespace of its own; etcd carries only the intent
+    /// (each ovrd runs with `--reach evpn`; docs/bgp.md).
+    #[arg(long, conflicts_with = "static_")]
+    pub evpn: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -386,6 +395,10 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
     if a.kernel_host {
         kernel_host(p, s, &ul, a.hosts + 1)?;
     }
+    if a.evpn {
+        let hosts: Vec<usize> = (1..=a.hosts).collect();
+        evpn::start(p, s, &ul, &hosts)?;
+    }
     if let Some(c) = &s.etcd {
         // The intent, before any ovrd starts: each finds its ports at its first list.
         c.write_intent(s)?;
@@ -425,6 +438,9 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         ]);
         if let Some(c) = &s.etcd {
             cmd.extend(c.ovrd_args(&host.name));
+        }
+        if a.evpn {
+            cmd.extend(evpn::speaker(p, s, h)?);
         }
         cmd.extend(offload_arg.map(String::from));
         cmd.extend(cpus.next_host());
@@ -505,6 +521,9 @@ fn teardown(p: &Place, json: bool) -> Result<String, String> {
             let _ = write!(report, "{text}");
             counters.insert(h.name.clone(), text.into());
         }
+    }
+    if let Some(b) = &s.bgp {
+        b.stop();
     }
     // etcd after the ovrds, which give their leases up as they stop.
     if let Some(c) = &s.etcd {

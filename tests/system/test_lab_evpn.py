@@ -1,0 +1,64 @@
+"""The lab over BGP EVPN (`ovrctl lab up --evpn`): a gobgpd beside each host's ovrd and
+an FRR bgpd route reflector in a namespace of its own; etcd carries only the intent. The
+hosts learn each other through BGP alone: each installs a tunnel named for the other's
+VTEP (`evpn:ADDR`, not the cluster's `to-HOST`) with the MAC its ARP resolved, and the
+workloads ping each other. `lab status --json` shows the reflector and the speakers."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT
+from system.overlay_lab import OverlayLab, sh
+
+
+def until(what, f, timeout=40.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = f()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    subprocess.run(["cargo", "build", "-q", "-p", "ovr-cli", "-p", "ovrd"], cwd=ROOT, check=True)
+    with OverlayLab(f"ovrev{os.getpid() % 10000}l", "--evpn") as lab:
+        yield lab
+
+
+def status(lab):
+    return json.loads(lab.ctl("status", "--json").stdout)
+
+
+def test_the_hosts_learn_each_other_through_the_reflector_and_their_workloads_ping(lab):
+    v = status(lab)
+    bgp = v["bgp"]
+    assert bgp["reflector"]["running"] and bgp["reflector"]["address"] == "192.0.2.240", bgp
+    assert [(x["host"], x["running"]) for x in bgp["speakers"]] == [("h1", True), ("h2", True)]
+    for h, other in (("h1", 2), ("h2", 1)):
+        def tunnel():
+            c = lab.json(h, "config")
+            return [t for t in c.get("tunnels") or [] if t["remote"] == f"192.0.2.{other}"]
+        t = until(f"{h}'s tunnel to h{other} from BGP", tunnel)
+        assert t[0]["name"] == f"evpn:192.0.2.{other}", t
+        assert t[0]["remote_mac"] == f"02:00:00:00:00:0{other}", t
+        installed = lab.json(h, "bgp", "installed")
+        assert installed["source"] == "evpn" and not installed["unresolved"], installed
+        n = lab.json(h, "bgp", "neighbors")
+        assert [(x["address"], x["state"]) for x in n] == [("192.0.2.240", "established")], n
+    # The reflector has both sessions up.
+    rr = sh("vtysh", "--vty_socket", bgp["reflector"]["vty_socket_dir"], "-c",
+            "show bgp l2vpn evpn summary json", ns=bgp["reflector"]["namespace"]).stdout
+    peers = json.loads(rr)["peers"]
+    assert {p: x["state"] for p, x in peers.items()} == \
+        {"192.0.2.101": "Established", "192.0.2.102": "Established"}, peers
+    def ping(src, dst):
+        return sh("ping", "-c", "1", "-W", "1", dst, ns=lab.ns(src), check=False).returncode == 0
+    until("h1-t1-w1 reaches h2-t1-w1", lambda: ping("h1-t1-w1", "10.1.0.21"))
+    assert ping("h2-t1-w1", "10.1.0.11")
