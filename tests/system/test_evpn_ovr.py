@@ -2,19 +2,22 @@
 gobgpd, the two speakers peer over the underlay, and neither host has any static
 reachability (no tunnels, next hops, bridge entries or routes in its configuration) nor
 a cluster. Each installs the other's VTEP (its underlay MAC resolved by ARP), flood entry,
-workload MAC and host route from the routes it learns; the workloads ping each other;
-a workload whose interface goes is withdrawn and the other host removes what it had
+workload MAC and host route from the routes it learns; the workloads ping each other.
+A BGP session lost (h2's gobgpd killed) removes what came through it within the hold
+time; gobgpd started again is configured by ovrd again and the routes come back. A
+workload whose interface goes is withdrawn and the other host removes what it had
 installed for it."""
 
 import json
 import os
+import signal
 import subprocess
 import time
 
 import pytest
 
 from system.frr import Gobgpd, free_port
-from system.netns import Lab, sh
+from system.netns import Lab, sh, stop
 from system.ovrd import Ovrd
 
 HOSTS = {1: "02:00:00:00:01:0b", 2: "02:00:00:00:02:0b"}
@@ -46,7 +49,7 @@ def hosts(tmp_path_factory):
         u = lab.ns("u")
         sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
         sh("ip", "link", "set", "br0", "up", ns=u)
-        out = {"lab": lab}
+        out = {"lab": lab, "started": started}
         for n, w_mac in HOSTS.items():
             h = lab.ns(f"h{n}")
             lab.veth(h, "uplink", u, f"p{n}", mac_a=f"02:00:00:00:00:0{n}")
@@ -66,6 +69,7 @@ networks:
   - {{ name: red, vni: 100, gateways: [10.1.0.1/24] }}
 """)
             gobgpd = Gobgpd(h, tmp / f"gobgpd{n}.log", free_port())
+            gobgpd.log = tmp / f"gobgpd{n}.log"
             started.append(gobgpd)
             other = 3 - n
             ovrd = Ovrd(h, tmp / f"h{n}.log", "--config", tmp / f"h{n}.yaml",
@@ -106,6 +110,29 @@ def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_pi
     assert r.returncode == 0, r.stdout + r.stderr
     r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.11", ns=hosts["w2"], check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_lost_session_removes_its_routes_and_a_restarted_speaker_brings_them_back(hosts):
+    o1 = hosts["ovrd1"]
+    has_h2 = lambda: any(b["mac"] == HOSTS[2] for b in config(o1).get("bridge", []))
+    until("h2's workload at h1", has_h2)
+    old = hosts["gobgpd2"]
+    # Killed: no BGP notification, but its kernel closes the TCP connection; h1's gobgpd
+    # drops the session and h2's paths with it; ovrd removes what it installed from them.
+    stop(old.proc, signal.SIGKILL)
+    until("h2's routes gone from h1", lambda: not config(o1).get("tunnels"), timeout=20)
+    c = config(o1)
+    assert not c.get("bridge") and not c.get("routes") and not c["networks"][0]["flood"], c
+    new = Gobgpd(hosts["h2"], old_log(old), old.port)
+    hosts["gobgpd2"] = new
+    hosts["started"].append(new)
+    until("h2's workload back at h1", has_h2, timeout=40)
+    r = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def old_log(g):
+    return g.log.with_name(g.log.stem + "-again.log")
 
 
 def test_a_workload_deleted_on_one_host_is_withdrawn_and_unreachable_on_the_other(hosts):

@@ -33,6 +33,8 @@ use tracing::{info, warn};
 
 /// How often the installed configuration is compared with what is advertised.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// How often gobgpd's own table is compared with what was advertised.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The speaker's settings, from ovrd's command line.
 #[derive(Debug, Clone)]
@@ -234,7 +236,29 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
             .filter_map(|l| l.route.ok())
             .collect();
         info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
+        let mut checked = std::time::Instant::now();
         loop {
+            // gobgpd's own table, looked at every second: a gobgpd that restarted (not
+            // configured: the listing fails) ends the session, which configures it
+            // again; one that lost routes gets them again.
+            if checked.elapsed() >= CHECK_EVERY {
+                checked = std::time::Instant::now();
+                let own: BTreeSet<Route> = bgp
+                    .routes()
+                    .await?
+                    .into_iter()
+                    .filter(|l| l.neighbor.is_empty())
+                    .filter_map(|l| l.route.ok())
+                    .collect();
+                if own != advertised {
+                    warn!(
+                        had = own.len(),
+                        expected = advertised.len(),
+                        "bgp: gobgpd's table is not what was advertised; advertising again"
+                    );
+                    advertised = own;
+                }
+            }
             let want = wanted(&installed(state), asn, vtep, |n| attached.contains(n));
             let (announce, withdraw) = advertise::changes(&advertised, &want);
             for r in &withdraw {
