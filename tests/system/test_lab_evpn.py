@@ -2,7 +2,8 @@
 an FRR bgpd route reflector in a namespace of its own; etcd carries only the intent. The
 hosts learn each other through BGP alone: each installs a tunnel named for the other's
 VTEP (`evpn:ADDR`, not the cluster's `to-HOST`) with the MAC its ARP resolved, and the
-workloads ping each other. `lab status --json` shows the reflector and the speakers."""
+workloads ping each other. `lab status --json` shows the reflector and the speakers.
+With `--kernel-host` a host running the kernel's VXLAN and FRR joins over the reflector."""
 
 import json
 import os
@@ -62,3 +63,36 @@ def test_the_hosts_learn_each_other_through_the_reflector_and_their_workloads_pi
         return sh("ping", "-c", "1", "-W", "1", dst, ns=lab.ns(src), check=False).returncode == 0
     until("h1-t1-w1 reaches h2-t1-w1", lambda: ping("h1-t1-w1", "10.1.0.21"))
     assert ping("h2-t1-w1", "10.1.0.11")
+
+
+def test_a_kernel_host_with_frr_learns_ovrs_workloads_and_traffic_crosses_both_ways():
+    """`up --evpn --kernel-host`: the kernel host (bridge + VXLAN device without learning,
+    FRR with advertise-all-vni) is a client of the reflector. Before any traffic its
+    bridge holds h1-t1-w1's MAC towards h1's VTEP, installed by FRR from BGP; then its
+    workload and the ovr hosts' ping each other both ways."""
+    with OverlayLab(f"ovrev{os.getpid() % 10000}k", "--evpn", "--kernel-host") as lab:
+        v = status(lab)
+        assert v["bgp"]["kernel_host"]["running"], v["bgp"]
+        w = {x["name"]: x for x in v["workloads"]}
+        k = lab.ns("h3")
+        def fdb():
+            return sh("bridge", "fdb", "show", "dev", "vxlan101", ns=k).stdout
+        line = until("h1-t1-w1's MAC in the kernel host's fdb", lambda: next(
+            (ln for ln in fdb().splitlines()
+             if ln.startswith(w["h1-t1-w1"]["mac"]) and "dst 192.0.2.1 " in ln + " "), None))
+        assert "extern_learn" in line, fdb()
+        def ping(src, dst):
+            return sh("ping", "-c", "1", "-W", "1", dst, ns=lab.ns(src),
+                      check=False).returncode == 0
+        kw = w["h3-t1-w1"]["address"]
+        until("the kernel workload reaches h1-t1-w1", lambda: ping("h3-t1-w1", "10.1.0.11"))
+        until("h1-t1-w1 reaches the kernel workload", lambda: ping("h1-t1-w1", kw))
+        until("h2-t1-w1 reaches the kernel workload", lambda: ping("h2-t1-w1", kw))
+        assert ping("h3-t1-w1", "10.1.0.21")
+        # ovr learnt the kernel host's VTEP and workload through BGP.
+        installed = lab.json("h1", "bgp", "installed")
+        assert any(x["vtep"] == "192.0.2.3" and x["state"] == "resolved"
+                   for x in installed["vteps"]), installed
+        until("the kernel workload's MAC at h1 from FRR's type 2", lambda: any(
+            b["mac"] == w["h3-t1-w1"]["mac"] and b["nexthop"] == "evpn:192.0.2.3:101"
+            for b in lab.json("h1", "config").get("bridge") or []), timeout=20)

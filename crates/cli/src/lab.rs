@@ -291,8 +291,8 @@ pub struct Up {
     #[arg(long, value_enum, default_value_t = LabEncap::Vxlan)]
     pub encap: LabEncap,
     /// Add a host without ovr (the kernel's bridge + vxlan device, tenant 1, VNI 101,
-    /// one workload) that ovr's hosts exchange traffic with. Only with --static: it has no
-    /// agent, so it is not in a cluster.
+    /// one workload) that ovr's hosts exchange traffic with. With --static (it has no
+    /// agent, so it is not in a cluster), or with --evpn (FRR on it, `advertise-all-vni`).
     #[arg(long)]
     pub kernel_host: bool,
     /// Workloads send complete frames (`ethtool -K eth0 tx off`: no checksum or
@@ -336,9 +336,10 @@ impl Up {
                 "--kernel-host needs --encap vxlan (the kernel here has no MPLS or GRE)".into(),
             );
         }
-        if self.kernel_host && !self.static_ {
+        if self.kernel_host && !self.static_ && !self.evpn {
             return Err(
-                "--kernel-host needs --static (the kernel host has no agent: it is not in the cluster)"
+                "--kernel-host needs --static or --evpn (the kernel host has no agent: it is not \
+                 in the cluster; with --evpn it speaks BGP through FRR)"
                     .into(),
             );
         }
@@ -393,11 +394,18 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         }
     }
     if a.kernel_host {
-        kernel_host(p, s, &ul, a.hosts + 1)?;
+        kernel_host(p, s, &ul, a.hosts + 1, a.evpn)?;
     }
     if a.evpn {
-        let hosts: Vec<usize> = (1..=a.hosts).collect();
-        evpn::start(p, s, &ul, &hosts)?;
+        let mut peers: Vec<String> = (1..=a.hosts)
+            .map(|h| format!("192.0.2.{}", 100 + h))
+            .collect();
+        let kernel = a.kernel_host.then(|| s.hosts[a.hosts].clone());
+        peers.extend(kernel.iter().map(|k| k.underlay_ip.clone()));
+        evpn::start(p, s, &ul, &peers)?;
+        if let Some(k) = kernel {
+            evpn::kernel_host(p, s, &k.namespace, &k.underlay_ip)?;
+        }
     }
     if let Some(c) = &s.etcd {
         // The intent, before any ovrd starts: each finds its ports at its first list.
