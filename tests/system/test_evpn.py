@@ -3,10 +3,13 @@ a host running the Linux kernel's bridge + VXLAN device with FRR (zebra, bgpd,
 `advertise-all-vni`), peered over the underlay. What ovr advertises is read back by
 independent tools: FRR installs ovr's workload MAC in the kernel's forwarding database
 (`extern_learn`, towards ovr's VTEP, in the VXLAN device of the right VNI) and its flood
-entry from the type-3 route; GoBGP's own CLI lists the routes; a workload whose interface
-goes away is withdrawn from the kernel host again."""
+entry from the type-3 route; GoBGP's own CLI lists the routes. The other way, ovr
+installs what FRR advertises (the kernel host's VTEP, its underlay MAC resolved by ovrd's
+own ARP, its flood entry and its workload's MAC) and traffic crosses both ways. A workload
+whose interface goes away is withdrawn from the kernel host again."""
 
 import json
+import os
 import subprocess
 import time
 
@@ -49,6 +52,7 @@ router bgp 65000
 def evpn(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("evpn")
     lab = Lab("e")
+    lab.prefix = f"ovrev{os.getpid() % 10000}"
     started = []
     try:
         u = lab.ns("u")
@@ -97,7 +101,8 @@ networks:
                     "--bgp-peer", "192.0.2.9", "--bgp-address", "192.0.2.101",
                     "--fast-path-pin-dir", tmp / "pins")
         started.append(ovrd)
-        yield {"k": k, "h1": h1, "frr": frr, "gobgpd": gobgpd, "ovrd": ovrd, "lab": lab}
+        yield {"k": k, "h1": h1, "w1": w1, "kw": kw, "frr": frr, "gobgpd": gobgpd,
+               "ovrd": ovrd, "lab": lab}
     finally:
         for s in reversed(started):
             s.stop()
@@ -155,6 +160,43 @@ def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
     assert json.loads(r.stdout)[0]["state"] == "established", r.stderr
     r = subprocess.run([*ctl, "bgp", "routes"], capture_output=True, text=True)
     assert W1_MAC in r.stdout and "192.0.2.9" in r.stdout and "direction" in r.stdout, r
+
+
+def config(ovrd):
+    return api(ovrd, "/api/v1/config")
+
+
+def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_both_ways(evpn):
+    ovrd = evpn["ovrd"]
+    # The kernel host's VTEP: its underlay MAC resolved by ovrd's ARP on the underlay,
+    # then a tunnel to it and its flood entry (FRR's type 3) in red.
+    k_mac = sh("cat", "/sys/class/net/eth0/address", ns=evpn["k"]).stdout.strip()
+    def resolved():
+        v = api(ovrd, "/api/v1/bgp/installed")
+        return [x for x in v["vteps"] if x["vtep"] == "192.0.2.9" and x.get("mac") == k_mac]
+    until("the kernel host's VTEP resolved", resolved)
+    until("the flood entry towards the kernel host", lambda: "evpn:192.0.2.9:100" in
+          config(ovrd)["networks"][0]["flood"])
+    tunnels = config(ovrd)["tunnels"]
+    assert [(t["remote"], t["remote_mac"]) for t in tunnels] == [("192.0.2.9", k_mac)], tunnels
+    # The kernel workload speaks once (its bridge learns it locally; FRR advertises it).
+    sh("ping", "-c", "1", "-W", "1", "10.1.0.99", ns=evpn["kw"], check=False)
+    kw_mac = "02:00:00:6b:00:32"
+    until("kw's MAC installed from FRR's type 2", lambda: any(
+        b["mac"] == kw_mac and b["nexthop"] == "evpn:192.0.2.9:100"
+        for b in config(ovrd)["bridge"]))
+    # Traffic both ways: ovr's workload first, then the kernel host's.
+    r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.50", ns=evpn["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.11", ns=evpn["kw"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # And the API names what came from where.
+    v = api(ovrd, "/api/v1/bgp/installed")
+    assert v["source"] == "evpn" and v["installed"]["macs"] >= 1, v
+    assert v["installed"]["tunnels"] == 1 and not v["unresolved"], v
+    ctl = [str(binary("ovr-cli", "ovrctl")), "--socket", str(ovrd.socket)]
+    r = subprocess.run([*ctl, "bgp", "installed"], capture_output=True, text=True)
+    assert "192.0.2.9" in r.stdout and "resolved" in r.stdout and k_mac in r.stdout, r
 
 
 def test_a_workload_that_goes_is_withdrawn_from_the_kernel_host(evpn):

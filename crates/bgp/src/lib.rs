@@ -2,11 +2,13 @@
 //! speaker that carries them, driven over its gRPC API (`gobgp`; `api` is generated at
 //! build time from the .proto files GoBGP ships). `advertise` computes what a host
 //! advertises for its networks and ports; `learnt` keeps what it learns and reads it
-//! into remote reachability (flood lists, MACs, host routes, ECMP prefixes).
+//! into remote reachability (flood lists, MACs, host routes, ECMP prefixes); `install`
+//! adds that reachability to a host's configuration (tunnels, next hops, entries).
 
 pub mod advertise;
 pub mod evpn;
 pub mod gobgp;
+pub mod install;
 pub mod learnt;
 
 /// GoBGP's API, generated from its own .proto files (build.rs).

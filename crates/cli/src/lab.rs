@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod etcd;
+mod evpn;
 mod ovrd;
 mod status;
 mod topology;
@@ -146,6 +147,9 @@ pub struct State {
     /// The cluster's etcd; none in a static lab (`up --static`).
     #[serde(default)]
     pub etcd: Option<etcd::Cluster>,
+    /// BGP EVPN (`up --evpn`): the route reflector and the hosts' speakers.
+    #[serde(default)]
+    pub bgp: Option<evpn::Bgp>,
     /// How `up` was asked to make workloads (`workload add` makes them the same way).
     #[serde(default)]
     pub settings: Settings,
@@ -287,8 +291,8 @@ pub struct Up {
     #[arg(long, value_enum, default_value_t = LabEncap::Vxlan)]
     pub encap: LabEncap,
     /// Add a host without ovr (the kernel's bridge + vxlan device, tenant 1, VNI 101,
-    /// one workload) that ovr's hosts exchange traffic with. Only with --static: it has no
-    /// agent, so it is not in a cluster.
+    /// one workload) that ovr's hosts exchange traffic with. With --static (it has no
+    /// agent, so it is not in a cluster), or with --evpn (FRR on it, `advertise-all-vni`).
     #[arg(long)]
     pub kernel_host: bool,
     /// Workloads send complete frames (`ethtool -K eth0 tx off`: no checksum or
@@ -309,6 +313,11 @@ pub struct Up {
     #[arg(long, default_value_t = 1, conflicts_with = "static_",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=5))]
     pub etcd_members: usize,
+    /// The hosts learn each other through BGP EVPN alone: a gobgpd beside each ovrd, an
+    /// FRR bgpd route reflector in a namespace of its own; etcd carries only the intent
+    /// (each ovrd runs with `--reach evpn`; docs/bgp.md).
+    #[arg(long, conflicts_with = "static_")]
+    pub evpn: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -327,9 +336,10 @@ impl Up {
                 "--kernel-host needs --encap vxlan (the kernel here has no MPLS or GRE)".into(),
             );
         }
-        if self.kernel_host && !self.static_ {
+        if self.kernel_host && !self.static_ && !self.evpn {
             return Err(
-                "--kernel-host needs --static (the kernel host has no agent: it is not in the cluster)"
+                "--kernel-host needs --static or --evpn (the kernel host has no agent: it is not \
+                 in the cluster; with --evpn it speaks BGP through FRR)"
                     .into(),
             );
         }
@@ -384,7 +394,18 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         }
     }
     if a.kernel_host {
-        kernel_host(p, s, &ul, a.hosts + 1)?;
+        kernel_host(p, s, &ul, a.hosts + 1, a.evpn)?;
+    }
+    if a.evpn {
+        let mut peers: Vec<String> = (1..=a.hosts)
+            .map(|h| format!("192.0.2.{}", 100 + h))
+            .collect();
+        let kernel = a.kernel_host.then(|| s.hosts[a.hosts].clone());
+        peers.extend(kernel.iter().map(|k| k.underlay_ip.clone()));
+        evpn::start(p, s, &ul, &peers)?;
+        if let Some(k) = kernel {
+            evpn::kernel_host(p, s, &k.namespace, &k.underlay_ip)?;
+        }
     }
     if let Some(c) = &s.etcd {
         // The intent, before any ovrd starts: each finds its ports at its first list.
@@ -425,6 +446,9 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         ]);
         if let Some(c) = &s.etcd {
             cmd.extend(c.ovrd_args(&host.name));
+        }
+        if a.evpn {
+            cmd.extend(evpn::speaker(p, s, h)?);
         }
         cmd.extend(offload_arg.map(String::from));
         cmd.extend(cpus.next_host());
@@ -505,6 +529,9 @@ fn teardown(p: &Place, json: bool) -> Result<String, String> {
             let _ = write!(report, "{text}");
             counters.insert(h.name.clone(), text.into());
         }
+    }
+    if let Some(b) = &s.bgp {
+        b.stop();
     }
     // etcd after the ovrds, which give their leases up as they stop.
     if let Some(c) = &s.etcd {

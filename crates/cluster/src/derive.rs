@@ -40,6 +40,9 @@ pub struct Local<'a> {
     pub base: &'a Config,
     /// The labels this host gave its networks so far (kept while a network stays).
     pub labels: &'a BTreeMap<String, Labels>,
+    /// Whether the other hosts' endpoints in etcd are this host's remote reachability
+    /// (false: it comes from BGP EVPN only, `ovrd --reach evpn`).
+    pub endpoints: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -114,7 +117,8 @@ pub fn derive(view: &View, me: &Local) -> Derived {
         .valid()
         .filter_map(|(k, e, v)| match (k, v) {
             (Key::Endpoint { host, .. }, Value::Endpoint(x))
-                if host != me.host
+                if me.endpoints
+                    && host != me.host
                     && hosts.contains_key(host.as_str())
                     && local_nets.contains(x.network.as_str()) =>
             {

@@ -41,6 +41,8 @@ pub struct Settings {
     /// The lease's time to live: how long after the host stops the others withdraw it.
     pub ttl_s: i64,
     pub version: String,
+    /// Whether the other hosts' endpoints are installed (`Local::endpoints`).
+    pub endpoints: bool,
 }
 
 impl Settings {
@@ -275,6 +277,7 @@ impl<S: Store, K: Sink> Member<S, K> {
             host: &self.settings.host,
             base: &self.settings.base,
             labels: &self.labels,
+            endpoints: self.settings.endpoints,
         };
         let d = derive(&self.view, &local);
         let mut rejected: BTreeMap<String, String> = self

@@ -60,6 +60,10 @@ fn view(kvs: &[(&str, String)]) -> View {
 }
 
 fn derive_for(h: &str, v: &View) -> crate::derive::Derived {
+    derive_with(h, v, true)
+}
+
+fn derive_with(h: &str, v: &View, endpoints: bool) -> crate::derive::Derived {
     let b = base();
     let labels = BTreeMap::new();
     derive(
@@ -68,6 +72,7 @@ fn derive_for(h: &str, v: &View) -> crate::derive::Derived {
             host: h,
             base: &b,
             labels: &labels,
+            endpoints,
         },
     )
 }
@@ -149,6 +154,18 @@ fn a_host_gets_its_ports_and_the_peers_of_its_networks_only() {
     // The tables take it.
     c.translate().expect("the derived configuration translates");
     assert_eq!(d.local_ports.keys().collect::<Vec<_>>(), ["a"]);
+}
+
+#[test]
+fn without_endpoints_a_host_has_its_intent_and_no_remote_reachability() {
+    // `--reach evpn`: what the other hosts are comes from BGP; etcd gives intent only.
+    let d = derive_with("h1", &view(&two_hosts("vxlan")), false);
+    let c = &d.config;
+    assert_eq!(c.interfaces.len(), 2);
+    assert_eq!(c.networks.len(), 1);
+    assert!(c.networks[0].flood.is_empty());
+    assert!(c.tunnels.is_empty() && c.nexthops.is_empty());
+    assert!(c.bridge.is_empty() && c.routes.is_empty());
 }
 
 #[test]
@@ -430,6 +447,7 @@ fn start(m: &Mem, h: &str) -> (Recorder, SharedStatus, tokio::task::JoinHandle<(
             base,
             ttl_s: 3,
             version: "t".into(),
+            endpoints: true,
         },
     );
     let status = member.status();

@@ -3,6 +3,7 @@
 //! `PUT /api/v1/config` would, so names and counters follow), and is reported at
 //! `GET /api/v1/cluster` and in /metrics.
 
+use crate::evpn::learn::Learning;
 use crate::ports::Attached;
 use ovr_agent::api::intent::{IntentKey, IntentKind, IntentStore, Pending};
 use ovr_agent::api::ipam::{Allocate, IpamStore};
@@ -23,11 +24,17 @@ use tracing::warn;
 struct Agent {
     state: AppState,
     attached: Attached,
+    /// With `--reach evpn|both`: what BGP learnt is added to each configuration.
+    learning: Option<Arc<Learning>>,
 }
 
 impl Sink for Agent {
     fn install(&mut self, config: Config) -> Result<usize, String> {
-        let applied = self.state.install(config).map_err(|e| match e.field() {
+        let applied = match &self.learning {
+            Some(l) => l.install_intent(config),
+            None => self.state.install(config),
+        };
+        let applied = applied.map_err(|e| match e.field() {
             Some(f) => format!("{f}: {e}"),
             None => e.to_string(),
         })?;
@@ -45,6 +52,7 @@ pub fn join(
     settings: Settings,
     state: &AppState,
     attached: Attached,
+    learning: Option<Arc<Learning>>,
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -54,6 +62,7 @@ pub fn join(
     let sink = Agent {
         state: state.clone(),
         attached,
+        learning,
     };
     let status: SharedStatus = SharedStatus::default();
     let (report, metrics) = (Arc::clone(&status), Arc::clone(&status));

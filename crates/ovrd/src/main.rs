@@ -134,9 +134,22 @@ struct Args {
     /// VTEP address, which is ovrd's) [default: any].
     #[arg(long)]
     bgp_address: Option<std::net::IpAddr>,
+    /// Where the other hosts' reachability comes from: etcd (the cluster's endpoints),
+    /// evpn (routes learnt through --bgp; etcd, if any, gives intent only) or both (an
+    /// endpoint both know is installed once) [default: both with --etcd and --bgp, else
+    /// the one given] (docs/bgp.md).
+    #[arg(long, value_enum)]
+    reach: Option<ReachArg>,
     /// Print the counters this often (seconds; 0: only at exit).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+enum ReachArg {
+    Etcd,
+    Evpn,
+    Both,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,7 +217,8 @@ fn run(a: &Args) -> Result<(), String> {
                 .ok_or_else(|| format!("--cpu {cpu}: no such CPU available to ovrd"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let join = cluster_settings(a)?;
+    let reach = reach(a)?;
+    let join = cluster_settings(a, reach)?;
     let speaker = bgp_settings(a)?;
     let agent = ovr_agent::server::start(&ovr_agent::server::Options {
         config: a.config.clone(),
@@ -219,6 +233,12 @@ fn run(a: &Args) -> Result<(), String> {
     let api = agent.api;
     let app = agent.state;
     app.report_links(std::sync::Arc::new(memif_links));
+    let learning = match reach {
+        ReachArg::Etcd => None,
+        ReachArg::Evpn => Some(evpn::learn::Learning::new(&app, evpn::learn::Source::Evpn)),
+        ReachArg::Both => Some(evpn::learn::Learning::new(&app, evpn::learn::Source::Both)),
+    };
+    let in_cluster = join.is_some();
     let mut handoffs: Vec<Option<_>> = if n > 1 {
         handoff::mailboxes(n)
             .map_err(|e| format!("worker mailboxes: {e}"))?
@@ -358,13 +378,17 @@ fn run(a: &Args) -> Result<(), String> {
                 .serve()
                 .map_err(|e| e.to_string())
                 .and_then(|()| match join {
-                    Some((endpoints, settings)) => {
-                        cluster::join(endpoints, settings, &app, attached.clone())
-                    }
+                    Some((endpoints, settings)) => cluster::join(
+                        endpoints,
+                        settings,
+                        &app,
+                        attached.clone(),
+                        learning.clone(),
+                    ),
                     None => Ok(()),
                 })
                 .and_then(|()| match speaker {
-                    Some(s) => evpn::start(s, &app, attached.clone()),
+                    Some(s) => evpn::start(s, &app, attached.clone(), learning.clone(), in_cluster),
                     None => Ok(()),
                 });
             match served {
@@ -428,10 +452,29 @@ fn bgp_settings(a: &Args) -> Result<Option<evpn::Settings>, String> {
     }))
 }
 
+/// Where remote reachability comes from: --reach, checked against --etcd and --bgp.
+fn reach(a: &Args) -> Result<ReachArg, String> {
+    let (etcd, bgp) = (!a.etcd.is_empty(), a.bgp.is_some());
+    let r = match a.reach {
+        Some(r) => r,
+        None if etcd && bgp => ReachArg::Both,
+        None if bgp => ReachArg::Evpn,
+        None => ReachArg::Etcd,
+    };
+    match r {
+        ReachArg::Evpn | ReachArg::Both if !bgp => {
+            Err(format!("--reach {r:?}: learning from BGP needs --bgp").to_lowercase())
+        }
+        ReachArg::Both if !etcd => Err("--reach both: the cluster's endpoints need --etcd".into()),
+        _ => Ok(r),
+    }
+}
+
 /// With --etcd: how to reach etcd and who this host is (its base configuration read
 /// from --config).
 fn cluster_settings(
     a: &Args,
+    reach: ReachArg,
 ) -> Result<Option<(ovr_cluster::etcd::Endpoints, ovr_cluster::member::Settings)>, String> {
     if a.etcd.is_empty() {
         return Ok(None);
@@ -460,6 +503,7 @@ fn cluster_settings(
         base,
         ttl_s: a.etcd_lease_ttl,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        endpoints: reach != ReachArg::Evpn,
     };
     Ok(Some((endpoints, settings)))
 }

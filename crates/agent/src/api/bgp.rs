@@ -16,6 +16,10 @@ pub trait BgpView: Send + Sync {
     fn neighbors(&self) -> Pending<Value>;
     /// The EVPN routes, each with `direction` (in, out) and `neighbor`.
     fn routes(&self) -> Pending<Value>;
+    /// What of the learnt routes is installed: the reachability source, the VTEPs with
+    /// their underlay MACs (or why not resolved yet), entries by kind, what was skipped
+    /// and refused by reason.
+    fn installed(&self) -> Value;
 }
 
 fn view(s: &AppState) -> Result<&dyn BgpView, ApiError> {
@@ -41,4 +45,13 @@ pub async fn neighbors(State(s): State<AppState>) -> Result<Json<Value>, ApiErro
         (status = 503, description = "the speaker does not answer", body = ErrorBody)))]
 pub async fn routes(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     view(&s)?.routes().await.map(Json)
+}
+
+#[utoipa::path(get, path = "/api/v1/bgp/installed", tag = "bgp",
+    responses((status = 200, description = "what of the learnt routes is installed: VTEPs \
+        (resolved or not), entries by kind, skipped and refused routes by reason",
+        content_type = "application/json"),
+        (status = 404, description = "ovrd speaks no BGP", body = ErrorBody)))]
+pub async fn installed(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(view(&s)?.installed()))
 }

@@ -122,6 +122,31 @@ impl AppState {
         r
     }
 
+    /// Installs what `f` makes of the installed configuration (None: nothing to change),
+    /// holding the agent meanwhile so that no change through the API comes between: how
+    /// ovrd adds what BGP learnt to a configuration the API writes.
+    pub fn update(
+        &self,
+        f: impl FnOnce(&ovr_config::Config) -> Option<ovr_config::Config>,
+    ) -> Result<Option<Applied>, ApiError> {
+        let mut a = self
+            .agent
+            .lock()
+            .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
+        let Some(config) = f(a.config()) else {
+            return Ok(None);
+        };
+        let r = a.replace(config);
+        *self
+            .names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+        if let Some(w) = &self.worker {
+            w.wake_all();
+        }
+        r.map(Some)
+    }
+
     /// The names and ids installed, without taking the agent.
     fn names(&self) -> Arc<Names> {
         let n = self
@@ -261,6 +286,7 @@ impl AppState {
         observe::delete_flow,
         bgp::neighbors,
         bgp::routes,
+        bgp::installed,
         diagnose::trace,
         diagnose::trace_add,
         diagnose::trace_clear,
@@ -438,6 +464,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         )
         .route("/api/v1/bgp/neighbors", g(bgp::neighbors))
         .route("/api/v1/bgp/routes", g(bgp::routes))
+        .route("/api/v1/bgp/installed", g(bgp::installed))
         .route("/metrics", g(observe::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)

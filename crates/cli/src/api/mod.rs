@@ -520,10 +520,21 @@ pub enum Bgp {
     Neighbors,
     /// EVPN routes: out (this host's) and in (learnt; refused ones with the reason).
     Routes,
+    /// What of the learnt routes is installed: the remote VTEPs and their underlay MACs
+    /// (unresolved ones with the reason), with --json also entries, skips and refusals.
+    Installed,
 }
 
 pub fn bgp(what: Bgp, c: &Conn) -> Result<(), Failure> {
     let (path, columns): (&str, &[&str]) = match what {
+        Bgp::Installed => {
+            let v = call(c, "GET", "/api/v1/bgp/installed", None)?;
+            print(c, &v, |v| {
+                println!("source: {}", v["source"].as_str().unwrap_or("?"));
+                show::table(&["vtep", "state", "mac", "reason"], &v["vteps"]);
+            });
+            return Ok(());
+        }
         Bgp::Neighbors => (
             "/api/v1/bgp/neighbors",
             &["address", "asn", "state", "received", "advertised"],

@@ -7,7 +7,8 @@ use super::{Place, load, socket_of};
 /// underlay address, API socket and ovrd's pid; workloads with their host, tenant,
 /// namespace, address and MAC; `etcd`: the cluster's client URLs reachable from the
 /// root namespace (none in a static lab), and `etcd_members` with their namespace, pid and
-/// whether they run. `up` is false, and the lists empty, when no lab is up.
+/// whether they run; `bgp` (with `up --evpn`): the route reflector and each host's
+/// speaker, with whether they run. `up` is false, and the lists empty, when no lab is up.
 pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
     use serde_json::json;
     let s = load(p)?.unwrap_or_default();
@@ -68,6 +69,7 @@ pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
         "workloads": workloads,
         "etcd": s.etcd.as_ref().map(|c| c.root_urls()).unwrap_or_default(),
         "etcd_members": members,
+        "bgp": s.bgp.as_ref().map(super::evpn::Bgp::status),
     }))
 }
 

@@ -202,7 +202,15 @@ pub(super) fn host_interface(t: usize, w: usize) -> String {
 
 /// Host `h` without ovr: a bridge joining the kernel's vxlan device (VNI 101) and one
 /// tenant-1 workload, flooding to every other host's VTEP.
-pub(super) fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Result<(), String> {
+/// With `evpn`, no flood entries: FRR installs them and the remote MACs from BGP, and
+/// the VXLAN device neither learns from the data plane nor floods ARP it can answer.
+pub(super) fn kernel_host(
+    p: &Place,
+    s: &mut State,
+    ul: &str,
+    h: usize,
+    evpn: bool,
+) -> Result<(), String> {
     add_host(p, s, ul, h, true)?;
     let ns = format!("{}-h{h}", p.prefix);
     let ip = format!("192.0.2.{h}");
@@ -213,14 +221,15 @@ pub(super) fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Resul
     // Over a veth the kernel leaves the outer UDP checksum for the "hardware" to finish;
     // ovr, reading frames as they are, would find it unfinished and drop the packet.
     run(Some(&ns), &["ethtool", "-K", "uplink", "tx", "off"])?;
-    run(
-        Some(&ns),
-        &[
-            "ip", "link", "add", "vxlan101", "type", "vxlan", "id", "101", "dstport", "4789",
-            "local", &ip, "dev", "uplink",
-        ],
-    )?;
-    for o in s.hosts.iter().filter(|o| !o.kernel) {
+    let mut vxlan = vec![
+        "ip", "link", "add", "vxlan101", "type", "vxlan", "id", "101", "dstport", "4789", "local",
+        &ip, "dev", "uplink",
+    ];
+    if evpn {
+        vxlan.push("nolearning");
+    }
+    run(Some(&ns), &vxlan)?;
+    for o in s.hosts.iter().filter(|o| !o.kernel && !evpn) {
         run(
             Some(&ns),
             &[
@@ -244,6 +253,22 @@ pub(super) fn kernel_host(p: &Place, s: &mut State, ul: &str, h: usize) -> Resul
     for port in ["vxlan101", "t1w1"] {
         run(Some(&ns), &["ip", "link", "set", port, "master", "brt1"])?;
         run(Some(&ns), &["ip", "link", "set", port, "up"])?;
+    }
+    if evpn {
+        run(
+            Some(&ns),
+            &[
+                "bridge",
+                "link",
+                "set",
+                "dev",
+                "vxlan101",
+                "neigh_suppress",
+                "on",
+                "learning",
+                "off",
+            ],
+        )?;
     }
     run(Some(&ns), &["ip", "link", "set", "brt1", "up"]).map(drop)
 }

@@ -5,8 +5,15 @@
 //! 100 ms; only changes are sent). If gobgpd goes away ovrd reconnects, configures it
 //! again and advertises everything; if ovrd restarts while gobgpd keeps running, it
 //! takes gobgpd's table as what it advertised and sends only the difference.
+//!
+//! With `--reach evpn|both` it also installs what it learns (`learn`), resolving the
+//! remote VTEPs' underlay MACs with ARP (`arp`).
+
+pub mod arp;
+pub mod learn;
 
 use crate::ports::Attached;
+use learn::Learning;
 use ovr_agent::api::AppState;
 use ovr_agent::api::bgp::BgpView;
 use ovr_agent::api::intent::Pending;
@@ -26,6 +33,8 @@ use tracing::{info, warn};
 
 /// How often the installed configuration is compared with what is advertised.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// How often gobgpd's own table is compared with what was advertised.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The speaker's settings, from ovrd's command line.
 #[derive(Debug, Clone)]
@@ -116,8 +125,15 @@ pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -
     advertise::routes(asn, vtep, &networks, &ports)
 }
 
-/// Starts the speaker's thread: from here on, what the host has is advertised.
-pub fn start(settings: Settings, state: &AppState, attached: Attached) -> Result<(), String> {
+/// Starts the speaker's thread: from here on, what the host has is advertised, and with
+/// `learning` what is learnt installed (`cluster`: the intent is the member's).
+pub fn start(
+    settings: Settings,
+    state: &AppState,
+    attached: Attached,
+    learning: Option<Arc<Learning>>,
+    cluster: bool,
+) -> Result<(), String> {
     let asn = u16::try_from(settings.asn).map_err(|_| {
         format!(
             "--bgp-asn {}: route targets need a two-octet AS",
@@ -127,6 +143,7 @@ pub fn start(settings: Settings, state: &AppState, attached: Attached) -> Result
     state.speak_bgp(Arc::new(View {
         url: settings.url.clone(),
         client: Arc::default(),
+        learning: learning.clone(),
     }));
     let state = state.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -137,13 +154,26 @@ pub fn start(settings: Settings, state: &AppState, attached: Attached) -> Result
         .name("ovr-bgp".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let mut backoff = Duration::from_millis(100);
-                loop {
-                    let e = session(&settings, asn, &state, &attached).await;
-                    warn!(error = %e, "bgp: session with gobgpd ended; again soon");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
+                let speak = async {
+                    let mut backoff = Duration::from_millis(100);
+                    loop {
+                        let e = session(&settings, asn, &state, &attached).await;
+                        warn!(error = %e, "bgp: session with gobgpd ended; again soon");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                };
+                let learn = async {
+                    let Some(learning) = &learning else {
+                        return std::future::pending().await;
+                    };
+                    loop {
+                        let e = learn::run(&settings.url, asn, learning, cluster).await;
+                        warn!(error = %e, "bgp: learning from gobgpd stopped; again soon");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                };
+                tokio::join!(speak, learn);
             });
         })
         .map_err(|e| format!("bgp thread: {e}"))?;
@@ -206,7 +236,29 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
             .filter_map(|l| l.route.ok())
             .collect();
         info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
+        let mut checked = std::time::Instant::now();
         loop {
+            // gobgpd's own table, looked at every second: a gobgpd that restarted (not
+            // configured: the listing fails) ends the session, which configures it
+            // again; one that lost routes gets them again.
+            if checked.elapsed() >= CHECK_EVERY {
+                checked = std::time::Instant::now();
+                let own: BTreeSet<Route> = bgp
+                    .routes()
+                    .await?
+                    .into_iter()
+                    .filter(|l| l.neighbor.is_empty())
+                    .filter_map(|l| l.route.ok())
+                    .collect();
+                if own != advertised {
+                    warn!(
+                        had = own.len(),
+                        expected = advertised.len(),
+                        "bgp: gobgpd's table is not what was advertised; advertising again"
+                    );
+                    advertised = own;
+                }
+            }
             let want = wanted(&installed(state), asn, vtep, |n| attached.contains(n));
             let (announce, withdraw) = advertise::changes(&advertised, &want);
             for r in &withdraw {
@@ -238,6 +290,7 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
 struct View {
     url: String,
     client: Arc<OnceCell<GoBgp>>,
+    learning: Option<Arc<Learning>>,
 }
 
 impl View {
@@ -321,6 +374,13 @@ impl BgpView for View {
                 })
                 .collect())
         })
+    }
+
+    fn installed(&self) -> Value {
+        match &self.learning {
+            Some(l) => l.report(),
+            None => json!({ "source": "etcd", "vteps": [] }),
+        }
     }
 
     fn routes(&self) -> Pending<Value> {

@@ -1,0 +1,150 @@
+"""Two ovr hosts that know each other only through BGP EVPN: each runs ovrd with its own
+gobgpd, the two speakers peer over the underlay, and neither host has any static
+reachability (no tunnels, next hops, bridge entries or routes in its configuration) nor
+a cluster. Each installs the other's VTEP (its underlay MAC resolved by ARP), flood entry,
+workload MAC and host route from the routes it learns; the workloads ping each other.
+A BGP session lost (h2's gobgpd killed) removes what came through it within the hold
+time; gobgpd started again is configured by ovrd again and the routes come back. A
+workload whose interface goes is withdrawn and the other host removes what it had
+installed for it."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from system.frr import Gobgpd, free_port
+from system.netns import Lab, sh, stop
+from system.ovrd import Ovrd
+
+HOSTS = {1: "02:00:00:00:01:0b", 2: "02:00:00:00:02:0b"}
+
+
+def until(what, f, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = f()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.2)
+
+
+def api(ovrd, path):
+    r = subprocess.run(["curl", "-s", "--unix-socket", str(ovrd.socket), f"http://ovrd{path}"],
+                       capture_output=True, text=True, timeout=10)
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evpn-ovr")
+    lab = Lab("o")
+    lab.prefix = f"ovrev{os.getpid() % 10000}o"
+    started = []
+    try:
+        u = lab.ns("u")
+        sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
+        sh("ip", "link", "set", "br0", "up", ns=u)
+        out = {"lab": lab, "started": started}
+        for n, w_mac in HOSTS.items():
+            h = lab.ns(f"h{n}")
+            lab.veth(h, "uplink", u, f"p{n}", mac_a=f"02:00:00:00:00:0{n}")
+            lab.veth(h, "mgmt", u, f"m{n}")
+            for p in (f"p{n}", f"m{n}"):
+                sh("ip", "link", "set", p, "master", "br0", ns=u)
+            sh("ip", "addr", "add", f"192.0.2.10{n}/24", "dev", "mgmt", ns=h)
+            sh("sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", ns=h)
+            w = lab.ns(f"w{n}")
+            lab.veth(w, "eth0", h, f"v-w{n}", mac_a=w_mac)
+            sh("ip", "addr", "add", f"10.1.0.1{n}/24", "dev", "eth0", ns=w)
+            (tmp / f"h{n}.yaml").write_text(f"""
+interfaces:
+  - {{ name: uplink, kind: underlay, mac: "02:00:00:00:00:0{n}", addresses: [192.0.2.{n}/24] }}
+  - {{ name: v-w{n}, kind: workload, network: red, peer_mac: "{w_mac}", peer_addresses: [10.1.0.1{n}] }}
+networks:
+  - {{ name: red, vni: 100, gateways: [10.1.0.1/24] }}
+""")
+            gobgpd = Gobgpd(h, tmp / f"gobgpd{n}.log", free_port())
+            gobgpd.log = tmp / f"gobgpd{n}.log"
+            started.append(gobgpd)
+            other = 3 - n
+            ovrd = Ovrd(h, tmp / f"h{n}.log", "--config", tmp / f"h{n}.yaml",
+                        "--bgp", gobgpd.api, "--bgp-peer", f"192.0.2.10{other}",
+                        "--bgp-address", f"192.0.2.10{n}", "--reach", "evpn",
+                        "--fast-path-pin-dir", tmp / f"pins{n}")
+            started.append(ovrd)
+            out.update({f"h{n}": h, f"w{n}": w, f"ovrd{n}": ovrd, f"gobgpd{n}": gobgpd})
+        yield out
+    finally:
+        for s in reversed(started):
+            s.stop()
+        lab.close()
+
+
+def config(ovrd):
+    return api(ovrd, "/api/v1/config")
+
+
+def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_ping(hosts):
+    for n in HOSTS:
+        # Nothing static: the configuration has no tunnel, bridge entry or route.
+        c = config(hosts[f"ovrd{n}"])
+        assert not c.get("tunnels") and not c.get("bridge") and not c.get("routes"), c
+    for n, other in ((1, 2), (2, 1)):
+        o = hosts[f"ovrd{n}"]
+        until(f"h{n} installs h{other}'s workload", lambda: any(
+            b["mac"] == HOSTS[other] and b["nexthop"] == f"evpn:192.0.2.{other}:100"
+            for b in config(o).get("bridge", [])))
+        c = config(o)
+        assert [(t["remote"], t["remote_mac"]) for t in c["tunnels"]] == \
+            [(f"192.0.2.{other}", f"02:00:00:00:00:0{other}")], c["tunnels"]
+        assert f"evpn:192.0.2.{other}:100" in c["networks"][0]["flood"], c["networks"]
+        assert any(r["prefix"] == f"10.1.0.1{other}/32" for r in c["routes"]), c["routes"]
+        v = api(o, "/api/v1/bgp/installed")
+        assert v["source"] == "evpn" and not v["unresolved"], v
+    r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.11", ns=hosts["w2"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_lost_session_removes_its_routes_and_a_restarted_speaker_brings_them_back(hosts):
+    o1 = hosts["ovrd1"]
+    has_h2 = lambda: any(b["mac"] == HOSTS[2] for b in config(o1).get("bridge", []))
+    until("h2's workload at h1", has_h2)
+    old = hosts["gobgpd2"]
+    # Killed: no BGP notification, but its kernel closes the TCP connection; h1's gobgpd
+    # drops the session and h2's paths with it; ovrd removes what it installed from them.
+    stop(old.proc, signal.SIGKILL)
+    until("h2's routes gone from h1", lambda: not config(o1).get("tunnels"), timeout=20)
+    c = config(o1)
+    assert not c.get("bridge") and not c.get("routes") and not c["networks"][0]["flood"], c
+    new = Gobgpd(hosts["h2"], old_log(old), old.port)
+    hosts["gobgpd2"] = new
+    hosts["started"].append(new)
+    until("h2's workload back at h1", has_h2, timeout=40)
+    r = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def old_log(g):
+    return g.log.with_name(g.log.stem + "-again.log")
+
+
+def test_a_workload_deleted_on_one_host_is_withdrawn_and_unreachable_on_the_other(hosts):
+    o1 = hosts["ovrd1"]
+    until("h2's workload at h1", lambda: any(
+        b["mac"] == HOSTS[2] for b in config(o1).get("bridge", [])))
+    sh("ip", "link", "del", "v-w2", ns=hosts["h2"])
+    # h2 withdraws the workload (and its network's flood route: no workload is left
+    # there); h1 removes the bridge entry, the host route, the flood entry and the tunnel.
+    until("h2's workload gone from h1", lambda: not config(o1).get("bridge"))
+    until("h2's VTEP gone from h1", lambda: not config(o1).get("tunnels"))
+    c = config(o1)
+    assert not c.get("routes") and not c["networks"][0]["flood"], c
+    r = sh("ping", "-c", "2", "-W", "1", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode != 0, r.stdout
