@@ -8,6 +8,7 @@
 //! the YAML line and column.
 #![forbid(unsafe_code)]
 
+mod chains;
 mod error;
 mod file;
 mod keys;
