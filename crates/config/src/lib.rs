@@ -74,6 +74,8 @@ impl Config {
 }
 
 #[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
 mod error_tests;
 #[cfg(test)]
 mod tests;

@@ -604,7 +604,12 @@ pub(crate) fn translate(c: &Config, keep: &Names) -> R<Translation> {
         nh_names.push(f.name.clone());
     }
     // And those made for each side of a service instance.
+    // (Two instances of one name are refused at their name by `check_services`.)
+    let mut made = std::collections::HashSet::new();
     for (name, path) in crate::chains::nexthop_names(c) {
+        if !made.insert(name.clone()) {
+            continue;
+        }
         if nh_names.contains(&name) {
             return err(
                 path,
