@@ -193,6 +193,16 @@ fn each_mistake_is_reported_at_its_field() {
 }
 
 #[test]
+fn the_example_translates() {
+    let c = Config::from_yaml(include_str!("../examples/service-chain.yaml")).unwrap();
+    let t = c.translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    assert_eq!(st.chains().chains()[0].functions[0].instances.len(), 2);
+}
+
+#[test]
 fn a_next_hop_named_like_an_instance_side_is_refused() {
     let yaml = format!("{GOOD}nexthops:\n  - {{ name: fw/fw-1/left, kind: drop }}\n");
     assert_error(
