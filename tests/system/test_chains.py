@@ -122,17 +122,19 @@ def fw_mac(n, side):
 
 
 class Topology:
-    def __init__(self, lab, tmp_path, instances):
+    def __init__(self, lab, tmp_path):
         self.lab, self.tmp = lab, tmp_path
+        self.procs, self.ovrd, self.fw = [], None, {}
+
+    def build(self, instances):
+        lab, tmp_path = self.lab, self.tmp
         self.host = lab.ns("host")
         self.a, self.b = lab.ns("a"), lab.ns("b")
-        self.procs = []
         lab.veth(self.host, "wa", self.a, "eth0", mac_b=A_MAC)
         lab.veth(self.host, "wb", self.b, "eth0", mac_b=B_MAC)
         for ns, ip, gw in ((self.a, A_IP, "10.1.0.1"), (self.b, B_IP, "10.2.0.1")):
             sh("ip", "addr", "add", f"{ip}/24", "dev", "eth0", ns=ns)
             sh("ip", "route", "add", "default", "via", gw, ns=ns)
-        self.fw = {}
         for n in range(1, instances + 1):
             f = lab.ns(f"fw{n}")
             self.fw[n] = f
@@ -161,7 +163,8 @@ class Topology:
     def close(self):
         for p in self.procs:
             stop(p)
-        self.ovrd.stop()
+        if self.ovrd:
+            self.ovrd.stop()
 
     def ctl(self, *args):
         r = subprocess.run([str(binary("ovr-cli", "ovrctl")), "--socket", str(self.ovrd.socket),
@@ -220,13 +223,12 @@ class Topology:
 def topo(tmp_path, request):
     binary("ovr-cli", "ovrctl")
     lab = ChainLab()
-    t = None
+    t = Topology(lab, tmp_path)
     try:
-        t = Topology(lab, tmp_path, request.param)
+        t.build(request.param)
         yield t
     finally:
-        if t:
-            t.close()
+        t.close()
         lab.close()
 
 
