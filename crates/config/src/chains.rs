@@ -10,7 +10,7 @@ use crate::model::{ActionConfig, RuleConfig, ServiceModeConfig};
 use crate::translate::{Builder, R, err, unicast};
 use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
 use ovr_tables::ids::VrfId;
-use ovr_tables::nexthop::NextHop;
+use ovr_tables::nexthop::{ECMP_BUCKETS, NextHop};
 use ovr_tables::state::TableOp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -58,6 +58,12 @@ impl Builder<'_> {
                 return err(
                     format!("{path}.mode"),
                     "transparent functions are not supported yet: use in-network",
+                );
+            }
+            if s.instances.len() > ECMP_BUCKETS {
+                return err(
+                    format!("{path}.instances"),
+                    format!("at most {ECMP_BUCKETS} instances (the ECMP group's buckets)"),
                 );
             }
             let mut names = HashMap::new();
