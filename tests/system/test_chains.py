@@ -5,7 +5,8 @@ and count (and drop) with nftables. Checked: ICMP and TCP cross the function (it
 counters rise) and the replies come back through the same instance (ovr's flows name
 it both ways); with two instances sessions spread and stay pinned; an instance whose
 link goes down gives its sessions to the other, the others' stay; with none left the
-chain fails closed, counted under `chain_no_instance`."""
+chain fails closed, counted under `chain_no_instance`. A transparent instance (a Linux
+bridge counting with nftables' bridge family) passes frames unchanged both ways."""
 
 import json
 import os
@@ -88,7 +89,7 @@ class ChainLab(Lab):
         self.prefix = f"ovrsc{os.getpid() % 10000}"
 
 
-def config(instances):
+def config(instances, mode="in-network"):
     """red → blue through `fw` with `instances` instances (1 or 2)."""
     ifaces = [
         {"name": "wa", "network": "red", "peer_mac": A_MAC, "peer_addresses": [A_IP]},
@@ -96,6 +97,14 @@ def config(instances):
     ]
     insts = []
     for n in range(1, instances + 1):
+        if mode == "transparent":
+            # A bump in the wire: no MAC of its own; ovr's ports need theirs (a bridge
+            # must not learn the gateway's MAC on either side).
+            ifaces += [{"name": f"f{n}l", "network": "svc", "mac": port_mac(n, "l")},
+                       {"name": f"f{n}r", "network": "svc", "mac": port_mac(n, "r")}]
+            insts.append({"name": f"fw-{n}", "left": {"interface": f"f{n}l"},
+                          "right": {"interface": f"f{n}r"}})
+            continue
         ifaces += [{"name": f"f{n}l", "network": "svc"}, {"name": f"f{n}r", "network": "svc"}]
         insts.append({
             "name": f"fw-{n}",
@@ -112,7 +121,7 @@ def config(instances):
         ],
         "routes": [{"network": "red", "prefix": f"{B_IP}/32", "nexthop": "wb"},
                    {"network": "blue", "prefix": f"{A_IP}/32", "nexthop": "wa"}],
-        "services": [{"name": "fw", "mode": "in-network", "instances": insts}],
+        "services": [{"name": "fw", "mode": mode, "instances": insts}],
         "chains": [{"name": "through-fw", "functions": ["fw"]}],
     }
 
@@ -121,13 +130,18 @@ def fw_mac(n, side):
     return f"02:00:00:f{n}:00:{'01' if side == 'l' else '02'}"
 
 
+def port_mac(n, side):
+    return f"02:00:00:e{n}:00:{'01' if side == 'l' else '02'}"
+
+
 class Topology:
     def __init__(self, lab, tmp_path):
         self.lab, self.tmp = lab, tmp_path
         self.procs, self.ovrd, self.fw = [], None, {}
 
-    def build(self, instances):
+    def build(self, instances, mode="in-network"):
         lab, tmp_path = self.lab, self.tmp
+        self.family = "bridge" if mode == "transparent" else "inet"
         self.host = lab.ns("host")
         self.a, self.b = lab.ns("a"), lab.ns("b")
         lab.veth(self.host, "wa", self.a, "eth0", mac_b=A_MAC)
@@ -140,6 +154,14 @@ class Topology:
             self.fw[n] = f
             lab.veth(self.host, f"f{n}l", f, "left", mac_b=fw_mac(n, "l"))
             lab.veth(self.host, f"f{n}r", f, "right", mac_b=fw_mac(n, "r"))
+            if mode == "transparent":
+                # Frames pass unchanged through a bridge, counted by nftables' bridge family.
+                sh("ip", "link", "add", "br0", "type", "bridge", ns=f)
+                for port in ("left", "right"):
+                    sh("ip", "link", "set", port, "master", "br0", ns=f)
+                sh("ip", "link", "set", "br0", "up", ns=f)
+                sh("nft", "-f", "-", ns=f, input=NFT.replace("inet", "bridge"))
+                continue
             sh("ip", "addr", "add", f"10.99.1.1{n}/24", "dev", "left", ns=f)
             sh("ip", "addr", "add", f"10.99.2.1{n}/24", "dev", "right", ns=f)
             sh("ip", "route", "add", "10.1.0.0/24", "via", "10.99.1.1", ns=f)
@@ -147,7 +169,7 @@ class Topology:
             sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=f)
             sh("nft", "-f", "-", ns=f, input=NFT)
         cfg = tmp_path / "ovr.json"
-        cfg.write_text(json.dumps(config(instances)))
+        cfg.write_text(json.dumps(config(instances, mode)))
         self.ovrd = Ovrd(self.host, tmp_path / "ovrd.log", "--config", cfg)
         self.start(self.b, ECHO_SERVER, str(PORT), wait="listening")
         self.start(self.b, ECHO_SERVER, str(BLOCKED), wait="listening")
@@ -177,7 +199,7 @@ class Topology:
 
     def counters(self, n):
         """nftables' counters in instance n: (packets towards blue, packets towards red)."""
-        out = json.loads(sh("nft", "-j", "list", "chain", "inet", "fw", "forward",
+        out = json.loads(sh("nft", "-j", "list", "chain", self.family, "fw", "forward",
                             ns=self.fw[n]).stdout)
         rules = [x["rule"] for x in out["nftables"] if "rule" in x]
         counts = []
@@ -225,7 +247,7 @@ def topo(tmp_path, request):
     lab = ChainLab()
     t = Topology(lab, tmp_path)
     try:
-        t.build(request.param)
+        t.build(*request.param) if isinstance(request.param, tuple) else t.build(request.param)
         yield t
     finally:
         t.close()
@@ -346,5 +368,25 @@ def test_sessions_spread_stay_pinned_move_when_an_instance_goes_and_fail_closed(
     sh("ip", "route", "replace", "10.1.0.0/24", "via", "10.99.1.1", ns=topo.fw[1])
     topo.wait_health("fw-1", True)
     assert topo.ping(3).returncode == 0
+    client.stdin.write("quit\n")
+    client.stdin.flush()
+
+
+@pytest.mark.parametrize("topo", [(1, "transparent")], indirect=True)
+def test_a_transparent_function_passes_frames_unchanged_both_ways(topo):
+    r = topo.ping(3)
+    assert r.returncode == 0, r.stdout + r.stderr
+    to_b, to_a = topo.counters(1)
+    assert to_b >= 3 and to_a >= 3, (to_b, to_a)
+    client = topo.start(topo.a, CLIENT, B_IP, str(PORT))
+    client.stdin.write("open 1\n")
+    client.stdin.flush()
+    ports = json.loads(client.stdout.readline())
+    client.stdin.write("send 3\n")
+    client.stdin.flush()
+    assert json.loads(client.stdout.readline()) == [True]
+    assert topo.instance_of_sessions(ports) == {ports[0]: ("fw/fw-1/left", "fw/fw-1/right")}
+    (inst,) = topo.chains()["chains"][0]["functions"][0]["instances"]
+    assert inst["healthy"] and topo.chains()["chains"][0]["functions"][0]["mode"] == "transparent"
     client.stdin.write("quit\n")
     client.stdin.flush()

@@ -137,8 +137,8 @@ fn each_mistake_is_reported_at_its_field() {
     );
     assert_error(
         &swap("mode: in-network", "mode: transparent"),
-        "services[0].mode",
-        "not supported yet",
+        "services[0].instances[0].left.mac",
+        "leave it out",
     );
     assert_error(
         &swap("mode: in-network", "mode: sideways"),
@@ -200,6 +200,51 @@ fn the_example_translates() {
     t.apply(&mut w).unwrap();
     let st = r.enter().unwrap();
     assert_eq!(st.chains().chains()[0].functions[0].instances.len(), 2);
+}
+
+#[test]
+fn a_transparent_function_is_sent_frames_for_the_other_sides_gateway() {
+    let yaml = GOOD
+        .replace("mode: in-network", "mode: transparent")
+        .replace(", mac: '02:00:00:00:01:01', address: 10.99.1.11", "")
+        .replace(", mac: '02:00:00:00:01:02'", "")
+        .replace(", mac: '02:00:00:00:02:01'", "")
+        .replace(", mac: '02:00:00:00:02:02'", "");
+    // Its ports need MACs of their own.
+    assert_error(
+        &yaml,
+        "services[0].instances[0].left.interface",
+        "needs a MAC of its own",
+    );
+    let yaml = yaml
+        .replace(
+            "{ name: f1l, network: svc }",
+            "{ name: f1l, network: svc, mac: '02:00:00:00:0f:01' }",
+        )
+        .replace(
+            "{ name: f1r, network: svc }",
+            "{ name: f1r, network: svc, mac: '02:00:00:00:0f:02' }",
+        )
+        .replace(
+            "{ name: f2l, network: svc }",
+            "{ name: f2l, network: svc, mac: '02:00:00:00:0f:03' }",
+        )
+        .replace(
+            "{ name: f2r, network: svc }",
+            "{ name: f2r, network: svc, mac: '02:00:00:00:0f:04' }",
+        );
+    let t = Config::from_yaml(&yaml).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let nh = st.nexthop(t.names.nexthops["fw/fw-1/left"]).unwrap();
+    assert_eq!(
+        *nh,
+        ovr_tables::nexthop::NextHop::Interface {
+            interface: t.names.interfaces["f1l"],
+            dst_mac: ovr_tables::vrf::DEFAULT_ROUTER_MAC,
+        }
+    );
 }
 
 #[test]

@@ -4,7 +4,12 @@
 //! What this version refuses, each at its field: a function in two chains (or twice in
 //! one: a port belongs to one place, which is how its packets find their way on), a
 //! chain used from two networks (traffic leaving it is looked up in the network it came
-//! from), a port shared by two instances, and transparent functions (not yet built).
+//! from), and a port shared by two instances.
+//!
+//! A transparent function (a bump in the wire) has no MAC: ovr sends into one side
+//! frames addressed to the gateway of the other side's network, which the function
+//! passes through unchanged, so they come back out routed by ovr as an in-network
+//! function's would.
 
 use crate::model::{ActionConfig, RuleConfig, ServiceModeConfig};
 use crate::translate::{Builder, R, err, unicast};
@@ -54,12 +59,6 @@ impl Builder<'_> {
                     &format!("'{}' is used twice", s.name),
                 ));
             }
-            if s.mode == ServiceModeConfig::Transparent {
-                return err(
-                    format!("{path}.mode"),
-                    "transparent functions are not supported yet: use in-network",
-                );
-            }
             if s.instances.len() > ECMP_BUCKETS {
                 return err(
                     format!("{path}.instances"),
@@ -103,11 +102,38 @@ impl Builder<'_> {
                             &format!("interface '{}' is a port of one instance side", p.interface),
                         ));
                     }
-                    if p.mac.is_none() {
-                        return err(
-                            format!("{at}.mac"),
-                            "an in-network function needs its MAC on each side (where ovr sends)",
-                        );
+                    match (s.mode, p.mac) {
+                        (ServiceModeConfig::InNetwork, None) => {
+                            return err(
+                                format!("{at}.mac"),
+                                "an in-network function needs its MAC on each side (where ovr sends)",
+                            );
+                        }
+                        (ServiceModeConfig::Transparent, Some(_)) => {
+                            return err(
+                                format!("{at}.mac"),
+                                "a transparent function has no MAC of its own: leave it out",
+                            );
+                        }
+                        _ => {}
+                    }
+                    // A bump in the wire passes frames addressed to the gateway from one
+                    // port to the other: a port sending with the gateway's MAC would
+                    // teach a bridging function that MAC on the wrong side.
+                    if s.mode == ServiceModeConfig::Transparent {
+                        let net = c.interfaces[f].network.as_deref().unwrap_or_default();
+                        let gateway = self.router_mac(
+                            self.index.networks.get(net).copied().unwrap_or_default(),
+                        )?;
+                        if c.interfaces[f].mac.is_none_or(|m| m.0 == gateway) {
+                            return err(
+                                format!("{at}.interface"),
+                                format!(
+                                    "'{}' needs a MAC of its own (not the gateway's) to be a transparent function's port",
+                                    p.interface
+                                ),
+                            );
+                        }
                     }
                 }
             }
@@ -153,12 +179,22 @@ impl Builder<'_> {
     pub(crate) fn service_nexthops(&mut self) -> R<()> {
         for (i, s) in self.c.services.iter().enumerate() {
             for (k, inst) in s.instances.iter().enumerate() {
-                for (side, p) in [("left", &inst.left), ("right", &inst.right)] {
+                for (side, p, other) in [
+                    ("left", &inst.left, &inst.right),
+                    ("right", &inst.right, &inst.left),
+                ] {
                     let path = format!("services[{i}].instances[{k}].{side}");
-                    let Some(mac) = p.mac else {
-                        return err(format!("{path}.mac"), "required");
+                    let dst_mac = match (s.mode, p.mac) {
+                        (_, Some(mac)) => unicast(&format!("{path}.mac"), mac)?,
+                        // Transparent: addressed to the gateway of the other side's
+                        // network, the frame comes back out of it routed by ovr.
+                        (ServiceModeConfig::Transparent, None) => {
+                            self.port_gateway(&format!("{path}.interface"), &other.interface)?
+                        }
+                        (ServiceModeConfig::InNetwork, None) => {
+                            return err(format!("{path}.mac"), "required");
+                        }
                     };
-                    let dst_mac = unicast(&format!("{path}.mac"), mac)?;
                     let interface = self.interface(&format!("{path}.interface"), &p.interface)?;
                     let id = self.nexthop(&path, &nexthop_name(&s.name, &inst.name, side))?;
                     self.push(
@@ -169,6 +205,18 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The gateway MAC of a port's network.
+    fn port_gateway(&self, path: &str, interface: &str) -> R<ovr_wire::ethernet::MacAddr> {
+        let Some(&f) = self.index.interfaces.get(interface) else {
+            return err(path, format!("no interface named '{interface}'"));
+        };
+        let net = self.c.interfaces[f].network.as_deref().unwrap_or_default();
+        match self.index.networks.get(net) {
+            Some(&n) => self.router_mac(n),
+            None => err(path, format!("no network named '{net}'")),
+        }
     }
 
     /// The network each chain is used from, checking the rules that name chains.

@@ -399,7 +399,8 @@ pub struct ServiceInstanceConfig {
 #[serde(deny_unknown_fields)]
 pub struct ServicePortConfig {
     pub interface: String,
-    /// In-network: the function's MAC on this side, where ovr sends (required).
+    /// In-network: the function's MAC on this side, where ovr sends (required;
+    /// transparent functions have none).
     pub mac: Option<Mac>,
     /// In-network: the function's address on this side (shown by `ovrctl chains`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -280,7 +280,7 @@ impl Builder<'_> {
     }
 
     /// The router MAC of the network written at `i`.
-    fn router_mac(&self, i: usize) -> R<MacAddr> {
+    pub(crate) fn router_mac(&self, i: usize) -> R<MacAddr> {
         match self.c.networks[i].router_mac {
             Some(m) => unicast(&format!("networks[{i}].router_mac"), m),
             None => Ok(DEFAULT_ROUTER_MAC),
