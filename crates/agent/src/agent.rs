@@ -184,6 +184,15 @@ impl Agent {
         &self.writer
     }
 
+    /// Commits what ovrd sees of the host (service ports' links): state of the tables
+    /// that is not configuration, so neither the model nor the state file change.
+    pub fn report_health(
+        &mut self,
+        ops: Vec<ovr_tables::state::TableOp>,
+    ) -> Result<(), ovr_tables::state::BatchError> {
+        self.writer.commit(ops)
+    }
+
     /// Rewrites the state file whole.
     fn save(&mut self) -> Result<(), StoreError> {
         match &mut self.store {

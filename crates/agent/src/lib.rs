@@ -9,6 +9,7 @@ pub mod api;
 pub mod capture;
 pub mod change;
 pub mod error;
+pub mod health;
 pub mod listen;
 pub mod metrics;
 pub mod model;

@@ -7,6 +7,7 @@
 //! dataplane caches about it (flows, ECMP buckets), is left alone.
 
 use ovr_config::Translation;
+use ovr_tables::chain::Chain;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress};
 use ovr_tables::nexthop::NextHop;
@@ -47,6 +48,8 @@ pub struct Desired {
     labels: BTreeMap<u32, At<NextHopId>>,
     flood: BTreeMap<VrfId, At<Vec<NextHopId>>>,
     policy: BTreeMap<VrfId, At<Arc<Policy>>>,
+    /// The chain table (one value: it is replaced whole).
+    chains: Option<At<Arc<Vec<Chain>>>>,
 }
 
 impl Desired {
@@ -90,13 +93,16 @@ impl Desired {
                 TableOp::SetPolicy { vrf, policy } => {
                     d.policy.insert(*vrf, (policy.clone(), o));
                 }
-                // A translation only adds; removals are what this module makes.
+                TableOp::SetChains(chains) => d.chains = Some((chains.clone(), o)),
+                // A translation only adds; removals are what this module makes. Port
+                // health is ovrd's, not the configuration's.
                 TableOp::RemoveInterface(_)
                 | TableOp::RemoveVrf(_)
                 | TableOp::RemoveNextHop(_)
                 | TableOp::RemoveRoute { .. }
                 | TableOp::RemoveLabel(_)
-                | TableOp::RemoveBridge { .. } => {}
+                | TableOp::RemoveBridge { .. }
+                | TableOp::SetPortHealth { .. } => {}
             }
         }
         d
@@ -268,6 +274,14 @@ pub fn diff(o: &Desired, n: &Desired) -> Diff {
                 members: Vec::new(),
             },
         );
+    }
+    // Chains before the policies that name them (by index).
+    match (&o.chains, &n.chains) {
+        (old, Some((c, origin))) if old.as_ref().is_none_or(|(x, _)| x != c) => {
+            d.push(origin, TableOp::SetChains(c.clone()));
+        }
+        (Some((_, origin)), None) => d.push(origin, TableOp::SetChains(Arc::default())),
+        _ => {}
     }
     for (vrf, (policy, origin)) in changed(&o.policy, &n.policy, eq) {
         let (vrf, policy) = (*vrf, policy.clone());

@@ -77,6 +77,7 @@ impl Api {
             .map_err(|_| StartError::Usage("the agent's lock is poisoned".into()))?
             .started()?;
         let Api { state, unix, tcp } = self;
+        crate::health::watch(state.clone()).map_err(io("health thread"))?;
         std::thread::Builder::new()
             .name("ovr-api".into())
             .spawn(move || serve(state, unix, tcp))

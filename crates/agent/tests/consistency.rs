@@ -134,6 +134,7 @@ fn change() -> impl Strategy<Value = Change> {
                     protocol: None,
                     src_ports: None,
                     dst_ports: None,
+                    chain: None,
                 }]),
             })
         }),

@@ -121,6 +121,8 @@ enum Command {
     Counters,
     /// Drops by reason.
     Dropstats,
+    /// Service chains: functions, instances, health, sessions and packets per instance.
+    Chains,
     /// BGP EVPN through ovrd's speaker (ovrd --bgp): neighbors, or routes in and out.
     Bgp {
         #[command(subcommand)]
@@ -319,6 +321,7 @@ fn run(cli: Cli) -> Result<(), api::Failure> {
         Command::Flows { filter } => return api::flows(&filter, conn),
         Command::Counters => return api::counters(conn),
         Command::Dropstats => return api::dropstats(conn),
+        Command::Chains => return api::chains(conn),
         Command::Bgp { what } => return api::bgp(what, conn),
         Command::Batch { file } => return api::batch(&file, conn),
         Command::Config => return api::config(conn),

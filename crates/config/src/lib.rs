@@ -8,6 +8,7 @@
 //! the YAML line and column.
 #![forbid(unsafe_code)]
 
+mod chains;
 mod error;
 mod file;
 mod keys;
@@ -72,6 +73,8 @@ impl Config {
     }
 }
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod error_tests;
 #[cfg(test)]

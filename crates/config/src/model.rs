@@ -27,6 +27,12 @@ pub struct Config {
     pub labels: Vec<LabelConfig>,
     #[serde(default)]
     pub flows: FlowSettings,
+    /// Network functions that chains steer traffic through.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceConfig>,
+    /// Ordered lists of functions, named by policy rules with `action: chain`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<ChainConfig>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +176,8 @@ pub struct NetworkConfig {
 pub enum ActionConfig {
     Allow,
     Deny,
+    /// Allow, through the functions of the service chain named by `chain`.
+    Chain,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -186,6 +194,9 @@ pub struct RuleConfig {
     /// A port or "first-last" (only with protocol tcp or udp).
     pub src_ports: Option<Ports>,
     pub dst_ports: Option<Ports>,
+    /// The chain of an `action: chain` rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -344,4 +355,65 @@ impl Default for FlowSettings {
             setup_rate: 200_000,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum ServiceModeConfig {
+    /// The function routes between its left and right: ovr sends to its MAC there.
+    #[default]
+    InNetwork,
+    /// A bump in the wire: frames leave it unchanged.
+    Transparent,
+}
+
+/// A network function and its instances.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    pub name: String,
+    #[serde(default)]
+    pub mode: ServiceModeConfig,
+    /// The instances: ECMP members, each session pinned to one in both directions.
+    #[serde(default)]
+    pub instances: Vec<ServiceInstanceConfig>,
+}
+
+/// One instance of a function: its left port (towards the chain's source network) and
+/// its right port (towards the destination).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ServiceInstanceConfig {
+    pub name: String,
+    pub left: ServicePortConfig,
+    pub right: ServicePortConfig,
+}
+
+/// A side of an instance: an interface of this host (listed under `interfaces`, with
+/// the network that answers the function's ARP for its gateway) and what is behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ServicePortConfig {
+    pub interface: String,
+    /// In-network: the function's MAC on this side, where ovr sends (required;
+    /// transparent functions have none).
+    pub mac: Option<Mac>,
+    /// In-network: the function's address on this side (shown by `ovrctl chains`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub address: Option<IpAddr>,
+}
+
+/// An ordered list of functions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    pub name: String,
+    /// Names of `services`, in the order traffic from the source network crosses them.
+    pub functions: Vec<String>,
 }

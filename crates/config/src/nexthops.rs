@@ -183,6 +183,7 @@ impl Builder<'_> {
             };
             self.push(path, TableOp::UpsertNextHop(id, nh));
         }
+        self.service_nexthops()?;
         for (i, id) in composites {
             let path = format!("nexthops[{i}]");
             let Some(members) = &self.c.nexthops[i].members else {

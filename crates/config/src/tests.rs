@@ -88,7 +88,8 @@ fn rank(op: &TableOp) -> u8 {
         TableOp::AddBridge { .. } => 6,
         TableOp::AddLabel { .. } => 7,
         TableOp::SetFlood { .. } => 8,
-        TableOp::SetPolicy { .. } => 9,
+        TableOp::SetChains(_) => 9,
+        TableOp::SetPolicy { .. } => 10,
         other => panic!("unexpected {other:?}"),
     }
 }

@@ -280,7 +280,7 @@ impl Builder<'_> {
     }
 
     /// The router MAC of the network written at `i`.
-    fn router_mac(&self, i: usize) -> R<MacAddr> {
+    pub(crate) fn router_mac(&self, i: usize) -> R<MacAddr> {
         match self.c.networks[i].router_mac {
             Some(m) => unicast(&format!("networks[{i}].router_mac"), m),
             None => Ok(DEFAULT_ROUTER_MAC),
@@ -533,9 +533,10 @@ impl Builder<'_> {
             protocol: r.protocol.map(|p| p.0),
             src_ports: r.src_ports.map_or(PortRange::ANY, |p| p.0),
             dst_ports: r.dst_ports.map_or(PortRange::ANY, |p| p.0),
-            action: match r.action {
-                ActionConfig::Allow => PolicyAction::Allow,
-                ActionConfig::Deny => PolicyAction::Deny,
+            action: match (r.action, self.chain_id(path, r)?) {
+                (_, Some(chain)) => PolicyAction::Chain(chain),
+                (ActionConfig::Deny, None) => PolicyAction::Deny,
+                (_, None) => PolicyAction::Allow,
             },
         })
     }
@@ -602,6 +603,21 @@ pub(crate) fn translate(c: &Config, keep: &Names) -> R<Translation> {
         }
         nh_names.push(f.name.clone());
     }
+    // And those made for each side of a service instance.
+    // (Two instances of one name are refused at their name by `check_services`.)
+    let mut made = std::collections::HashSet::new();
+    for (name, path) in crate::chains::nexthop_names(c) {
+        if !made.insert(name.clone()) {
+            continue;
+        }
+        if nh_names.contains(&name) {
+            return err(
+                path,
+                format!("the next hop this creates is named '{name}', which a next hop already is"),
+            );
+        }
+        nh_names.push(name);
+    }
     names.nexthops = allocate(nh_names, &keep.nexthops, 1, NextHopId);
     if c.flows.capacity == 0 {
         return err("flows.capacity", "must be above 0");
@@ -619,12 +635,14 @@ pub(crate) fn translate(c: &Config, keep: &Names) -> R<Translation> {
         ops: Vec::new(),
         origins: Vec::new(),
     };
+    b.check_services()?;
     b.networks()?;
     b.interfaces()?;
     b.resolve_tunnels()?;
     b.nexthops()?;
     b.entries()?;
     b.floods()?;
+    b.chains()?;
     b.policies()?;
     Ok(Translation {
         ops: b.ops,

@@ -73,9 +73,9 @@ pub fn destination_network(state: &ForwardingState, nh: NextHopId, own: VrfId) -
     }
 }
 
-/// Whether the policy of the flow's source network allows it (`key` in the direction
-/// of the flow's first packet).
-pub fn allowed(state: &ForwardingState, key: &FlowKey, dst_net: VrfId) -> bool {
+/// What the policy of the flow's source network says of it (`key` in the direction of
+/// the flow's first packet): allow, deny, or allow through a service chain.
+pub fn verdict(state: &ForwardingState, key: &FlowKey, dst_net: VrfId) -> PolicyAction {
     let q = PolicyQuery {
         src_net: key.vrf(),
         dst_net,
@@ -85,9 +85,15 @@ pub fn allowed(state: &ForwardingState, key: &FlowKey, dst_net: VrfId) -> bool {
         src_port: key.src_port,
         dst_port: key.dst_port,
     };
-    let verdict = match state.vrf(key.vrf()) {
+    match state.vrf(key.vrf()) {
         Some(v) => v.policy.evaluate(&q),
         None => default_verdict(&q),
-    };
-    verdict.action == PolicyAction::Allow
+    }
+    .action
+}
+
+/// Whether the policy of the flow's source network lets it pass (directly or through
+/// a chain).
+pub fn allowed(state: &ForwardingState, key: &FlowKey, dst_net: VrfId) -> bool {
+    verdict(state, key, dst_net) != PolicyAction::Deny
 }

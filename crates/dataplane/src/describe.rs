@@ -38,7 +38,11 @@ pub fn nexthop(st: &ForwardingState, id: u32) -> String {
             interface: i,
             dst_mac,
         }) => {
-            write!(s, "interface {} to {dst_mac}", interface(st, i.0))
+            let _ = write!(s, "interface {} to {dst_mac}", interface(st, i.0));
+            match st.chains().nexthop(NextHopId(id)) {
+                Some(p) => write!(s, " ({})", crate::chain::describe_port(st, &p)),
+                None => Ok(()),
+            }
         }
         Some(NextHop::Tunnel(t)) => {
             let _ = match t.encap {

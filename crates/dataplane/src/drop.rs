@@ -62,6 +62,8 @@ drop_reasons! {
     ArpNotForUs => "arp_not_for_us", "ARP on the underlay for an address that is not ours";
     GatewayUnsupported => "gateway_unsupported", "packet to the virtual gateway that it does not answer";
     NdUnsupported => "nd_unsupported", "neighbour discovery message the gateway does not answer";
+    ChainNoInstance => "chain_no_instance", "a function of the service chain has no healthy instance left (the chain fails closed)";
+    ChainUnplaced => "chain_unplaced", "packet of a service chain that has no place in it (chain gone, or a frame from a function not sent to the gateway)";
 }
 
 /// Number of counters: parse errors then dataplane reasons.

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod chain;
 pub mod context;
 pub mod counters;
 pub mod decide;

@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 pub mod bridge;
+pub mod chain;
 pub mod fasthash;
 pub mod flow;
 pub mod ids;

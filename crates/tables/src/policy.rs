@@ -5,6 +5,7 @@
 //! first-match scan of a short ordered list is the right shape: it is what operators
 //! read and reason about.
 
+use crate::chain::ChainId;
 use crate::ids::VrfId;
 use crate::prefix::IpPrefix;
 use core::net::IpAddr;
@@ -15,6 +16,8 @@ use ovr_wire::ip_proto;
 pub enum PolicyAction {
     Allow,
     Deny,
+    /// Allow, through the functions of this service chain.
+    Chain(ChainId),
 }
 
 /// An inclusive port range; `PortRange::ANY` matches every port.

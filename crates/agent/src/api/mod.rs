@@ -3,6 +3,7 @@
 
 pub mod bgp;
 mod body;
+pub mod chains;
 pub mod config;
 pub mod diagnose;
 pub mod intent;
@@ -280,6 +281,7 @@ impl AppState {
         ipam::allocate,
         ipam::release,
         observe::links,
+        chains::chains,
         observe::flows,
         observe::delete_flows,
         observe::flow,
@@ -433,6 +435,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
             g(ipam::list).post(ipam::allocate).delete(ipam::release),
         )
         .route("/api/v1/links", g(observe::links))
+        .route("/api/v1/chains", g(chains::chains))
         .route("/api/v1/counters", g(observe::counters))
         .route(
             "/api/v1/counters/interfaces",

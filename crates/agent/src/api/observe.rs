@@ -24,7 +24,7 @@ fn worker(s: &AppState) -> Result<&WorkerClient, ApiError> {
 }
 
 /// The worker's counters, interfaces named (configured ones without traffic included).
-async fn snapshot(s: &AppState) -> Result<Snapshot, ApiError> {
+pub(super) async fn snapshot(s: &AppState) -> Result<Snapshot, ApiError> {
     let mut snap = worker(s)?.counters().await?;
     let names = s.names();
     let names = &names.interfaces;

@@ -2,12 +2,14 @@
 //! del), policies, flows, counters and drop statistics, the packet trace and captures;
 //! human tables by default, `--json` for scripts.
 
+mod chains;
 mod diagnose;
 pub mod show;
 
 use ovr_client as http;
 use ovr_client::seg;
 
+pub use chains::chains;
 pub use diagnose::{Capture, Trace, capture, trace};
 
 use clap::{Args, Subcommand};

@@ -3,6 +3,7 @@
 //! goes to flow-setup.
 
 use super::drop;
+use crate::chain;
 use crate::context::Cx;
 use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
@@ -10,6 +11,7 @@ use crate::forward::{Dest, dest};
 use crate::meta::flags;
 use ovr_graph::{Node, VECTOR_SIZE, Vector, next_nodes};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
+use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
 
@@ -164,6 +166,21 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         previous,
         hash: e.key.symmetric_hash(),
     };
+    let reverse = e.flags & flow_flags::REVERSE != 0;
+    // A pass through a service chain keeps its instance while it is healthy.
+    if let Some(d) = chain::decide_again(st, &e.key, MacAddr(e.dst_mac), previous, reverse) {
+        let action = match d {
+            Ok(nh) => FlowAction::Forward { next_hop: nh },
+            Err(r) => FlowAction::Drop {
+                reason: DropReason::from(r).0,
+            },
+        };
+        if let Some(m) = cx.flows.get_mut(id) {
+            m.action = Some(action);
+            m.epoch = st.epoch();
+        }
+        return true;
+    }
     let partner = e.reverse.and_then(|r| cx.flows.get(r)).map(|r| r.key);
     let route = decide::route(st, &lookup);
     if route == Ok(Route::Flood) {
@@ -171,26 +188,43 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         return false;
     }
     // The verdict is always that of the pair's first direction.
-    let allowed = !policy
-        || if e.flags & flow_flags::REVERSE != 0 {
-            partner.is_none_or(|fwd| decide::allowed(st, &fwd, e.key.vrf()))
-        } else {
-            let dst_net = match (partner, route) {
-                (Some(rev), _) => rev.vrf(),
-                (None, Ok(Route::NextHop(nh))) => decide::destination_network(st, nh, e.key.vrf()),
-                (None, _) => e.key.vrf(),
-            };
-            decide::allowed(st, &e.key, dst_net)
+    let verdict = if !policy {
+        PolicyAction::Allow
+    } else if reverse {
+        match partner {
+            Some(fwd) if !decide::allowed(st, &fwd, e.key.vrf()) => PolicyAction::Deny,
+            _ => PolicyAction::Allow,
+        }
+    } else {
+        let dst_net = match (partner, route) {
+            (Some(rev), _) if !ovr_tables::chain::is_service_key(rev.vrf) => rev.vrf(),
+            (_, Ok(Route::NextHop(nh))) => decide::destination_network(st, nh, e.key.vrf()),
+            (_, _) => e.key.vrf(),
         };
-    let action = match (allowed, route) {
-        (false, _) => FlowAction::Drop {
+        decide::verdict(st, &e.key, dst_net)
+    };
+    let allowed = verdict != PolicyAction::Deny;
+    let action = match (verdict, route) {
+        (PolicyAction::Deny, _) => FlowAction::Drop {
             reason: DropReason::from(Reason::PolicyDenied).0,
         },
-        (true, Ok(Route::NextHop(nh))) => FlowAction::Forward { next_hop: nh },
-        (true, Err(r)) => FlowAction::Drop {
+        // Into a chain: the instance it had, while healthy.
+        (PolicyAction::Chain(c), Ok(Route::NextHop(_))) if !e.key.bridged => {
+            match chain::enter(st, c, e.key.symmetric_hash(), previous) {
+                Ok((nh, _)) => FlowAction::Forward { next_hop: nh },
+                Err(r) => FlowAction::Drop {
+                    reason: DropReason::from(r).0,
+                },
+            }
+        }
+        (PolicyAction::Chain(_), Ok(Route::NextHop(_))) => FlowAction::Drop {
+            reason: DropReason::from(Reason::PolicyDenied).0,
+        },
+        (_, Ok(Route::NextHop(nh))) => FlowAction::Forward { next_hop: nh },
+        (_, Err(r)) => FlowAction::Drop {
             reason: DropReason::from(r).0,
         },
-        (true, Ok(Route::Flood)) => return false,
+        (_, Ok(Route::Flood)) => return false,
     };
     if let Some(m) = cx.flows.get_mut(id) {
         m.action = Some(action);

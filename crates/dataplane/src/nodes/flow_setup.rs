@@ -6,14 +6,16 @@
 
 use super::drop;
 use super::flow::{Next, follow, policy_applies};
+use crate::chain;
 use crate::context::Cx;
 use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
 use crate::forward::dest;
 use crate::meta::{Meta, flags};
 use ovr_graph::{Node, Vector};
-use ovr_tables::flow::{FlowAction, FlowInsertError};
+use ovr_tables::flow::{FlowAction, FlowInsertError, FlowKey};
 use ovr_tables::ids::NextHopId;
+use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
 
@@ -110,7 +112,7 @@ impl Node<Cx, ForwardingState> for FlowSetup {
                 match e.action {
                     Some(FlowAction::Forward { next_hop }) => format!(
                         "lookup in {}: flow {} {how}{pair}, {}",
-                        crate::describe::vrf(st, m.key.vrf),
+                        crate::chain::describe_key_vrf(st, m.key.vrf),
                         id.0,
                         crate::describe::nexthop(st, next_hop.0)
                     ),
@@ -119,7 +121,7 @@ impl Node<Cx, ForwardingState> for FlowSetup {
             }
             None => format!(
                 "lookup in {}: no flow installed",
-                crate::describe::vrf(st, m.key.vrf)
+                crate::chain::describe_key_vrf(st, m.key.vrf)
             ),
         })
     }
@@ -134,26 +136,15 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
     if let Some(id) = cx.flows.lookup(&meta.key) {
         return follow(cx, st, p, id);
     }
-    let lookup = Lookup {
-        key: meta.key,
-        dst_mac,
-        pinned: meta.has(flags::PINNED).then_some(NextHopId(meta.pinned)),
-        previous: None,
-        hash: meta.hash,
-    };
-    let nh = match decide::route(st, &lookup) {
-        Ok(Route::NextHop(nh)) => nh,
-        Ok(Route::Flood) => return Next::Flood,
+    let key = meta.key;
+    let (nh, rev_key, rev_lookup) = match steer(cx, st, &meta, dst_mac, src_mac, admit) {
+        Ok(Steer::Forward(nh, rev_key, rev_lookup)) => (nh, rev_key, rev_lookup),
+        Ok(Steer::Flood) => return Next::Flood,
         Err(r) => return drop(cx.pool.meta_mut(p), r, Next::Drop),
     };
-    if !admit(cx) {
-        return drop(cx.pool.meta_mut(p), Reason::FlowSetupLimited, Next::Drop);
-    }
-    let key = meta.key;
-    let dst_net = decide::destination_network(st, nh, key.vrf());
     let now = cx.now;
     let epoch = st.epoch();
-    if policy_applies(st, &meta) && !decide::allowed(st, &key, dst_net) {
+    let Some(nh) = nh else {
         let reason = DropReason::from(Reason::PolicyDenied).0;
         if let Ok(id) = cx.flows.insert(key, FlowAction::Drop { reason }, now) {
             if let Some(e) = cx.flows.get_mut(id) {
@@ -164,23 +155,17 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
             cx.flow_counters.created += 1;
         }
         return drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop);
-    }
-    // The reply arrives in the destination network and goes back where this came from.
-    let mut rev_key = key.reverse();
-    rev_key.vrf = dst_net.0;
-    let rev_lookup = Lookup {
-        key: rev_key,
-        dst_mac: src_mac,
-        pinned: None,
-        previous: None,
-        hash: meta.hash,
     };
     // A reverse flow left from earlier (say, denied) gives way to this pair.
     if let Some(old) = cx.flows.lookup(&rev_key) {
         cx.flows.remove(old);
     }
     let fwd = (key, FlowAction::Forward { next_hop: nh });
-    let installed = match decide::route(st, &rev_lookup) {
+    let rev_route = match rev_lookup {
+        Ok(l) => decide::route(st, &l),
+        Err(rev_nh) => Ok(Route::NextHop(rev_nh)),
+    };
+    let installed = match rev_route {
         Ok(Route::NextHop(rev_nh)) => cx
             .flows
             .insert_pair(
@@ -210,4 +195,78 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
     let meta: &mut Meta = cx.pool.meta_mut(p);
     let d = dest(st, meta, nh);
     Next::from_dest(d, meta)
+}
+
+/// What the slow path decided for a new flow.
+enum Steer {
+    /// To this next hop (`None`: denied by the policy), with the reverse flow's key and
+    /// either the lookup that finds its next hop or the next hop itself.
+    Forward(Option<NextHopId>, FlowKey, Result<Lookup, NextHopId>),
+    /// Bridged to an unknown MAC.
+    Flood,
+}
+
+/// Route, admission, policy and service chains for a packet without a flow.
+fn steer(
+    cx: &Cx,
+    st: &ForwardingState,
+    meta: &Meta,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+    admit: impl FnOnce(&Cx) -> bool,
+) -> Result<Steer, Reason> {
+    let key = meta.key;
+    let mut rev_key = key.reverse();
+    // Out of a network function: on along its chain, the reply back into it.
+    if let Some(port) = chain::port_of_key(st, &key) {
+        let s = chain::from_port(st, port?, &key, dst_mac, meta.hash, None)?;
+        if !admit(cx) {
+            return Err(Reason::FlowSetupLimited);
+        }
+        rev_key.vrf = s.rev_vrf;
+        return Ok(Steer::Forward(Some(s.nh), rev_key, Err(s.rev_nh)));
+    }
+    let lookup = Lookup {
+        key,
+        dst_mac,
+        pinned: meta.has(flags::PINNED).then_some(NextHopId(meta.pinned)),
+        previous: None,
+        hash: meta.hash,
+    };
+    let nh = match decide::route(st, &lookup)? {
+        Route::NextHop(nh) => nh,
+        Route::Flood => return Ok(Steer::Flood),
+    };
+    if !admit(cx) {
+        return Err(Reason::FlowSetupLimited);
+    }
+    let dst_net = decide::destination_network(st, nh, key.vrf());
+    let verdict = if policy_applies(st, meta) {
+        decide::verdict(st, &key, dst_net)
+    } else {
+        PolicyAction::Allow
+    };
+    // The reply arrives in the destination network and goes back where this came from.
+    rev_key.vrf = dst_net.0;
+    let mut rev_lookup = Lookup {
+        key: rev_key,
+        dst_mac: src_mac,
+        pinned: None,
+        previous: None,
+        hash: meta.hash,
+    };
+    let nh = match verdict {
+        PolicyAction::Deny => None,
+        PolicyAction::Allow => Some(nh),
+        // Into the chain; its first function's reply comes back out of the port, and
+        // is routed back here in the source network.
+        PolicyAction::Chain(_) if key.bridged => None,
+        PolicyAction::Chain(c) => {
+            let (first, rev_vrf) = chain::enter(st, c, meta.hash, None)?;
+            rev_lookup.key.vrf = key.vrf;
+            rev_key.vrf = rev_vrf;
+            Some(first)
+        }
+    };
+    Ok(Steer::Forward(nh, rev_key, Ok(rev_lookup)))
 }

@@ -133,6 +133,12 @@ fn inspect(
     if !routed {
         key = key.into_bridged();
     }
+    // Out of a network function: a flow of its own, apart from the networks' (see
+    // `crate::chain`).
+    let rx = ovr_tables::ids::InterfaceId(meta.rx_if);
+    if !from_tunnel && st.service_port(rx).is_some() {
+        key.vrf = ovr_tables::chain::key_vrf(rx);
+    }
     meta.key = key;
     meta.hash = key.symmetric_hash();
     let len = l3 + ip.len;

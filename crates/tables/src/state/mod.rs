@@ -16,6 +16,7 @@ mod validate;
 pub use op::TableOp;
 pub use validate::{BatchError, TableError};
 
+use crate::chain::{ChainTable, ServicePort};
 use crate::ids::{InterfaceId, NextHopId, VrfId};
 use crate::interface::{Interface, InterfaceTable};
 use crate::label::LabelTable;
@@ -43,6 +44,9 @@ pub struct ForwardingState {
     labels: LabelTable,
     refs: Refs,
     epoch: u32,
+    chains: ChainTable,
+    /// Service ports whose link is down.
+    ports_down: std::collections::BTreeSet<InterfaceId>,
 }
 
 /// Who refers to what, so that nothing in use is removed.
@@ -109,6 +113,27 @@ impl ForwardingState {
         self.epoch
     }
 
+    pub fn chains(&self) -> &ChainTable {
+        &self.chains
+    }
+
+    /// Where a service port sits in its chain (`None`: not a service port).
+    #[inline]
+    pub fn service_port(&self, interface: InterfaceId) -> Option<ServicePort> {
+        self.chains.port(interface)
+    }
+
+    /// Whether a port's link was last reported down.
+    pub fn port_down(&self, interface: InterfaceId) -> bool {
+        self.ports_down.contains(&interface)
+    }
+
+    fn follow_chain_health(&mut self) {
+        let (down, interfaces) = (&self.ports_down, &self.interfaces);
+        self.chains
+            .follow_health(|i| !down.contains(&i) && interfaces.get(i).is_some_and(|f| f.admin_up));
+    }
+
     pub fn labels(&self) -> &LabelTable {
         &self.labels
     }
@@ -161,6 +186,7 @@ impl ForwardingState {
                     bump(&mut self.refs.vrf, v, true);
                 }
                 self.interfaces.upsert(iface.clone());
+                self.follow_chain_health();
             }
             TableOp::RemoveInterface(id) => {
                 if let Some(v) = self.interfaces.remove(*id).and_then(|o| o.vrf) {
@@ -279,6 +305,20 @@ impl ForwardingState {
                 if let Some(v) = self.vrf_mut(*vrf) {
                     v.flow_quota = *max;
                 }
+            }
+            TableOp::SetChains(chains) => {
+                let (down, interfaces) = (&self.ports_down, &self.interfaces);
+                self.chains.set(chains.to_vec(), |i| {
+                    !down.contains(&i) && interfaces.get(i).is_some_and(|f| f.admin_up)
+                });
+            }
+            TableOp::SetPortHealth { interface, up } => {
+                if *up {
+                    self.ports_down.remove(interface);
+                } else {
+                    self.ports_down.insert(*interface);
+                }
+                self.follow_chain_health();
             }
             TableOp::SetFlood { vrf, members } => {
                 let Some(v) = self.vrf_mut(*vrf) else { return };

@@ -1,6 +1,7 @@
 //! Changes to the forwarding state. A batch of them is validated as a whole, then applied
 //! to both copies of the tables; an op that passed validation cannot fail to apply.
 
+use crate::chain::Chain;
 use crate::ids::{InterfaceId, NextHopId, VrfId};
 use crate::interface::{Interface, InterfaceAddress};
 use crate::nexthop::NextHop;
@@ -66,5 +67,14 @@ pub enum TableOp {
     SetFlood {
         vrf: VrfId,
         members: Vec<NextHopId>,
+    },
+    /// The service chains, replaced whole (ids are their index). The health of their
+    /// ports is kept apart (`SetPortHealth`), so that a configuration change does not
+    /// bring a port that is down back.
+    SetChains(Arc<Vec<Chain>>),
+    /// A service port's link went down or came back (what ovrd sees of the host).
+    SetPortHealth {
+        interface: InterfaceId,
+        up: bool,
     },
 }

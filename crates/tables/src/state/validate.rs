@@ -72,6 +72,8 @@ pub enum TableError {
         refs: u32,
         by: &'static str,
     },
+    #[error("chain {index} has id {id}: a chain's id is its index")]
+    ChainId { id: u32, index: usize },
     #[error("the tables are shut down")]
     Closed,
 }
@@ -506,6 +508,26 @@ impl<'a> Overlay<'a> {
                 }
             }
             TableOp::SetFlowQuota { vrf, .. } => self.need_vrf(*vrf)?,
+            TableOp::SetChains(chains) => {
+                for (n, c) in chains.iter().enumerate() {
+                    if c.id.0 as usize != n {
+                        return Err(TableError::ChainId {
+                            id: c.id.0,
+                            index: n,
+                        });
+                    }
+                    if let Some(v) = c.from {
+                        self.need_vrf(v)?;
+                    }
+                    for i in c.functions.iter().flat_map(|f| &f.instances) {
+                        self.need_interface(i.left)?;
+                        self.need_interface(i.right)?;
+                        self.need_nexthop(i.left_nh)?;
+                        self.need_nexthop(i.right_nh)?;
+                    }
+                }
+            }
+            TableOp::SetPortHealth { .. } => {}
             TableOp::SetFlood { vrf, members } => {
                 self.need_vrf(*vrf)?;
                 for (k, m) in members.iter().enumerate() {

@@ -1,0 +1,172 @@
+//! `GET /api/v1/chains`: each service chain, its functions and their instances, with
+//! each instance's health, sessions and packet counters (its ports' interface counters).
+
+use super::AppState;
+use super::observe::snapshot;
+use crate::error::{ApiError, ErrorBody};
+use crate::worker::FlowFilter;
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use std::collections::HashMap;
+use utoipa::ToSchema;
+
+/// Flows looked at to count sessions.
+const SESSION_SCAN: usize = 1 << 20;
+
+/// One side of an instance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PortReport {
+    pub interface: String,
+    pub mac: Option<String>,
+    pub address: Option<String>,
+    /// The link as last seen (and administratively up).
+    pub up: bool,
+    /// Packets ovr sent into the function on this side, and received out of it.
+    pub to_function: u64,
+    pub from_function: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstanceReport {
+    pub name: String,
+    /// In its function's ECMP group: both ports up.
+    pub healthy: bool,
+    /// Sessions pinned to it (flows sent into its left side).
+    pub sessions: u64,
+    pub left: PortReport,
+    pub right: PortReport,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FunctionReport {
+    pub name: String,
+    pub mode: String,
+    pub instances: Vec<InstanceReport>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainReport {
+    pub name: String,
+    /// The network whose policy steers into it (none: no policy uses it).
+    pub from: Option<String>,
+    pub functions: Vec<FunctionReport>,
+}
+
+/// Every chain, and the packets dropped because a function had no instance left.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainsReport {
+    pub chains: Vec<ChainReport>,
+    pub dropped_no_instance: u64,
+}
+
+#[utoipa::path(get, path = "/api/v1/chains", tag = "chains",
+    responses((status = 200, body = ChainsReport), (status = 503, body = ErrorBody)))]
+pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, ApiError> {
+    let snap = snapshot(&s).await?;
+    let flows = match &s.worker {
+        Some(w) => {
+            w.flows(FlowFilter {
+                limit: SESSION_SCAN,
+                ..FlowFilter::default()
+            })
+            .await?
+            .flows
+        }
+        None => Vec::new(),
+    };
+    let mut sessions: HashMap<u32, u64> = HashMap::new();
+    for f in flows.iter().filter(|f| f.action == "forward") {
+        if let Some(nh) = f.nexthop {
+            *sessions.entry(nh).or_default() += 1;
+        }
+    }
+    let counters: HashMap<u32, (u64, u64)> = snap
+        .interfaces
+        .iter()
+        .map(|i| (i.id, (i.tx_packets, i.rx_packets)))
+        .collect();
+    let report = s
+        .read(move |a| {
+            let config = a.config().clone();
+            let Some(st) = a.writer().read() else {
+                return Vec::new();
+            };
+            let names = a.names();
+            st.chains()
+                .chains()
+                .iter()
+                .map(|c| ChainReport {
+                    name: c.name.clone(),
+                    from: c
+                        .from
+                        .and_then(|v| names.network_name(v))
+                        .map(str::to_string),
+                    functions: c
+                        .functions
+                        .iter()
+                        .enumerate()
+                        .map(|(k, f)| {
+                            let written = config.services.iter().find(|s| s.name == f.name);
+                            FunctionReport {
+                                name: f.name.clone(),
+                                mode: match f.mode {
+                                    ovr_tables::chain::FunctionMode::InNetwork => "in-network",
+                                    ovr_tables::chain::FunctionMode::Transparent => "transparent",
+                                }
+                                .into(),
+                                instances: f
+                                    .instances
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(n, i)| {
+                                        let w = written.and_then(|s| {
+                                            s.instances.iter().find(|x| x.name == i.name)
+                                        });
+                                        let port = |id: ovr_tables::ids::InterfaceId,
+                                                    cfg: Option<
+                                            &ovr_config::model::ServicePortConfig,
+                                        >| {
+                                            let (tx, rx) =
+                                                counters.get(&id.0).copied().unwrap_or_default();
+                                            PortReport {
+                                                interface: names
+                                                    .interface_name(id)
+                                                    .unwrap_or("?")
+                                                    .to_string(),
+                                                mac: cfg
+                                                    .and_then(|c| c.mac)
+                                                    .map(|m| m.0.to_string()),
+                                                address: cfg
+                                                    .and_then(|c| c.address)
+                                                    .map(|a| a.to_string()),
+                                                up: !st.port_down(id)
+                                                    && st.interface(id).is_some_and(|x| x.admin_up),
+                                                to_function: tx,
+                                                from_function: rx,
+                                            }
+                                        };
+                                        InstanceReport {
+                                            name: i.name.clone(),
+                                            healthy: st.chains().healthy(c.id, k, n),
+                                            sessions: sessions
+                                                .get(&i.left_nh.0)
+                                                .copied()
+                                                .unwrap_or(0),
+                                            left: port(i.left, w.map(|w| &w.left)),
+                                            right: port(i.right, w.map(|w| &w.right)),
+                                        }
+                                    })
+                                    .collect(),
+                            }
+                        })
+                        .collect(),
+                })
+                .collect()
+        })
+        .await?;
+    Ok(Json(ChainsReport {
+        chains: report,
+        dropped_no_instance: snap.drops.get("chain_no_instance").copied().unwrap_or(0),
+    }))
+}

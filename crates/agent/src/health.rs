@@ -1,0 +1,105 @@
+//! The health of service chains' ports: ovrd looks at each port's link as the host
+//! sees it and reports changes into the tables, where an instance with a port down
+//! leaves its function's ECMP group (its sessions move on their next packet, the others'
+//! stay; with no instance left the chain drops, counted as `chain_no_instance`).
+//!
+//! A link is read from sysfs (`operstate`): "up", or "unknown" for devices that do not
+//! report one (TAP), count as up; anything else (down, lowerlayerdown when a veth's
+//! peer is down, an interface that is gone) as down. memif ports have no kernel
+//! interface and are not followed here.
+
+use crate::api::AppState;
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::interface::InterfaceKind;
+use ovr_tables::state::TableOp;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How often links are looked at: a port that goes down leaves well within a second.
+pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// Whether the host says the link of interface `name` is up.
+pub fn link_up(name: &str) -> bool {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/sys/class/net/{name}/operstate")) {
+        Ok(s) => matches!(s.trim(), "up" | "unknown"),
+        Err(_) => false,
+    }
+}
+
+/// The changes to report: (port, up) for each service port whose link differs from
+/// what the tables hold.
+fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, bool)> {
+    let Ok(agent) = state.agent().lock() else {
+        return Vec::new();
+    };
+    let Some(st) = agent.writer().read() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for c in st.chains().chains() {
+        for i in c.functions.iter().flat_map(|f| &f.instances) {
+            for port in [i.left, i.right] {
+                let Some(iface) = st.interface(port) else {
+                    continue;
+                };
+                if iface.kind == InterfaceKind::Memif || out.iter().any(|(p, _)| *p == port) {
+                    continue;
+                }
+                let now = up(&iface.name);
+                let held = !st.port_down(port);
+                if now != held {
+                    out.push((port, now));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Looks once and reports what changed; returns how many ports changed.
+pub fn check(state: &AppState, up: impl Fn(&str) -> bool) -> usize {
+    let ch = changes(state, up);
+    if ch.is_empty() {
+        return 0;
+    }
+    let Ok(mut agent) = state.agent().lock() else {
+        return 0;
+    };
+    let ops = ch
+        .iter()
+        .map(|&(interface, up)| TableOp::SetPortHealth { interface, up })
+        .collect();
+    match agent.report_health(ops) {
+        Ok(()) => {
+            for (port, up) in &ch {
+                let name = agent
+                    .names()
+                    .interface_name(*port)
+                    .unwrap_or("?")
+                    .to_string();
+                info!(interface = %name, up, "service port link changed");
+            }
+            ch.len()
+        }
+        Err(e) => {
+            warn!("service port health not applied: {e}");
+            0
+        }
+    }
+}
+
+/// Follows the ports' links on a thread of its own, for the life of the process.
+pub fn watch(state: AppState) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("ovr-health".into())
+        .spawn(move || {
+            loop {
+                check(&state, link_up);
+                std::thread::sleep(CHECK_EVERY);
+            }
+        })
+        .map(|_| ())
+}

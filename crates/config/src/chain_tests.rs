@@ -1,0 +1,258 @@
+//! Services and chains: what they translate to, and each mistake at its field.
+
+use crate::Config;
+use ovr_tables::chain::{ChainId, Side};
+use ovr_tables::policy::PolicyAction;
+use ovr_tables::state::{TableOp, new_tables};
+
+const GOOD: &str = "
+interfaces:
+  - { name: wa, network: red }
+  - { name: f1l, network: svc }
+  - { name: f1r, network: svc }
+  - { name: f2l, network: svc }
+  - { name: f2r, network: svc }
+networks:
+  - name: red
+    policy:
+      - { action: chain, chain: through-fw, dst_network: blue, protocol: tcp }
+      - { action: chain, chain: through-fw, dst_network: blue }
+  - { name: blue }
+  - { name: svc, gateways: [10.99.1.1/24, 10.99.2.1/24] }
+services:
+  - name: fw
+    mode: in-network
+    instances:
+      - name: fw-1
+        left: { interface: f1l, mac: '02:00:00:00:01:01', address: 10.99.1.11 }
+        right: { interface: f1r, mac: '02:00:00:00:01:02' }
+      - name: fw-2
+        left: { interface: f2l, mac: '02:00:00:00:02:01' }
+        right: { interface: f2r, mac: '02:00:00:00:02:02' }
+chains:
+  - { name: through-fw, functions: [fw] }
+";
+
+fn error(yaml: &str) -> String {
+    match Config::from_yaml(yaml).and_then(|c| {
+        let t = c.translate()?;
+        let (mut w, _r) = new_tables();
+        t.apply(&mut w)
+    }) {
+        Ok(()) => panic!("accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_error(yaml: &str, path: &str, words: &str) {
+    let e = error(yaml);
+    assert!(
+        e.starts_with(&format!("{path}: ")),
+        "expected the error at {path}, got: {e}"
+    );
+    assert!(e.contains(words), "expected '{words}' in: {e}");
+}
+
+#[test]
+fn a_chain_translates_into_next_hops_a_chain_table_and_the_rule() {
+    let t = Config::from_yaml(GOOD).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let n = &t.names;
+    let chain = st.chains().by_name("through-fw").unwrap();
+    assert_eq!(chain.id, ChainId(0));
+    assert_eq!(chain.from, Some(n.networks["red"]));
+    let i = &chain.functions[0].instances[1];
+    assert_eq!(i.left, n.interfaces["f2l"]);
+    assert_eq!(i.right_nh, n.nexthops["fw/fw-2/right"]);
+    let p = st.service_port(n.interfaces["f2r"]).unwrap();
+    assert_eq!((p.hop, p.instance, p.side), (0, 1, Side::Right));
+    assert!(st.chains().healthy(ChainId(0), 0, 0));
+    let red = st.vrf(n.networks["red"]).unwrap();
+    assert!(
+        red.policy
+            .rules()
+            .iter()
+            .all(|r| r.action == PolicyAction::Chain(ChainId(0)))
+    );
+    // The chain table comes after the next hops and before the policies naming it.
+    let at = |f: &dyn Fn(&TableOp) -> bool| t.ops.iter().position(f).unwrap();
+    assert!(
+        at(&|o| matches!(o, TableOp::UpsertNextHop(..)))
+            < at(&|o| matches!(o, TableOp::SetChains(_)))
+    );
+    assert!(
+        at(&|o| matches!(o, TableOp::SetChains(_)))
+            < at(&|o| matches!(o, TableOp::SetPolicy { .. }))
+    );
+    // Round trip: what is written is what is read.
+    let c = Config::from_yaml(GOOD).unwrap();
+    assert_eq!(
+        Config::from_yaml(&serde_yaml_ng::to_string(&c).unwrap()).unwrap(),
+        c
+    );
+}
+
+#[test]
+fn each_mistake_is_reported_at_its_field() {
+    let swap = |from: &str, to: &str| {
+        assert!(GOOD.contains(from), "{from}");
+        GOOD.replacen(from, to, 1)
+    };
+    assert_error(
+        &swap("functions: [fw]", "functions: [ids]"),
+        "chains[0].functions[0]",
+        "no service named 'ids'",
+    );
+    assert_error(
+        &swap("functions: [fw]", "functions: [fw, fw]"),
+        "chains[0].functions[1]",
+        "duplicate of chains[0].functions[0]",
+    );
+    assert_error(
+        &swap("functions: [fw]", "functions: []"),
+        "chains[0].functions",
+        "at least one function",
+    );
+    assert_error(
+        &swap("interface: f2l,", "interface: nope,"),
+        "services[0].instances[1].left.interface",
+        "no interface named 'nope'",
+    );
+    assert_error(
+        &swap("interface: f2l,", "interface: f1l,"),
+        "services[0].instances[1].left.interface",
+        "duplicate of services[0].instances[0].left",
+    );
+    assert_error(
+        &swap("name: fw-2", "name: fw-1"),
+        "services[0].instances[1].name",
+        "duplicate of services[0].instances[0]",
+    );
+    assert_error(
+        &swap(", mac: '02:00:00:00:02:02'", ""),
+        "services[0].instances[1].right.mac",
+        "needs its MAC",
+    );
+    assert_error(
+        &swap("mode: in-network", "mode: transparent"),
+        "services[0].instances[0].left.mac",
+        "leave it out",
+    );
+    assert_error(
+        &swap("mode: in-network", "mode: sideways"),
+        "services[0].mode",
+        "unknown variant",
+    );
+    assert_error(
+        &format!("{GOOD}  - {{ name: through-fw, functions: [fw] }}\n"),
+        "chains[1].name",
+        "duplicate of chains[0]",
+    );
+    assert_error(
+        &swap(
+            "chain: through-fw, dst_network: blue }",
+            "chain: nowhere, dst_network: blue }",
+        ),
+        "networks[0].policy[1].chain",
+        "no chain named 'nowhere'",
+    );
+    assert_error(
+        &swap(
+            "{ action: chain, chain: through-fw, dst_network: blue }",
+            "{ action: chain, dst_network: blue }",
+        ),
+        "networks[0].policy[1].chain",
+        "required with action chain",
+    );
+    assert_error(
+        &swap(
+            "{ action: chain, chain: through-fw, dst_network: blue }",
+            "{ action: allow, chain: through-fw }",
+        ),
+        "networks[0].policy[1].chain",
+        "only with action chain",
+    );
+    assert_error(
+        &swap(
+            "  - { name: blue }",
+            "  - { name: blue, policy: [{ action: chain, chain: through-fw }] }",
+        ),
+        "networks[1].policy[0].chain",
+        "serves one source network",
+    );
+    assert_error(
+        &swap(
+            "  - { name: f2r, network: svc }",
+            "  - { name: f2r, kind: underlay, mac: '02:00:00:00:00:0a' }",
+        ),
+        "services[0].instances[1].right.interface",
+        "has no network",
+    );
+}
+
+#[test]
+fn the_example_translates() {
+    let c = Config::from_yaml(include_str!("../examples/service-chain.yaml")).unwrap();
+    let t = c.translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    assert_eq!(st.chains().chains()[0].functions[0].instances.len(), 2);
+}
+
+#[test]
+fn a_transparent_function_is_sent_frames_for_the_other_sides_gateway() {
+    let yaml = GOOD
+        .replace("mode: in-network", "mode: transparent")
+        .replace(", mac: '02:00:00:00:01:01', address: 10.99.1.11", "")
+        .replace(", mac: '02:00:00:00:01:02'", "")
+        .replace(", mac: '02:00:00:00:02:01'", "")
+        .replace(", mac: '02:00:00:00:02:02'", "");
+    // Its ports need MACs of their own.
+    assert_error(
+        &yaml,
+        "services[0].instances[0].left.interface",
+        "needs a MAC of its own",
+    );
+    let yaml = yaml
+        .replace(
+            "{ name: f1l, network: svc }",
+            "{ name: f1l, network: svc, mac: '02:00:00:00:0f:01' }",
+        )
+        .replace(
+            "{ name: f1r, network: svc }",
+            "{ name: f1r, network: svc, mac: '02:00:00:00:0f:02' }",
+        )
+        .replace(
+            "{ name: f2l, network: svc }",
+            "{ name: f2l, network: svc, mac: '02:00:00:00:0f:03' }",
+        )
+        .replace(
+            "{ name: f2r, network: svc }",
+            "{ name: f2r, network: svc, mac: '02:00:00:00:0f:04' }",
+        );
+    let t = Config::from_yaml(&yaml).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let nh = st.nexthop(t.names.nexthops["fw/fw-1/left"]).unwrap();
+    assert_eq!(
+        *nh,
+        ovr_tables::nexthop::NextHop::Interface {
+            interface: t.names.interfaces["f1l"],
+            dst_mac: ovr_tables::vrf::DEFAULT_ROUTER_MAC,
+        }
+    );
+}
+
+#[test]
+fn a_next_hop_named_like_an_instance_side_is_refused() {
+    let yaml = format!("{GOOD}nexthops:\n  - {{ name: fw/fw-1/left, kind: drop }}\n");
+    assert_error(
+        &yaml,
+        "services[0].instances[0].name",
+        "which a next hop already is",
+    );
+}

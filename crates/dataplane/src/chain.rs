@@ -1,0 +1,182 @@
+//! Service chains on the slow path: where a chained packet goes at each pass through
+//! ovr, shared by flow setup and by the revalidation of cached flows.
+//!
+//! A session through a chain of n functions is n + 1 flow pairs, each installed with
+//! its reverse as any flow is: the entry (source network → first function's left), one
+//! per function's right (→ the next function's left, or the destination after the
+//! last). A packet coming out of a function is told apart by its flow key (its VRF
+//! field is the port's, `ovr_tables::chain::key_vrf`). Each pair's reverse sends the
+//! reply back into the very instance the forward direction used, so replies take the
+//! same instances whatever their hash; only a new pair picks an instance, by ECMP over
+//! the healthy ones, keeping the one a session had while it stays healthy.
+
+use crate::decide::{self, Lookup, Route};
+use crate::drop::Reason;
+use ovr_tables::chain::{ChainId, ServicePort, Side, is_service_key, key_vrf};
+use ovr_tables::flow::FlowKey;
+use ovr_tables::ids::{InterfaceId, NextHopId};
+use ovr_tables::nexthop::NextHop;
+use ovr_tables::state::ForwardingState;
+use ovr_wire::ethernet::MacAddr;
+
+/// The decision for one pass: the next hop, and the reverse flow of the pair (its key's
+/// VRF field and its next hop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steered {
+    pub nh: NextHopId,
+    pub rev_vrf: u32,
+    pub rev_nh: NextHopId,
+}
+
+/// The flow-key VRF of packets coming back out through the port a next hop sends to.
+fn port_key_vrf(st: &ForwardingState, nh: NextHopId) -> Result<u32, Reason> {
+    match st.nexthop(nh) {
+        Some(NextHop::Interface { interface, .. }) => Ok(key_vrf(*interface)),
+        _ => Err(Reason::ChainUnplaced),
+    }
+}
+
+/// Into the chain from its source network: the first function's left, on the instance
+/// `previous` names while it is healthy, else by hash. Returns the next hop and the key
+/// VRF its replies come back with.
+pub fn enter(
+    st: &ForwardingState,
+    chain: ChainId,
+    hash: u32,
+    previous: Option<NextHopId>,
+) -> Result<(NextHopId, u32), Reason> {
+    st.chains().chain(chain).ok_or(Reason::ChainUnplaced)?;
+    let nh = st
+        .chains()
+        .pick(chain, 0, Side::Left, hash, previous)
+        .ok_or(Reason::ChainNoInstance)?;
+    Ok((nh, port_key_vrf(st, nh)?))
+}
+
+/// A packet out of service port `port`: out of a right side it goes to the next
+/// function's left, or after the last function into the destination (looked up in the
+/// chain's source network, as it would have been without the chain); out of a left side,
+/// back the same way towards the source. The reverse goes back into this instance.
+pub fn from_port(
+    st: &ForwardingState,
+    port: ServicePort,
+    key: &FlowKey,
+    dst_mac: MacAddr,
+    hash: u32,
+    previous: Option<NextHopId>,
+) -> Result<Steered, Reason> {
+    if key.bridged {
+        // Not sent to the gateway: an in-network function routes.
+        return Err(Reason::ChainUnplaced);
+    }
+    let chains = st.chains();
+    let chain = chains.chain(port.chain).ok_or(Reason::ChainUnplaced)?;
+    let back = chains
+        .instance(&port)
+        .ok_or(Reason::ChainUnplaced)?
+        .nexthop(port.side);
+    let hop = usize::from(port.hop);
+    let next = match port.side {
+        Side::Right if hop + 1 < chain.functions.len() => Some((hop + 1, Side::Left)),
+        Side::Left if hop > 0 => Some((hop - 1, Side::Right)),
+        _ => None,
+    };
+    if let Some((hop, side)) = next {
+        let nh = chains
+            .pick(port.chain, hop, side, hash, previous)
+            .ok_or(Reason::ChainNoInstance)?;
+        let rev_vrf = port_key_vrf(st, nh)?;
+        return Ok(Steered {
+            nh,
+            rev_vrf,
+            rev_nh: back,
+        });
+    }
+    // Out of the chain: routed in the source network.
+    let from = chain.from.ok_or(Reason::ChainUnplaced)?;
+    let mut k = *key;
+    k.vrf = from.0;
+    let lookup = Lookup {
+        key: k,
+        dst_mac,
+        pinned: None,
+        previous: previous.filter(|p| chains.nexthop(*p).is_none()),
+        hash,
+    };
+    match decide::route(st, &lookup)? {
+        Route::NextHop(nh) => Ok(Steered {
+            nh,
+            rev_vrf: decide::destination_network(st, nh, from).0,
+            rev_nh: back,
+        }),
+        Route::Flood => Err(Reason::ChainUnplaced),
+    }
+}
+
+/// The service port a flow key came from, if it came from one.
+pub fn port_of_key(st: &ForwardingState, key: &FlowKey) -> Option<Result<ServicePort, Reason>> {
+    if !is_service_key(key.vrf) {
+        return None;
+    }
+    let port = InterfaceId(key.vrf & !ovr_tables::chain::SERVICE_KEY_VRF);
+    Some(st.service_port(port).ok_or(Reason::ChainUnplaced))
+}
+
+/// A cached flow's decision taken again when it belongs to a chain (`None`: it does not,
+/// or it is a chain's entry, which the policy decides). `reverse`: the flow was
+/// installed as a pair's reply direction, which goes back into the instance it names,
+/// or into another of the same function if that one is no longer healthy.
+pub fn decide_again(
+    st: &ForwardingState,
+    key: &FlowKey,
+    dst_mac: MacAddr,
+    previous: Option<NextHopId>,
+    reverse: bool,
+) -> Option<Result<NextHopId, Reason>> {
+    let hash = key.symmetric_hash();
+    if let Some(port) = port_of_key(st, key) {
+        return Some(
+            port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous).map(|s| s.nh)),
+        );
+    }
+    let p = st.chains().nexthop(previous?)?;
+    if !reverse {
+        return None;
+    }
+    Some(
+        st.chains()
+            .pick(p.chain, usize::from(p.hop), p.side, hash, previous)
+            .ok_or(Reason::ChainNoInstance),
+    )
+}
+
+/// "chain c: function fw, instance fw-1, left" for a service port (trace).
+pub fn describe_port(st: &ForwardingState, p: &ServicePort) -> String {
+    let chains = st.chains();
+    let name = chains.chain(p.chain).map_or("?", |c| c.name.as_str());
+    let f = chains.function(p.chain, usize::from(p.hop));
+    let n = chains.chain(p.chain).map_or(0, |c| c.functions.len());
+    format!(
+        "chain {name}: function {} ({} of {n}), instance {}, {}",
+        f.map_or("?", |f| f.name.as_str()),
+        p.hop + 1,
+        chains.instance(p).map_or("?", |i| i.name.as_str()),
+        p.side.name()
+    )
+}
+
+/// The network a flow key's VRF field names, or the service port it came from (trace).
+pub fn describe_key_vrf(st: &ForwardingState, vrf: u32) -> String {
+    if !is_service_key(vrf) {
+        return crate::describe::vrf(st, vrf);
+    }
+    let port = vrf & !ovr_tables::chain::SERVICE_KEY_VRF;
+    match st.service_port(InterfaceId(port)) {
+        Some(p) => format!(
+            "from service port {} ({})",
+            crate::describe::interface(st, port),
+            describe_port(st, &p)
+        ),
+        None => format!("from service port {port} (no longer in a chain)"),
+    }
+}

@@ -1,0 +1,366 @@
+//! Service chains: policies between networks that steer traffic through network
+//! functions (firewalls, IDSes, NATs) on its way.
+//!
+//! A chain is an ordered list of functions; a function has instances, each with a left
+//! port (towards the chain's source network) and a right port (towards its destination).
+//! Each port is an interface of this host with a next hop to the function's MAC behind
+//! it. The healthy instances of a function are the members of an ECMP group (the
+//! next-hop table's [`Ecmp`], over their left next hops), so that new sessions spread
+//! and a member that goes moves only its own sessions; the flow table pins a session to
+//! its instance in both directions.
+//!
+//! Packets that come back out of a function's port are told apart from those of the
+//! networks by their flow key: their VRF field is the port's [`key_vrf`], a value no
+//! network has, so each pass through a function is a flow (and a reverse flow) of its
+//! own.
+
+use crate::ids::{InterfaceId, NextHopId, VrfId};
+use crate::nexthop::Ecmp;
+
+/// Index of a chain in the chain table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainId(pub u32);
+
+impl core::fmt::Display for ChainId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Flow keys of packets from a service port carry this bit in their VRF field (network
+/// ids stay below `MAX_VRFS`, far under it).
+pub const SERVICE_KEY_VRF: u32 = 0x8000_0000;
+
+/// The flow-key VRF of packets received from service port `port`.
+#[inline]
+pub fn key_vrf(port: InterfaceId) -> u32 {
+    SERVICE_KEY_VRF | port.0
+}
+
+/// Whether a flow key's VRF field is a service port's rather than a network's.
+#[inline]
+pub fn is_service_key(vrf: u32) -> bool {
+    vrf & SERVICE_KEY_VRF != 0
+}
+
+/// A side of a function: left faces the chain's source network, right its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    Left,
+    Right,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Left => "left",
+            Side::Right => "right",
+        }
+    }
+}
+
+/// How a function treats the frames it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FunctionMode {
+    /// It routes between its left and right (ovr sends to its MAC on each side).
+    InNetwork,
+    /// A bump in the wire: frames leave it unchanged.
+    Transparent,
+}
+
+/// One instance of a function: its two ports and the next hops to it through them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    pub left: InterfaceId,
+    pub right: InterfaceId,
+    pub left_nh: NextHopId,
+    pub right_nh: NextHopId,
+}
+
+impl Instance {
+    pub fn port(&self, side: Side) -> InterfaceId {
+        match side {
+            Side::Left => self.left,
+            Side::Right => self.right,
+        }
+    }
+
+    pub fn nexthop(&self, side: Side) -> NextHopId {
+        match side {
+            Side::Left => self.left_nh,
+            Side::Right => self.right_nh,
+        }
+    }
+}
+
+/// A function at one position of a chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    pub name: String,
+    pub mode: FunctionMode,
+    pub instances: Vec<Instance>,
+}
+
+/// A chain as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub id: ChainId,
+    pub name: String,
+    /// The network whose policy steers into the chain: where traffic leaving the chain
+    /// is looked up (`None`: no policy uses it).
+    pub from: Option<VrfId>,
+    pub functions: Vec<Function>,
+}
+
+/// Where a service port sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServicePort {
+    pub chain: ChainId,
+    /// Position of the function in the chain.
+    pub hop: u16,
+    pub instance: u16,
+    pub side: Side,
+}
+
+/// The chains with their run-time state: which instances are healthy, the ECMP group of
+/// each function, and the index from ports and next hops to their place in a chain.
+#[derive(Debug, Clone, Default)]
+pub struct ChainTable {
+    chains: Vec<Chain>,
+    /// Per chain, per function: the group over healthy instances' left next hops
+    /// (`None`: no instance is healthy).
+    groups: Vec<Vec<Option<Ecmp>>>,
+    /// Per chain, per function, per instance.
+    healthy: Vec<Vec<Vec<bool>>>,
+    /// By interface id.
+    ports: Vec<Option<ServicePort>>,
+    /// Next hop id to the port it sends through.
+    nexthops: std::collections::HashMap<NextHopId, ServicePort>,
+}
+
+impl ChainTable {
+    pub fn chains(&self) -> &[Chain] {
+        &self.chains
+    }
+
+    pub fn chain(&self, id: ChainId) -> Option<&Chain> {
+        self.chains.get(id.0 as usize).filter(|c| c.id == id)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Chain> {
+        self.chains.iter().find(|c| c.name == name)
+    }
+
+    /// The place of a service port (`None`: the interface is not one).
+    #[inline]
+    pub fn port(&self, interface: InterfaceId) -> Option<ServicePort> {
+        *self.ports.get(interface.0 as usize)?
+    }
+
+    /// The place of the port a next hop sends through, if it is a service port's.
+    pub fn nexthop(&self, nh: NextHopId) -> Option<ServicePort> {
+        self.nexthops.get(&nh).copied()
+    }
+
+    pub fn function(&self, chain: ChainId, hop: usize) -> Option<&Function> {
+        self.chain(chain)?.functions.get(hop)
+    }
+
+    pub fn instance(&self, p: &ServicePort) -> Option<&Instance> {
+        self.function(p.chain, p.hop.into())?
+            .instances
+            .get(usize::from(p.instance))
+    }
+
+    pub fn healthy(&self, chain: ChainId, hop: usize, instance: usize) -> bool {
+        self.healthy
+            .get(chain.0 as usize)
+            .and_then(|c| c.get(hop))
+            .and_then(|f| f.get(instance))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// The next hop on `side` of the instance of function `hop` that a session takes:
+    /// `previous` while its instance stays healthy, else the ECMP member for `hash`.
+    /// `None`: no instance is healthy (the chain fails closed).
+    pub fn pick(
+        &self,
+        chain: ChainId,
+        hop: usize,
+        side: Side,
+        hash: u32,
+        previous: Option<NextHopId>,
+    ) -> Option<NextHopId> {
+        let f = self.function(chain, hop)?;
+        if let Some(p) = previous
+            && let Some(i) = f.instances.iter().position(|i| i.nexthop(side) == p)
+            && self.healthy(chain, hop, i)
+        {
+            return Some(p);
+        }
+        let group = self.groups.get(chain.0 as usize)?.get(hop)?.as_ref()?;
+        let left = group.select(hash);
+        f.instances
+            .iter()
+            .find(|i| i.left_nh == left)
+            .map(|i| i.nexthop(side))
+    }
+
+    /// Replaces the chains, keeping each function's bucket layout where the function
+    /// stays at its place (so that unrelated changes move no session).
+    pub(crate) fn set(&mut self, chains: Vec<Chain>, up: impl Fn(InterfaceId) -> bool) {
+        let old_groups = core::mem::take(&mut self.groups);
+        let old = core::mem::take(&mut self.chains);
+        self.groups = chains
+            .iter()
+            .map(|c| {
+                let before = old.iter().position(|o| o.name == c.name);
+                (0..c.functions.len())
+                    .map(|k| {
+                        before
+                            .filter(|&b| {
+                                old[b].functions.get(k).map(|f| &f.name)
+                                    == Some(&c.functions[k].name)
+                            })
+                            .and_then(|b| old_groups.get(b)?.get(k)?.clone())
+                    })
+                    .collect()
+            })
+            .collect();
+        self.chains = chains;
+        self.ports.clear();
+        self.nexthops.clear();
+        for c in &self.chains {
+            for (k, f) in c.functions.iter().enumerate() {
+                for (n, i) in f.instances.iter().enumerate() {
+                    for side in [Side::Left, Side::Right] {
+                        let p = ServicePort {
+                            chain: c.id,
+                            hop: k as u16,
+                            instance: n as u16,
+                            side,
+                        };
+                        let slot = i.port(side).0 as usize;
+                        if self.ports.len() <= slot {
+                            self.ports.resize(slot + 1, None);
+                        }
+                        self.ports[slot] = Some(p);
+                        self.nexthops.insert(i.nexthop(side), p);
+                    }
+                }
+            }
+        }
+        self.follow_health(up);
+    }
+
+    /// Takes each instance's health again (both ports up) and moves the groups'
+    /// members accordingly: only the buckets of an instance that goes move.
+    pub(crate) fn follow_health(&mut self, up: impl Fn(InterfaceId) -> bool) {
+        self.healthy = self
+            .chains
+            .iter()
+            .map(|c| {
+                c.functions
+                    .iter()
+                    .map(|f| {
+                        f.instances
+                            .iter()
+                            .map(|i| up(i.left) && up(i.right))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        for (ci, c) in self.chains.iter().enumerate() {
+            for (k, f) in c.functions.iter().enumerate() {
+                let members: Vec<NextHopId> = f
+                    .instances
+                    .iter()
+                    .zip(&self.healthy[ci][k])
+                    .filter(|(_, h)| **h)
+                    .map(|(i, _)| i.left_nh)
+                    .collect();
+                let slot = &mut self.groups[ci][k];
+                *slot = match (slot.take(), members.is_empty()) {
+                    (_, true) => None,
+                    (Some(mut e), false) => {
+                        e.set_members(&members);
+                        Some(e)
+                    }
+                    (None, false) => Some(Ecmp::new(&members)),
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(instances: u32) -> Chain {
+        Chain {
+            id: ChainId(0),
+            name: "c".into(),
+            from: Some(VrfId(1)),
+            functions: vec![Function {
+                name: "fw".into(),
+                mode: FunctionMode::InNetwork,
+                instances: (0..instances)
+                    .map(|n| Instance {
+                        name: format!("fw-{n}"),
+                        left: InterfaceId(10 + 2 * n),
+                        right: InterfaceId(11 + 2 * n),
+                        left_nh: NextHopId(100 + 2 * n),
+                        right_nh: NextHopId(101 + 2 * n),
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    #[test]
+    fn ports_and_nexthops_are_indexed() {
+        let mut t = ChainTable::default();
+        t.set(vec![chain(2)], |_| true);
+        let p = t.port(InterfaceId(13)).unwrap();
+        assert_eq!((p.hop, p.instance, p.side), (0, 1, Side::Right));
+        assert_eq!(t.nexthop(NextHopId(102)).unwrap().side, Side::Left);
+        assert!(t.port(InterfaceId(1)).is_none());
+    }
+
+    #[test]
+    fn a_down_instance_leaves_and_others_keep_their_sessions() {
+        let mut t = ChainTable::default();
+        t.set(vec![chain(3)], |_| true);
+        let c = ChainId(0);
+        let before: Vec<_> = (0..256)
+            .map(|h| t.pick(c, 0, Side::Left, h, None).unwrap())
+            .collect();
+        assert!((0..3).all(|n| before.contains(&NextHopId(100 + 2 * n))));
+        // Instance 1's right port goes down.
+        t.follow_health(|i| i != InterfaceId(13));
+        for (h, b) in before.iter().enumerate() {
+            let now = t.pick(c, 0, Side::Left, h as u32, None).unwrap();
+            if *b == NextHopId(102) {
+                assert_ne!(now, NextHopId(102));
+            } else {
+                assert_eq!(now, *b, "hash {h} moved");
+            }
+            // A pinned session on a healthy instance stays.
+            assert_eq!(
+                t.pick(c, 0, Side::Left, 7, Some(NextHopId(104))),
+                Some(NextHopId(104))
+            );
+        }
+        // The right side of the instance chosen is the same instance.
+        let left = t.pick(c, 0, Side::Left, 5, None).unwrap();
+        let right = t.pick(c, 0, Side::Right, 5, None).unwrap();
+        assert_eq!(right.0, left.0 + 1);
+        // None left: fails closed.
+        t.follow_health(|_| false);
+        assert_eq!(t.pick(c, 0, Side::Left, 5, Some(NextHopId(100))), None);
+    }
+}
