@@ -397,9 +397,9 @@ impl FlowTable {
         };
         // The primary bucket while it has room (lookups read only it), else the
         // secondary, which the primary then counts.
-        let b = if self.buckets[b1].free_slots() > 0 {
+        let b = if self.buckets[b1].free_slots() > 0 || self.make_room(b1) {
             b1
-        } else if b2 != b1 && self.buckets[b2].free_slots() > 0 {
+        } else if b2 != b1 && (self.buckets[b2].free_slots() > 0 || self.make_room(b2)) {
             self.buckets[b1].overflowed += 1;
             b2
         } else {
@@ -435,6 +435,41 @@ impl FlowTable {
             })
             .used += 1;
         Ok(FlowId(idx))
+    }
+
+    /// Frees a slot of full bucket `b` by moving one of its flows to the other of that
+    /// flow's two buckets, if one has room (a single cuckoo step: the flow keeps its
+    /// id and stays installed). Without it, a key's two buckets being full would refuse
+    /// flows long before the table is full, since keys prefer their primary bucket.
+    fn make_room(&mut self, b: usize) -> bool {
+        for s in 0..SLOTS {
+            let idx = self.buckets[b].idx[s];
+            if self.buckets[b].sig[s] == 0 {
+                continue;
+            }
+            let Some(e) = self.entries.get(idx as usize) else {
+                continue;
+            };
+            let (sig, p, a) = split(e.key.hash(), self.mask);
+            let other = if b == p { a } else { p };
+            if other == b || self.buckets[other].free_slots() == 0 {
+                continue;
+            }
+            let to = &mut self.buckets[other];
+            let free = to.sig.iter().position(|x| *x == 0).unwrap_or(0);
+            to.sig[free] = sig;
+            to.idx[free] = idx;
+            self.buckets[b].sig[s] = 0;
+            // Leaving its primary, or going back to it.
+            let primary = &mut self.buckets[p];
+            if b == p {
+                primary.overflowed += 1;
+            } else {
+                primary.overflowed = primary.overflowed.saturating_sub(1);
+            }
+            return true;
+        }
+        false
     }
 
     /// Removes a flow and, if linked, its reverse. Returns how many entries went.
