@@ -29,6 +29,9 @@ fn prefetch_entry(e: &FlowEntry) {
 use std::collections::HashMap;
 
 const SLOTS: usize = 8;
+/// A batch lookup's candidate markers: no candidate; look the key up one by one.
+const NONE: u32 = u32::MAX;
+const AGAIN: u32 = u32::MAX - 1;
 
 /// Index of a flow in its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -282,24 +285,24 @@ impl FlowTable {
         None
     }
 
-    /// Looks up every key of `keys` into `out`. Three passes over each group of keys so
-    /// that cache misses overlap: hash and prefetch the primary bucket; find the
-    /// signature and prefetch both lines of its entry; compare keys. What the common
-    /// case does not settle (a signature collision, a key sent to its secondary bucket)
-    /// is looked up again one by one.
+    /// Looks up every key of `keys` into `out`, in groups whose cache misses overlap,
+    /// software-pipelined so that no pass waits for the misses it just started: group
+    /// i+1's keys are hashed and their primary buckets prefetched (pass 1) between
+    /// group i's signature pass (which prefetches both lines of each candidate entry,
+    /// pass 2) and its key compare (pass 3). What the common case does not settle (a
+    /// signature collision, a key sent to its secondary bucket) is looked up again one
+    /// by one.
     pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowId>]) {
-        // Enough lookups in flight to cover a miss's latency (about ten can be
-        // outstanding), few enough that the group's lines stay in L1.
+        // Enough lookups per group to cover a miss's latency (about ten can be
+        // outstanding), few enough that a group's lines (3 per key) stay in L1.
         const CHUNK: usize = 32;
-        const NONE: u32 = u32::MAX;
-        const AGAIN: u32 = u32::MAX - 1;
-        for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let mut loc = [(0u16, 0usize); CHUNK];
-            for (k, l) in keys.iter().zip(loc.iter_mut()) {
-                let (sig, b1, _) = split(k.hash(), self.mask);
-                *l = (sig, b1);
-                prefetch(&self.buckets[b1]);
-            }
+        let mut ahead = [(0u16, 0usize); CHUNK];
+        let mut groups = keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)).peekable();
+        if let Some((first, _)) = groups.peek() {
+            self.locate(first, &mut ahead);
+        }
+        while let Some((keys, out)) = groups.next() {
+            let loc = ahead;
             let mut cand = [NONE; CHUNK];
             for (&(sig, b), c) in loc.iter().zip(cand.iter_mut()).take(keys.len()) {
                 let bucket = &self.buckets[b];
@@ -311,6 +314,9 @@ impl FlowTable {
                     *c = AGAIN;
                 }
             }
+            if let Some((next, _)) = groups.peek() {
+                self.locate(next, &mut ahead);
+            }
             for ((k, o), &c) in keys.iter().zip(out.iter_mut()).zip(&cand) {
                 *o = match c {
                     NONE => None,
@@ -320,6 +326,17 @@ impl FlowTable {
                     _ => self.lookup(k),
                 };
             }
+        }
+    }
+
+    /// Pass 1 of [`Self::lookup_batch`]: each key's signature and primary bucket, whose
+    /// line starts loading.
+    #[inline]
+    fn locate(&self, keys: &[FlowKey], loc: &mut [(u16, usize)]) {
+        for (k, l) in keys.iter().zip(loc.iter_mut()) {
+            let (sig, b1, _) = split(k.hash(), self.mask);
+            *l = (sig, b1);
+            prefetch(&self.buckets[b1]);
         }
     }
 

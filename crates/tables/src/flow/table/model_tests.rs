@@ -308,3 +308,21 @@ fn a_table_fills_to_capacity_without_bucket_refusals() {
         );
     }
 }
+
+/// Batches of every shape (partial groups, one group, several) agree with single
+/// lookups, for keys present and absent.
+#[test]
+fn batch_lookups_of_any_length_match_single_lookups() {
+    let mut t = FlowTable::new(2048);
+    for i in (0..1500).step_by(2) {
+        t.insert(key_wide(i), FWD, 0).unwrap();
+    }
+    for n in [0, 1, 31, 32, 33, 64, 65, 256, 257, 1000] {
+        let keys: Vec<FlowKey> = (0..n).map(|i| key_wide(i * 3)).collect();
+        let mut out = vec![Some(FlowId(u32::MAX)); keys.len()];
+        t.lookup_batch(&keys, &mut out);
+        for (k, o) in keys.iter().zip(&out) {
+            assert_eq!(*o, t.lookup(k), "batch of {n}");
+        }
+    }
+}
