@@ -224,6 +224,10 @@ struct Result {
     flows: usize,
     mpps: f64,
     ns_per_packet: f64,
+    /// Packets per second of the time the thread was on a CPU (None where the kernel
+    /// does not say): on a shared machine, wall time also counts other processes'
+    /// turns on the core.
+    cpu_mpps: Option<f64>,
     setup_flows_per_sec: f64,
     forwarded: u64,
     dropped: u64,
@@ -288,6 +292,7 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
     let round = 1 << 20;
     let (mut packets, mut forwarded) = (0u64, 0u64);
     let drops_before: u64 = pipe.cx.drops.iter().sum();
+    let cpu_before = on_cpu_ns();
     let t = Instant::now();
     let budget = Duration::from_secs_f64(seconds);
     while t.elapsed() < budget {
@@ -295,6 +300,9 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
         packets += round as u64;
     }
     let took = t.elapsed().as_secs_f64();
+    let cpu = on_cpu_ns()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before) as f64 / 1e9);
     let dropped = pipe.cx.drops.iter().sum::<u64>() - drops_before;
     let nodes = pipe
         .graph()
@@ -307,6 +315,7 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
         flows,
         mpps: packets as f64 / took / 1e6,
         ns_per_packet: took * 1e9 / packets as f64,
+        cpu_mpps: cpu.filter(|c| *c > 0.0).map(|c| packets as f64 / c / 1e6),
         setup_flows_per_sec: created as f64 / setup,
         forwarded,
         dropped,
@@ -326,8 +335,8 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
     };
     if !a.json {
         println!(
-            "{:<18} {:>9} {:>8} {:>8} {:>14} {:>10}",
-            "scenario", "flows", "Mpps", "ns/pkt", "setup flows/s", "forwarded"
+            "{:<18} {:>9} {:>8} {:>8} {:>9} {:>14} {:>10}",
+            "scenario", "flows", "Mpps", "ns/pkt", "CPU Mpps", "setup flows/s", "forwarded"
         );
     }
     for s in &scenarios {
@@ -339,6 +348,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     "flows": r.flows,
                     "mpps": round(r.mpps, 3),
                     "ns_per_packet": round(r.ns_per_packet, 2),
+                    "cpu_mpps": r.cpu_mpps.map(|m| round(m, 3)),
                     "setup_flows_per_sec": r.setup_flows_per_sec.round(),
                     "packets": r.packets,
                     "forwarded": r.forwarded,
@@ -360,11 +370,12 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                 println!("{v}");
             } else {
                 println!(
-                    "{:<18} {:>9} {:>8.2} {:>8.1} {:>14.0} {:>9.1}%",
+                    "{:<18} {:>9} {:>8.2} {:>8.1} {:>9} {:>14.0} {:>9.1}%",
                     r.scenario,
                     r.flows,
                     r.mpps,
                     r.ns_per_packet,
+                    r.cpu_mpps.map_or("-".into(), |m| format!("{m:.2}")),
                     r.setup_flows_per_sec,
                     100.0 * r.forwarded as f64 / r.packets as f64
                 );
@@ -386,6 +397,13 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Nanoseconds this thread has run on a CPU (the first field of Linux's
+/// /proc/thread-self/schedstat), if the kernel says.
+fn on_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
 }
 
 /// `x` to `digits` decimals (for JSON as short as the table).

@@ -166,6 +166,11 @@ impl Rewrites {
         v: &mut Vector<'_>,
         shim: impl Fn(Encap) -> Option<Shim>,
     ) {
+        // Templates are valid for one table epoch: checked once per vector, not per packet.
+        if self.epoch != Some(st.epoch()) {
+            self.by_nexthop.clear();
+            self.epoch = Some(st.epoch());
+        }
         let pkts = v.pkts;
         v.map(|i, p| {
             if let Some(&n) = pkts.get(i + 4) {
@@ -196,10 +201,6 @@ impl Rewrites {
         transport: Transport,
         shim: &[u8],
     ) -> Result<(), Reason> {
-        if self.epoch != Some(st.epoch()) {
-            self.by_nexthop.clear();
-            self.epoch = Some(st.epoch());
-        }
         // The underlay's MAC is looked up when headers are built, not per packet.
         let underlay_mac = || {
             st.interface(t.underlay)

@@ -103,7 +103,11 @@ impl FlowKey {
             h = (h ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             h ^= h >> 31;
         }
-        h
+        // A final avalanche (MurmurHash3's fmix64 step): without it, keys that differ
+        // only in a port and an address's low bits crowd the low bits that pick the
+        // bucket (a fifth of such keys overflowed their primary bucket).
+        h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 33)
     }
 
     /// A hash equal for a key and its reverse: picks the worker that owns a flow (both

@@ -1,19 +1,37 @@
-//! The flow table proper: a bucketised two-choice hash.
+//! The flow table proper: a bucketised hash with a primary and an overflow bucket.
 //!
 //! Layout, chosen for a machine where a cache miss costs 120-170 ns and about ten can be
 //! in flight (PLATFORM.md): 64-byte buckets of 8 slots, each slot a 16-bit signature and
 //! a 32-bit entry index, so one cache line answers "which entry could it be"; entries in
-//! a separate array. A key may live in either of two buckets chosen by independent bits of
-//! its hash; an insert takes the emptier. There is no displacement (cuckoo kicks): a key
-//! whose two buckets are full is refused, counted, and never pushes another flow out.
+//! a separate array, two cache lines each, the first holding everything a hit reads (key,
+//! action, epoch, flags) and the second what it writes (counters, last seen).
+//!
+//! A key lives in its primary bucket while that has room, else in its secondary one
+//! (chosen by independent bits of its hash); the primary counts the keys it sent away.
+//! A lookup therefore reads one bucket line in the common case (the table is sized for a
+//! load of at most 50%, so about 2% of buckets ever overflow) and the second only when
+//! its primary has sent keys away. There is no displacement (cuckoo kicks): a key whose
+//! two buckets are full is refused, counted, and never pushes another flow out.
 //! Established flows are therefore never evicted by new ones, whatever arrives.
 
 use super::key::FlowKey;
 use crate::ids::NextHopId;
 use crate::prefetch::prefetch;
+
+/// Starts loading both cache lines of an entry (a hit reads the first and writes the
+/// second).
+#[inline(always)]
+fn prefetch_entry(e: &FlowEntry) {
+    let p: *const FlowEntry = e;
+    prefetch(p);
+    prefetch(p.cast::<u8>().wrapping_add(64));
+}
 use std::collections::HashMap;
 
 const SLOTS: usize = 8;
+/// A batch lookup's candidate markers: no candidate; look the key up one by one.
+const NONE: u32 = u32::MAX;
+const AGAIN: u32 = u32::MAX - 1;
 
 /// Index of a flow in its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,23 +62,25 @@ pub mod flags {
     pub const OFFLOADED: u8 = 0x04;
 }
 
-/// One flow. Cache-line aligned so that the key, which every lookup compares, never
-/// straddles two lines (one miss per candidate, not two).
+/// One flow: two cache lines, aligned together (the CPU's adjacent-line prefetch brings
+/// the pair). The first holds what a hit reads (the key every lookup compares, the
+/// action, the epoch and flags), the second what it writes (counters, last seen) and
+/// what only the slow path reads. `tests::entry_layout` pins the split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(128))]
 pub struct FlowEntry {
     pub key: FlowKey,
+    pub flags: u8,
+    /// The forwarding-state epoch the action was decided at (the caller's to keep).
+    pub epoch: u32,
     pub action: Option<FlowAction>,
-    pub reverse: Option<FlowId>,
     pub packets: u64,
     pub bytes: u64,
     /// Times in the caller's unit (the dataplane passes nanoseconds); the table never
     /// reads a clock.
     pub created: u64,
     pub last_seen: u64,
-    pub flags: u8,
-    /// The forwarding-state epoch the action was decided at (the caller's to keep).
-    pub epoch: u32,
+    pub reverse: Option<FlowId>,
     /// For a bridged flow, the destination MAC its next hop was looked up by.
     pub dst_mac: [u8; 6],
 }
@@ -102,6 +122,9 @@ struct Bucket {
     /// 0 = empty slot.
     sig: [u16; SLOTS],
     idx: [u32; SLOTS],
+    /// Keys whose primary bucket this is that live in their secondary one: while 0, a
+    /// lookup that misses here need not read the secondary bucket.
+    overflowed: u32,
 }
 
 impl Bucket {
@@ -239,8 +262,13 @@ impl FlowTable {
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<FlowId> {
         let (sig, b1, b2) = split(key.hash(), self.mask);
-        self.probe(b1, sig, key)
-            .or_else(|| self.probe(b2, sig, key))
+        self.probe(b1, sig, key).or_else(|| {
+            if self.buckets[b1].overflowed != 0 {
+                self.probe(b2, sig, key)
+            } else {
+                None
+            }
+        })
     }
 
     #[inline]
@@ -257,42 +285,58 @@ impl FlowTable {
         None
     }
 
-    /// Looks up every key of `keys` into `out`. Three passes over each group of keys so
-    /// that cache misses overlap: hash and prefetch both buckets; find the signature
-    /// match and prefetch its entry; compare keys.
+    /// Looks up every key of `keys` into `out`, in groups whose cache misses overlap,
+    /// software-pipelined so that no pass waits for the misses it just started: group
+    /// i+1's keys are hashed and their primary buckets prefetched (pass 1) between
+    /// group i's signature pass (which prefetches both lines of each candidate entry,
+    /// pass 2) and its key compare (pass 3). What the common case does not settle (a
+    /// signature collision, a key sent to its secondary bucket) is looked up again one
+    /// by one.
     pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowId>]) {
+        // Enough lookups per group to cover a miss's latency (about ten can be
+        // outstanding), few enough that a group's lines (3 per key) stay in L1.
         const CHUNK: usize = 32;
-        for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let mut loc = [(0u16, 0usize, 0usize); CHUNK];
-            for (k, l) in keys.iter().zip(loc.iter_mut()) {
-                *l = split(k.hash(), self.mask);
-                prefetch(&self.buckets[l.1]);
-                prefetch(&self.buckets[l.2]);
-            }
-            let mut cand = [u32::MAX; CHUNK];
-            for (l, c) in loc.iter().zip(cand.iter_mut()) {
-                let (sig, b1, b2) = *l;
-                let (m1, m2) = (self.buckets[b1].find(sig), self.buckets[b2].find(sig));
-                let slot = if m1 != 0 {
-                    Some((b1, m1))
-                } else if m2 != 0 {
-                    Some((b2, m2))
-                } else {
-                    None
-                };
-                if let Some((b, m)) = slot {
-                    *c = self.buckets[b].idx[m.trailing_zeros() as usize];
-                    prefetch(&self.entries[*c as usize]);
+        let mut ahead = [(0u16, 0usize); CHUNK];
+        let mut groups = keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)).peekable();
+        if let Some((first, _)) = groups.peek() {
+            self.locate(first, &mut ahead);
+        }
+        while let Some((keys, out)) = groups.next() {
+            let loc = ahead;
+            let mut cand = [NONE; CHUNK];
+            for (&(sig, b), c) in loc.iter().zip(cand.iter_mut()).take(keys.len()) {
+                let bucket = &self.buckets[b];
+                let m = bucket.find(sig);
+                if m != 0 {
+                    *c = bucket.idx[m.trailing_zeros() as usize];
+                    prefetch_entry(&self.entries[*c as usize]);
+                } else if bucket.overflowed != 0 {
+                    *c = AGAIN;
                 }
             }
-            for (i, (k, o)) in keys.iter().zip(out.iter_mut()).enumerate() {
-                *o = match cand[i] {
-                    u32::MAX => None,
+            if let Some((next, _)) = groups.peek() {
+                self.locate(next, &mut ahead);
+            }
+            for ((k, o), &c) in keys.iter().zip(out.iter_mut()).zip(&cand) {
+                *o = match c {
+                    NONE => None,
+                    AGAIN => self.lookup(k),
                     c if self.entries[c as usize].key == *k => Some(FlowId(c)),
                     // A signature collision: settle it the slow way.
                     _ => self.lookup(k),
                 };
             }
+        }
+    }
+
+    /// Pass 1 of [`Self::lookup_batch`]: each key's signature and primary bucket, whose
+    /// line starts loading.
+    #[inline]
+    fn locate(&self, keys: &[FlowKey], loc: &mut [(u16, usize)]) {
+        for (k, l) in keys.iter().zip(loc.iter_mut()) {
+            let (sig, b1, _) = split(k.hash(), self.mask);
+            *l = (sig, b1);
+            prefetch(&self.buckets[b1]);
         }
     }
 
@@ -356,10 +400,7 @@ impl FlowTable {
         extra: u8,
     ) -> Result<FlowId, FlowInsertError> {
         let (sig, b1, b2) = split(key.hash(), self.mask);
-        if let Some(id) = self
-            .probe(b1, sig, &key)
-            .or_else(|| self.probe(b2, sig, &key))
-        {
+        if let Some(id) = self.lookup(&key) {
             return Err(FlowInsertError::Exists(id));
         }
         if let Some(q) = self.quotas.get(&key.vrf).filter(|q| q.used >= q.max) {
@@ -371,11 +412,15 @@ impl FlowTable {
         let Some(&idx) = self.free.last() else {
             return Err(FlowInsertError::TableFull);
         };
-        let (f1, f2) = (self.buckets[b1].free_slots(), self.buckets[b2].free_slots());
-        let b = match (f1, f2) {
-            (0, 0) => return Err(FlowInsertError::BucketFull),
-            _ if f1 >= f2 => b1,
-            _ => b2,
+        // The primary bucket while it has room (lookups read only it), else the
+        // secondary, which the primary then counts.
+        let b = if self.buckets[b1].free_slots() > 0 || self.make_room(b1) {
+            b1
+        } else if b2 != b1 && (self.buckets[b2].free_slots() > 0 || self.make_room(b2)) {
+            self.buckets[b1].overflowed += 1;
+            b2
+        } else {
+            return Err(FlowInsertError::BucketFull);
         };
         self.free.pop();
         let bucket = &mut self.buckets[b];
@@ -409,6 +454,41 @@ impl FlowTable {
         Ok(FlowId(idx))
     }
 
+    /// Frees a slot of full bucket `b` by moving one of its flows to the other of that
+    /// flow's two buckets, if one has room (a single cuckoo step: the flow keeps its
+    /// id and stays installed). Without it, a key's two buckets being full would refuse
+    /// flows long before the table is full, since keys prefer their primary bucket.
+    fn make_room(&mut self, b: usize) -> bool {
+        for s in 0..SLOTS {
+            let idx = self.buckets[b].idx[s];
+            if self.buckets[b].sig[s] == 0 {
+                continue;
+            }
+            let Some(e) = self.entries.get(idx as usize) else {
+                continue;
+            };
+            let (sig, p, a) = split(e.key.hash(), self.mask);
+            let other = if b == p { a } else { p };
+            if other == b || self.buckets[other].free_slots() == 0 {
+                continue;
+            }
+            let to = &mut self.buckets[other];
+            let free = to.sig.iter().position(|x| *x == 0).unwrap_or(0);
+            to.sig[free] = sig;
+            to.idx[free] = idx;
+            self.buckets[b].sig[s] = 0;
+            // Leaving its primary, or going back to it.
+            let primary = &mut self.buckets[p];
+            if b == p {
+                primary.overflowed += 1;
+            } else {
+                primary.overflowed = primary.overflowed.saturating_sub(1);
+            }
+            return true;
+        }
+        false
+    }
+
     /// Removes a flow and, if linked, its reverse. Returns how many entries went.
     pub fn remove(&mut self, id: FlowId) -> usize {
         let Some(e) = self.get(id).copied() else {
@@ -428,14 +508,18 @@ impl FlowTable {
             return false;
         };
         let (sig, b1, b2) = split(e.key.hash(), self.mask);
-        for b in [b1, b2] {
+        'buckets: for b in [b1, b2] {
             let bucket = &mut self.buckets[b];
             let mut m = bucket.find(sig);
             while m != 0 {
                 let s = m.trailing_zeros() as usize;
                 if bucket.idx[s] == id.0 {
                     bucket.sig[s] = 0;
-                    break;
+                    if b != b1 {
+                        let primary = &mut self.buckets[b1];
+                        primary.overflowed = primary.overflowed.saturating_sub(1);
+                    }
+                    break 'buckets;
                 }
                 m &= m - 1;
             }
@@ -501,5 +585,7 @@ impl FlowTable {
     }
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
