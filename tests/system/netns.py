@@ -4,6 +4,7 @@ removed by exactly those names (never by pattern), even when a test fails."""
 import os
 import signal
 import subprocess
+import time
 
 
 def sh(*args, ns=None, check=True, timeout=30, **kw):
@@ -20,6 +21,17 @@ def stop(proc, sig=signal.SIGTERM, timeout=10):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def until(what, f, timeout=5.0, every=0.05):
+    """`f()`'s first true value, asked every `every` s; fails the test after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = f()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(every)
 
 
 class Lab:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from system.etcd import EtcdCluster
-from system.netns import Lab, sh
+from system.netns import Lab, sh, until
 from system.ovrd import Ovrd
 
 TTL = 3
@@ -146,14 +146,6 @@ def cl(tmp_path_factory):
         c.down()
 
 
-def until(what, f, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = f()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def test_hosts_learn_each_other_from_intent_alone(cl):

@@ -12,12 +12,11 @@ import shutil
 import tempfile
 import pathlib
 import subprocess
-import time
 
 import pytest
 
 from system.etcd import EtcdCluster
-from system.netns import Lab, sh
+from system.netns import Lab, sh, until
 from system.ovrd import Ovrd, binary
 
 RED = {"vni": 100, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
@@ -84,14 +83,6 @@ def plugin():
     return binary("ovr-cni")
 
 
-def until(what, f, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = f()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def conf(cl, host, **over):

@@ -11,26 +11,20 @@ whose interface goes away is withdrawn from the kernel host again."""
 import json
 import os
 import subprocess
-import time
+from functools import partial
 
 import pytest
 
 from system.frr import Frr, Gobgpd, free_port
+from system import netns
 from system.netns import Lab, sh
 from system.ovrd import Ovrd, binary
 
 W1_MAC = "02:00:00:72:00:0b"
 VNI = 100
 
-
-def until(what, f, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = f()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)
+# BGP converges in seconds, not milliseconds.
+until = partial(netns.until, timeout=20.0, every=0.2)
 
 
 BGPD_CONF = """frr defaults datacenter

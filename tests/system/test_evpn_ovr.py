@@ -12,25 +12,19 @@ import json
 import os
 import signal
 import subprocess
-import time
+from functools import partial
 
 import pytest
 
 from system.frr import Gobgpd, free_port
+from system import netns
 from system.netns import Lab, sh, stop
 from system.ovrd import Ovrd
 
 HOSTS = {1: "02:00:00:00:01:0b", 2: "02:00:00:00:02:0b"}
 
-
-def until(what, f, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = f()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)
+# BGP converges in seconds, not milliseconds.
+until = partial(netns.until, timeout=30.0, every=0.2)
 
 
 def api(ovrd, path):

@@ -8,22 +8,16 @@ With `--kernel-host` a host running the kernel's VXLAN and FRR joins over the re
 import json
 import os
 import subprocess
-import time
+from functools import partial
 
 import pytest
 
 from conftest import ROOT
+from system import netns
 from system.overlay_lab import OverlayLab, sh
 
-
-def until(what, f, timeout=40.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = f()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.3)
+# BGP converges in seconds, not milliseconds.
+until = partial(netns.until, timeout=40.0, every=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 //! Services and chains: what they translate to, and each mistake at its field.
 
 use crate::Config;
+use crate::error_tests::assert_error;
 use ovr_tables::chain::{ChainId, Side};
 use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::{TableOp, new_tables};
@@ -32,26 +33,6 @@ services:
 chains:
   - { name: through-fw, functions: [fw] }
 ";
-
-fn error(yaml: &str) -> String {
-    match Config::from_yaml(yaml).and_then(|c| {
-        let t = c.translate()?;
-        let (mut w, _r) = new_tables();
-        t.apply(&mut w)
-    }) {
-        Ok(()) => panic!("accepted:\n{yaml}"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn assert_error(yaml: &str, path: &str, words: &str) {
-    let e = error(yaml);
-    assert!(
-        e.starts_with(&format!("{path}: ")),
-        "expected the error at {path}, got: {e}"
-    );
-    assert!(e.contains(words), "expected '{words}' in: {e}");
-}
 
 #[test]
 fn a_chain_translates_into_next_hops_a_chain_table_and_the_rule() {

@@ -4,7 +4,7 @@ use crate::Config;
 use ovr_tables::state::new_tables;
 
 /// The error for `yaml`, as text.
-fn error(yaml: &str) -> String {
+pub(crate) fn error(yaml: &str) -> String {
     match Config::from_yaml(yaml).and_then(|c| {
         let t = c.translate()?;
         let (mut w, _r) = new_tables();
@@ -15,7 +15,8 @@ fn error(yaml: &str) -> String {
     }
 }
 
-fn assert_error(yaml: &str, path: &str, words: &str) {
+/// That `yaml` is refused at `path`, with `words` in the message.
+pub(crate) fn assert_error(yaml: &str, path: &str, words: &str) {
     let e = error(yaml);
     assert!(
         e.starts_with(&format!("{path}: ")),
