@@ -47,6 +47,52 @@ fn setup(log2: u8) -> (Vec<Mapping>, Vec<usize>, RingRef) {
     (regions, sizes, r)
 }
 
+/// `receive` as a C2S server reads it: buffers of 256 bytes, no prefix, every frame kept.
+fn recv(
+    ring: &Ring,
+    regions: &[Mapping],
+    sizes: &[usize],
+    last: &mut u16,
+    arena: &mut Arena,
+    st: &mut DataStats,
+) -> Result<usize, Violation> {
+    receive(
+        ring,
+        regions,
+        sizes,
+        256,
+        last,
+        true,
+        arena,
+        0,
+        &mut |_| true,
+        st,
+    )
+}
+
+/// `send` of `frames` with nothing stripped; how many were taken.
+fn tx(
+    ring: &Ring,
+    regions: &[Mapping],
+    sizes: &[usize],
+    pos: &mut u16,
+    bufs: &TxBuffers,
+    frames: &[&[u8]],
+    st: &mut DataStats,
+) -> usize {
+    send(
+        ring,
+        regions,
+        sizes,
+        pos,
+        bufs,
+        &mut frames.iter().copied(),
+        0,
+        st,
+    )
+    .unwrap()
+}
+
 #[test]
 fn frames_cross_a_ring_and_chain() {
     let (regions, sizes, r) = setup(4);
@@ -61,17 +107,7 @@ fn frames_cross_a_ring_and_chain() {
     let small = [7u8; 60];
     let (mut head, mut st) = (0u16, DataStats::default());
     let frames: [&[u8]; 2] = [&big, &small];
-    let n = send(
-        &ring,
-        &regions,
-        &sizes,
-        &mut head,
-        &own,
-        &mut frames.into_iter(),
-        0,
-        &mut st,
-    )
-    .unwrap();
+    let n = tx(&ring, &regions, &sizes, &mut head, &own, &frames, &mut st);
     assert_eq!(
         (n, head),
         (2, 5),
@@ -79,19 +115,7 @@ fn frames_cross_a_ring_and_chain() {
     );
     let mut arena = Arena::new(8, 4096);
     let (mut last, mut rs) = (0u16, DataStats::default());
-    let got = receive(
-        &ring,
-        &regions,
-        &sizes,
-        256,
-        &mut last,
-        true,
-        &mut arena,
-        0,
-        &mut |_| true,
-        &mut rs,
-    )
-    .unwrap();
+    let got = recv(&ring, &regions, &sizes, &mut last, &mut arena, &mut rs).unwrap();
     assert_eq!(got, 2);
     let f: Vec<&[u8]> = arena.frames().collect();
     assert_eq!(f[0], &big[..]);
@@ -107,18 +131,7 @@ fn hostile_head_is_a_violation() {
     let mut arena = Arena::new(8, 4096);
     let (mut last, mut st) = (0u16, DataStats::default());
     assert_eq!(
-        receive(
-            &ring,
-            &regions,
-            &sizes,
-            256,
-            &mut last,
-            true,
-            &mut arena,
-            0,
-            &mut |_| true,
-            &mut st
-        ),
+        recv(&ring, &regions, &sizes, &mut last, &mut arena, &mut st),
         Err(Violation::Distance(17, 16))
     );
 }
@@ -156,19 +169,7 @@ fn bad_descriptors_dropped_and_counted() {
     ring.set_head(4);
     let mut arena = Arena::new(8, 4096);
     let (mut last, mut st) = (0u16, DataStats::default());
-    let n = receive(
-        &ring,
-        &regions,
-        &sizes,
-        256,
-        &mut last,
-        true,
-        &mut arena,
-        0,
-        &mut |_| true,
-        &mut st,
-    )
-    .unwrap();
+    let n = recv(&ring, &regions, &sizes, &mut last, &mut arena, &mut st).unwrap();
     assert_eq!(n, 1, "only the last descriptor is good");
     assert_eq!(st.bad[DescError::Region.index()], 1);
     assert_eq!(st.bad[DescError::Bounds.index()], 1);
@@ -196,36 +197,14 @@ fn endless_chain_dropped() {
     // Half published: wait for the rest.
     ring.set_head(8);
     assert_eq!(
-        receive(
-            &ring,
-            &regions,
-            &sizes,
-            256,
-            &mut last,
-            true,
-            &mut arena,
-            0,
-            &mut |_| true,
-            &mut st
-        ),
+        recv(&ring, &regions, &sizes, &mut last, &mut arena, &mut st),
         Ok(0)
     );
     assert_eq!(last, 0);
     // The whole ring, never ending: dropped.
     ring.set_head(16);
     assert_eq!(
-        receive(
-            &ring,
-            &regions,
-            &sizes,
-            256,
-            &mut last,
-            true,
-            &mut arena,
-            0,
-            &mut |_| true,
-            &mut st
-        ),
+        recv(&ring, &regions, &sizes, &mut last, &mut arena, &mut st),
         Ok(0)
     );
     assert_eq!(last, 16);
@@ -245,17 +224,7 @@ fn full_ring_drops_and_counts() {
     let f = [1u8; 64];
     let frames = [&f[..]; 6];
     let (mut head, mut st) = (0u16, DataStats::default());
-    let n = send(
-        &ring,
-        &regions,
-        &sizes,
-        &mut head,
-        &own,
-        &mut frames.into_iter(),
-        0,
-        &mut st,
-    )
-    .unwrap();
+    let n = tx(&ring, &regions, &sizes, &mut head, &own, &frames, &mut st);
     assert_eq!((n, st.dropped), (4, 2));
 }
 
@@ -285,17 +254,15 @@ fn offered_buffers_checked() {
     ring.set_head(2);
     let f = [9u8; 64];
     let (mut tail, mut st) = (0u16, DataStats::default());
-    let n = send(
+    let n = tx(
         &ring,
         &regions,
         &sizes,
         &mut tail,
         &TxBuffers::Offered,
-        &mut [&f[..]].into_iter(),
-        0,
+        &[&f[..]],
         &mut st,
-    )
-    .unwrap();
+    );
     assert_eq!((n, st.bad[DescError::Bounds.index()]), (0, 1));
     ring.set_desc(
         0,
@@ -305,17 +272,15 @@ fn offered_buffers_checked() {
             ..Desc::default()
         },
     );
-    let n = send(
+    let n = tx(
         &ring,
         &regions,
         &sizes,
         &mut tail,
         &TxBuffers::Offered,
-        &mut [&f[..]].into_iter(),
-        0,
+        &[&f[..]],
         &mut st,
-    )
-    .unwrap();
+    );
     assert_eq!((n, tail), (1, 1));
     assert_eq!(ring.desc(0).length, 64);
 }
