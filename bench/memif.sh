@@ -48,6 +48,17 @@ testpmd() {
     pids+=("$last")
 }
 
+# receiver ROLE SOCKET LOG: the rxonly testpmd (02:00:00:00:00:0b), its PID in $rx.
+# sender ROLE SOCKET LOG: the txonly one (02:00:00:00:00:0a, to ...:0b), its PID in $tx.
+receiver() {
+    testpmd "$1" "$2" 02:00:00:00:00:0b rxonly "$3"
+    rx=$last
+}
+sender() {
+    testpmd "$1" "$2" 02:00:00:00:00:0a txonly "$3" --eth-peer=0,02:00:00:00:00:0b
+    tx=$last
+}
+
 # The median Rx-pps of LOG after its first two seconds of traffic.
 rate() {
     python3 - "$1" <<'EOF'
@@ -68,12 +79,9 @@ ovr=()
 for r in $(seq 1 "$rounds"); do
     # The ceiling: testpmd to testpmd.
     rm -f "$dir/pair.sock"
-    testpmd server "$dir/pair.sock" 02:00:00:00:00:0b rxonly "$dir/ceil-rx-$r.log"
-    rx=$last
+    receiver server "$dir/pair.sock" "$dir/ceil-rx-$r.log"
     sleep 2
-    testpmd client "$dir/pair.sock" 02:00:00:00:00:0a txonly "$dir/ceil-tx-$r.log" \
-        --eth-peer=0,02:00:00:00:00:0b
-    tx=$last
+    sender client "$dir/pair.sock" "$dir/ceil-tx-$r.log"
     sleep "$secs"
     stop "$tx"
     stop "$rx"
@@ -87,12 +95,9 @@ for r in $(seq 1 "$rounds"); do
     o=$!
     pids+=("$o")
     for _ in $(seq 100); do grep -q forwarding "$dir/ovrd-$r.log" && break; sleep 0.1; done
-    testpmd client "$dir/memif-b.sock" 02:00:00:00:00:0b rxonly "$dir/ovr-rx-$r.log"
-    rx=$last
+    receiver client "$dir/memif-b.sock" "$dir/ovr-rx-$r.log"
     sleep 1
-    testpmd client "$dir/memif-a.sock" 02:00:00:00:00:0a txonly "$dir/ovr-tx-$r.log" \
-        --eth-peer=0,02:00:00:00:00:0b
-    tx=$last
+    sender client "$dir/memif-a.sock" "$dir/ovr-tx-$r.log"
     sleep "$secs"
     stop "$rx"
     stop "$tx"
