@@ -15,54 +15,29 @@ import time
 
 import pytest
 
-from system.etcd import EtcdCluster
-from system.netns import Lab, sh, until
-from system.ovrd import Ovrd
+from system.etcd_hosts import EtcdHosts
+from system.netns import sh, until
 
 TTL = 3
 RED = {"vni": 100, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
 BLUE = {"vni": 200, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
 
 
-class Cluster:
+class Cluster(EtcdHosts):
     def __init__(self, tmp):
-        self.tmp, self.lab, self.hosts, self.etcd = tmp, Lab("c"), {}, None
+        super().__init__(tmp, "c", "ovrcl", hosts=3, members=3,
+                         networks={"red": RED, "blue": BLUE}, ttl=TTL)
         self.workloads = {}
 
     def up(self):
-        u = self.lab.ns("u")
-        sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
-        sh("ip", "addr", "add", "192.0.2.250/24", "dev", "br0", ns=u)
-        sh("ip", "link", "set", "br0", "up", ns=u)
-        self.etcd = EtcdCluster(members=3, name_prefix="ovrcl", netns=u, host="192.0.2.250")
-        self.etcd.__enter__()
-        self.put("networks/red", RED)
-        self.put("networks/blue", BLUE)
-        for i in (1, 2, 3):
-            h = self.lab.ns(f"h{i}")
-            self.lab.veth(h, "uplink", u, f"p{i}", mac_a=f"02:00:00:00:00:0{i}")
-            sh("ip", "link", "set", f"p{i}", "master", "br0", ns=u)
-            # The host's own stack reaches etcd on a management link of its own: the
-            # uplink (and its VTEP address) is ovrd's alone.
-            self.lab.veth(h, "mgmt", u, f"m{i}")
-            sh("ip", "link", "set", f"m{i}", "master", "br0", ns=u)
-            sh("ip", "addr", "add", f"192.0.2.{100 + i}/24", "dev", "mgmt", ns=h)
-            (self.tmp / f"h{i}.yaml").write_text(
-                "interfaces:\n"
-                f"  - {{ name: uplink, kind: underlay, mac: \"02:00:00:00:00:0{i}\","
-                f" addresses: [192.0.2.{i}/24] }}\n")
-            self.start(i)
+        super().up()
         for i in (1, 2, 3):
             self.workload(f"w{i}", i, "red", 10 + i)
         self.workload("b1", 1, "blue", 11)
         self.workload("b2", 2, "blue", 12)
 
-    def start(self, i):
-        self.hosts[i] = Ovrd(f"{self.lab.prefix}-h{i}", self.tmp / f"h{i}.log",
-                             "--config", self.tmp / f"h{i}.yaml", "--etcd",
-                             ",".join(self.etcd.urls), "--host-name", f"h{i}",
-                             "--etcd-lease-ttl", TTL,
-                             "--fast-path-pin-dir", self.tmp / f"pins{i}")
+    def start(self, i, *extra):
+        super().start(i, "--fast-path-pin-dir", self.tmp / f"pins{i}", *extra)
 
     def workload(self, name, host, net, last, write=True):
         """A workload namespace on `host` and (with `write`) its port written as intent.
@@ -96,8 +71,7 @@ class Cluster:
             i["name"] == f"v-{name}" for i in self.api(host, "/api/v1/interfaces")))
 
     def keys(self, prefix):
-        r = self.etcd.ctl("get", "--prefix", "--keys-only", f"/ovr/v1/{prefix}")
-        return [k for k in r.stdout.split() if k]
+        return self.etcd_keys(f"/ovr/v1/{prefix}")
 
     def api(self, i, path):
         r = subprocess.run(["curl", "-s", "--unix-socket", str(self.hosts[i].socket),
@@ -128,13 +102,6 @@ class Cluster:
                 return time.monotonic() - (deadline - within)
         return None
 
-    def down(self):
-        for h in self.hosts.values():
-            h.stop()
-        if self.etcd:
-            self.etcd.__exit__(None, None, None)
-        self.lab.close()
-
 
 @pytest.fixture(scope="module")
 def cl(tmp_path_factory):
@@ -144,8 +111,6 @@ def cl(tmp_path_factory):
         yield c
     finally:
         c.down()
-
-
 
 
 def test_hosts_learn_each_other_from_intent_alone(cl):

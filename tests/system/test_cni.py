@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from system.etcd import EtcdCluster
-from system.netns import Lab, sh, until
-from system.ovrd import Ovrd, binary
+from system.etcd_hosts import EtcdHosts
+from system.netns import sh, until
+from system.ovrd import binary
 
 RED = {"vni": 100, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
 BLUE = {"vni": 200, "subnets": ["10.1.0.0/24"], "gateways": ["10.1.0.1/24"]}
@@ -25,47 +25,10 @@ GREEN = {"vni": 300, "subnets": ["10.3.0.0/24", "fd00:3::/64"],
          "gateways": ["10.3.0.1/24", "fd00:3::1/64"]}
 
 
-class Cluster:
+class Cluster(EtcdHosts):
     def __init__(self, tmp):
-        self.tmp, self.lab, self.hosts, self.etcd = tmp, Lab("n"), {}, None
-
-    def up(self):
-        u = self.lab.ns("u")
-        sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
-        sh("ip", "addr", "add", "192.0.2.250/24", "dev", "br0", ns=u)
-        sh("ip", "link", "set", "br0", "up", ns=u)
-        self.etcd = EtcdCluster(members=1, name_prefix="ovrcni", netns=u, host="192.0.2.250")
-        self.etcd.__enter__()
-        self.etcd.ctl("put", "/ovr/v1/networks/red", json.dumps(RED))
-        self.etcd.ctl("put", "/ovr/v1/networks/blue", json.dumps(BLUE))
-        self.etcd.ctl("put", "/ovr/v1/networks/green", json.dumps(GREEN))
-        for i in (1, 2):
-            h = self.lab.ns(f"h{i}")
-            self.lab.veth(h, "uplink", u, f"p{i}", mac_a=f"02:00:00:00:00:0{i}")
-            sh("ip", "link", "set", f"p{i}", "master", "br0", ns=u)
-            self.lab.veth(h, "mgmt", u, f"m{i}")
-            sh("ip", "link", "set", f"m{i}", "master", "br0", ns=u)
-            sh("ip", "addr", "add", f"192.0.2.{100 + i}/24", "dev", "mgmt", ns=h)
-            (self.tmp / f"h{i}.yaml").write_text(
-                "interfaces:\n"
-                f"  - {{ name: uplink, kind: underlay, mac: \"02:00:00:00:00:0{i}\","
-                f" addresses: [192.0.2.{i}/24] }}\n")
-            self.hosts[i] = Ovrd(f"{self.lab.prefix}-h{i}", self.tmp / f"h{i}.log",
-                                 "--config", self.tmp / f"h{i}.yaml", "--etcd",
-                                 ",".join(self.etcd.urls), "--host-name", f"h{i}",
-                                 "--etcd-lease-ttl", 3)
-        until("both hosts in etcd", lambda: len(self.keys("/ovr/v1/hosts/")) == 2, 10)
-
-    def keys(self, prefix):
-        r = self.etcd.ctl("get", "--prefix", "--keys-only", prefix)
-        return [k for k in r.stdout.split() if k]
-
-    def down(self):
-        for h in self.hosts.values():
-            h.stop()
-        if self.etcd:
-            self.etcd.__exit__(None, None, None)
-        self.lab.close()
+        super().__init__(tmp, "n", "ovrcni", hosts=2,
+                         networks={"red": RED, "blue": BLUE, "green": GREEN})
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +44,6 @@ def cl(tmp_path_factory):
 @pytest.fixture(scope="module")
 def plugin():
     return binary("ovr-cni")
-
-
 
 
 def conf(cl, host, **over):
@@ -141,11 +102,11 @@ def test_containers_on_two_hosts_reach_each_other_and_del_leaves_nothing(cl, plu
         b2 = made[2][2]["ips"][0]["address"].split("/")[0]
         assert a1 != b2, "one address given twice across hosts"
         # The port (with the pod's names), and the address's lease, are in etcd.
-        ports = cl.keys("/ovr/v1/ports/")
+        ports = cl.etcd_keys("/ovr/v1/ports/")
         assert len(ports) == 2 and any(p.startswith("/ovr/v1/ports/h1/ctr-a1-") for p in ports), ports
         port = json.loads(cl.etcd.ctl("get", "--print-value-only", "/ovr/v1/ports/h1/ctr-a1-eth0").stdout)
         assert port["metadata"]["k8s.pod"] == "pod1" and port["ips"] == [a1], port
-        assert sorted(cl.keys("/ovr/ipam/v1/red/")) == sorted(
+        assert sorted(cl.etcd_keys("/ovr/ipam/v1/red/")) == sorted(
             [f"/ovr/ipam/v1/red/{a1}", f"/ovr/ipam/v1/red/{b2}"])
         # Across the underlay, both ways (the first pings may go while neighbours resolve).
         until("c1 reaches c2", lambda: sh("ping", "-c", "1", "-W", "1", b2, ns=made[1][1],
@@ -166,8 +127,8 @@ def test_containers_on_two_hosts_reach_each_other_and_del_leaves_nothing(cl, plu
                 assert st == 0, out
             assert [l["ifname"] for l in links(ns)] == ["lo"]
             assert not [l for l in host_links(cl, i) if l.startswith("ovr")], host_links(cl, i)
-        assert cl.keys("/ovr/v1/ports/") == []
-        assert cl.keys("/ovr/ipam/v1/") == []
+        assert cl.etcd_keys("/ovr/v1/ports/") == []
+        assert cl.etcd_keys("/ovr/ipam/v1/") == []
         assert sh("ping", "-c", "1", "-W", "1", b2, ns=made[1][1], check=False).returncode != 0
     finally:
         for i, (cid, ns, _) in made.items():
@@ -182,10 +143,10 @@ def test_del_succeeds_when_the_namespace_is_gone(cl, plugin):
     cl.lab.namespaces.remove(ns)
     assert cni(plugin, "DEL", conf(cl, 1), "ctr-gone", f"/var/run/netns/{ns}") == (0, None)
     assert cni(plugin, "DEL", conf(cl, 1), "ctr-gone", "") == (0, None)
-    assert not [k for k in cl.keys("/ovr/") if ("ctr-gone" in k and "/endpoints/" not in k)
+    assert not [k for k in cl.etcd_keys("/ovr/") if ("ctr-gone" in k and "/endpoints/" not in k)
                 or "/ovr/ipam/" in k]
     # The endpoint is ovrd's to withdraw, once it sees the port gone.
-    until("endpoint withdrawn", lambda: not cl.keys("/ovr/v1/endpoints/h1/ctr-gone"), 2)
+    until("endpoint withdrawn", lambda: not cl.etcd_keys("/ovr/v1/endpoints/h1/ctr-gone"), 2)
     assert not [l for l in host_links(cl, 1) if l.startswith("ovr")]
 
 
@@ -211,7 +172,7 @@ def test_errors_are_the_specs_json_and_a_failed_add_leaves_nothing(cl, plugin):
     sh("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "other", ns=ns)
     st, e = cni(plugin, "ADD", conf(cl, 1), "ctr-x", netns)
     assert st != 0 and e["code"] == 102 and "exists" in e["msg"], e
-    assert cl.keys("/ovr/ipam/v1/") == [] and cl.keys("/ovr/v1/ports/") == []
+    assert cl.etcd_keys("/ovr/ipam/v1/") == [] and cl.etcd_keys("/ovr/v1/ports/") == []
     assert sorted(l["ifname"] for l in links(ns)) == ["eth0", "lo", "other"]
     assert not [l for l in host_links(cl, 1) if l.startswith("ovr")]
     # ovrd not there: try again later (11).
@@ -239,7 +200,7 @@ def test_networks_are_isolated_and_the_runtime_picks_mac_and_address(cl, plugin)
         blue = made[2][3]
         assert blue["ips"][0]["address"] == "10.1.0.50/24", blue
         assert blue["interfaces"][0]["mac"] == "02:00:00:00:bb:02", blue
-        assert cl.keys("/ovr/ipam/v1/blue/") == ["/ovr/ipam/v1/blue/10.1.0.50",
+        assert cl.etcd_keys("/ovr/ipam/v1/blue/") == ["/ovr/ipam/v1/blue/10.1.0.50",
                                                  "/ovr/ipam/v1/blue/10.1.0.51"]
         until("red reaches red", lambda: sh("ping", "-c", "1", "-W", "1", r1, ns=made[1][1],
                                             check=False).returncode == 0, 10)
@@ -250,7 +211,7 @@ def test_networks_are_isolated_and_the_runtime_picks_mac_and_address(cl, plugin)
     finally:
         for cid, ns, c, _ in made:
             assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
 
 
 def test_dual_stack_network_gives_an_address_of_each_family(cl, plugin):
@@ -275,7 +236,7 @@ def test_dual_stack_network_gives_an_address_of_each_family(cl, plugin):
             [a6] = [a for a in eth0["addr_info"] if a["scope"] == "global"]
             assert a6["local"] == ips[1]["address"].split("/")[0] and not a6.get("tentative"), a6
         g2 = [ip["address"].split("/")[0] for ip in made[1][3]["ips"]]
-        assert sorted(cl.keys("/ovr/ipam/v1/green/")) == sorted(
+        assert sorted(cl.etcd_keys("/ovr/ipam/v1/green/")) == sorted(
             f"/ovr/ipam/v1/green/{a}" for _, _, _, r in made
             for a in (ip["address"].split("/")[0] for ip in r["ips"]))
         until("g1 reaches g2 over IPv6", lambda: sh("ping", "-6", "-c", "1", "-W", "1", g2[1],
@@ -285,7 +246,7 @@ def test_dual_stack_network_gives_an_address_of_each_family(cl, plugin):
     finally:
         for cid, ns, c, _ in made:
             assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
 
 
 def test_an_address_given_again_is_reached_at_its_new_mac_at_once(cl, plugin):
@@ -322,7 +283,7 @@ def test_an_address_given_again_is_reached_at_its_new_mac_at_once(cl, plugin):
     finally:
         for cid, host, ns, cc in made:
             cni(plugin, "DEL", cc, cid, f"/var/run/netns/{ns}")
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
 
 
 def test_status_and_gc(cl, plugin):
@@ -336,11 +297,11 @@ def test_status_and_gc(cl, plugin):
         assert st == 0, r
     gc = dict(c, **{"cni.dev/valid-attachments": [{"containerID": "ctr-keep", "ifname": "eth0"}]})
     assert cni(plugin, "GC", gc) == (0, None)
-    assert [k.rsplit("/", 1)[1] for k in cl.keys("/ovr/v1/ports/")] == ["ctr-keep-eth0"]
-    assert len(cl.keys("/ovr/ipam/v1/")) == 1
+    assert [k.rsplit("/", 1)[1] for k in cl.etcd_keys("/ovr/v1/ports/")] == ["ctr-keep-eth0"]
+    assert len(cl.etcd_keys("/ovr/ipam/v1/")) == 1
     assert [l["ifname"] for l in links(drop)] == ["lo"], "the stale veth went with its port"
     assert cni(plugin, "DEL", c, "ctr-keep", f"/var/run/netns/{keep}") == (0, None)
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
 
 
 def test_a_delegated_ipam_plugin_gives_the_address(cl, plugin, tmp_path):
@@ -360,7 +321,7 @@ def test_a_delegated_ipam_plugin_gives_the_address(cl, plugin, tmp_path):
     assert cni(plugin, "CHECK", dict(c, prevResult=r), "ctr-hl", f"/var/run/netns/{ns}") == (0, None)
     assert cni(plugin, "DEL", c, "ctr-hl", f"/var/run/netns/{ns}") == (0, None)
     assert not (tmp_path / "red-net" / "10.1.0.200").exists()
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
     # An IPAM plugin that is not on CNI_PATH is a configuration error.
     st, e = cni(plugin, "ADD", conf(cl, 1, ipam={"type": "nosuch"}), "ctr-hl", f"/var/run/netns/{ns}")
     assert st != 0 and e["code"] == 7 and "nosuch" in e["msg"], e
@@ -437,7 +398,7 @@ def test_podman_containers_on_two_hosts(cl, plugin, tmp_path):
         a = pm.run("ovr-c1", "ovr-h1")
         b = pm.run("ovr-c2", "ovr-h2")
         assert a != b
-        assert len(cl.keys("/ovr/v1/ports/")) == 2 and len(cl.keys("/ovr/ipam/v1/")) == 2
+        assert len(cl.etcd_keys("/ovr/v1/ports/")) == 2 and len(cl.etcd_keys("/ovr/ipam/v1/")) == 2
         until("c1 pings c2", lambda: pm.exec("ovr-c1", "ping", "-c", "1", "-W", "1", b)
               .returncode == 0, 10)
         assert pm.exec("ovr-c2", "ping", "-c", "2", "-W", "1", a).returncode == 0
@@ -447,7 +408,7 @@ def test_podman_containers_on_two_hosts(cl, plugin, tmp_path):
             "ovr-c1", "sh", "-c", f"/bin/busybox nc -w 2 {b} 7000 </dev/null").stdout.strip(), 10)
         assert got == "hello-over-ovr"
         pm("stop", "-t", "0", "ovr-c1", "ovr-c2")
-        assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+        assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
         for i in (1, 2):
             assert not [l for l in host_links(cl, i) if l.startswith("ovr")], host_links(cl, i)
     finally:
@@ -466,14 +427,14 @@ def test_del_succeeds_with_ovrd_away_and_add_refuses_a_hosts_own_namespace(cl, p
     assert [l["ifname"] for l in links(ns)] == ["lo"]
     assert not [l for l in host_links(cl, 2) if l.startswith("ovr")]
     # ... and what only ovrd can remove waits for the next DEL (or GC).
-    assert len(cl.keys("/ovr/v1/ports/")) == 1 and len(cl.keys("/ovr/ipam/v1/")) == 1
+    assert len(cl.etcd_keys("/ovr/v1/ports/")) == 1 and len(cl.etcd_keys("/ovr/ipam/v1/")) == 1
     assert cni(plugin, "DEL", conf(cl, 2), "ctr-away", netns) == (0, None)
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
     # ovrd's namespace, or the plugin's own, is not a container's.
     for own in (f"/var/run/netns/{cl.lab.prefix}-h2", "/proc/self/ns/net"):
         st, e = cni(plugin, "ADD", conf(cl, 2), "ctr-own", own)
         assert st != 0 and e["code"] == 4, e
-    assert cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/ipam/v1/") == []
 
 
 def test_parallel_adds_on_two_hosts_never_share_an_address(cl, plugin):
@@ -488,12 +449,12 @@ def test_parallel_adds_on_two_hosts_never_share_an_address(cl, plugin):
         assert all(st == 0 for st, _ in results), results
         addrs = [r["ips"][0]["address"] for _, r in results]
         assert len(set(addrs)) == 10, addrs
-        assert len(cl.keys("/ovr/ipam/v1/red/")) == 10
+        assert len(cl.etcd_keys("/ovr/ipam/v1/red/")) == 10
     finally:
         with ThreadPoolExecutor(10) as ex:
             dels = list(ex.map(lambda j: cni(plugin, "DEL", conf(cl, j[1]), j[0],
                                              f"/var/run/netns/{j[2]}"), jobs))
     assert all(d == (0, None) for d in dels), dels
-    assert cl.keys("/ovr/v1/ports/") == [] and cl.keys("/ovr/ipam/v1/") == []
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
     for i in (1, 2):
         assert not [l for l in host_links(cl, i) if l.startswith("ovr")]
