@@ -133,19 +133,25 @@ pub fn decide_again(
     previous: Option<NextHopId>,
     reverse: bool,
 ) -> Option<Result<NextHopId, Reason>> {
-    let hash = key.symmetric_hash();
     if let Some(port) = port_of_key(st, key) {
+        let hash = key.symmetric_hash();
         return Some(
             port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous).map(|s| s.nh)),
         );
     }
-    let p = st.chains().nexthop(previous?)?;
     if !reverse {
         return None;
     }
+    let p = st.chains().nexthop(previous?)?;
     Some(
         st.chains()
-            .pick(p.chain, usize::from(p.hop), p.side, hash, previous)
+            .pick(
+                p.chain,
+                usize::from(p.hop),
+                p.side,
+                key.symmetric_hash(),
+                previous,
+            )
             .ok_or(Reason::ChainNoInstance),
     )
 }
