@@ -170,6 +170,18 @@ def procs():
             p.stop()
 
 
+def receiver(tmp, procs, sock, role="client"):
+    """A testpmd counting what arrives (rxonly, MAC_B), added to the test's processes."""
+    procs.append(Testpmd(tmp, role, sock, MAC_B, "rxonly"))
+    return procs[-1]
+
+
+def sender(tmp, procs, sock):
+    """A testpmd client sending 64-byte frames from MAC_A to MAC_B (txonly), likewise."""
+    procs.append(Testpmd(tmp, "client", sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}"))
+    return procs[-1]
+
+
 def assert_64_bytes(stats):
     """The frames the receiving testpmd counted were 64 bytes long (as sent). Its packet
     and byte counters are read a moment apart while frames arrive: within 0.1%."""
@@ -202,13 +214,11 @@ def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
     a_sock, b_sock = tmp_path / "memif-a.sock", tmp_path / "memif-b.sock"
     assert ovrd.link("memif-a")["state"] == "down" and ovrd.link("memif-b")["role"] == "server"
 
-    rx = Testpmd(tmp_path, "client", b_sock, MAC_B, "rxonly")
-    procs.append(rx)
+    rx = receiver(tmp_path, procs, b_sock)
     link_b = ovrd.wait_link("memif-b", "up")
     assert link_b["peer_name"].startswith("DPDK") and link_b["version"] == "2.0"
     assert link_b["peer_interface"] == "net_memif0"
-    tx = Testpmd(tmp_path, "client", a_sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}")
-    procs.append(tx)
+    tx = sender(tmp_path, procs, a_sock)
     ovrd.wait_link("memif-a", "up")
     out = subprocess.run([str(ovrd.ovrctl), "--socket", str(ovrd.socket), "interfaces"],
                          capture_output=True, text=True, check=True).stdout
@@ -234,11 +244,9 @@ def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
     assert sum(ovrd.link("memif-a")["bad_descriptors"].values()) == 0
 
     # The receiver comes back (a restarted network function), then the sender.
-    rx = Testpmd(tmp_path, "client", b_sock, MAC_B, "rxonly")
-    procs.append(rx)
+    rx = receiver(tmp_path, procs, b_sock)
     assert ovrd.wait_link("memif-b", "up")["connects"] == 2
-    tx = Testpmd(tmp_path, "client", a_sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}")
-    procs.append(tx)
+    tx = sender(tmp_path, procs, a_sock)
     ovrd.wait_link("memif-a", "up")
     time.sleep(3)
     got = rx.stop()
@@ -255,16 +263,13 @@ def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):
       socket: {b_sock}""")
     assert "role: client" in config
     # The network function is the server here: it listens first.
-    rx = Testpmd(tmp_path, "server", b_sock, MAC_B, "rxonly")
-    procs.append(rx)
+    rx = receiver(tmp_path, procs, b_sock, "server")
     wait_until(lambda: b_sock.exists(), "testpmd's socket")
     ovrd = Ovrd(tmp_path, config)
     procs.append(ovrd)
     link_b = ovrd.wait_link("memif-b", "up")
     assert link_b["role"] == "client" and link_b["peer_name"].startswith("DPDK")
-    tx = Testpmd(tmp_path, "client", tmp_path / "memif-a.sock", MAC_A, "txonly",
-                 f"--eth-peer=0,{MAC_B}")
-    procs.append(tx)
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
     ovrd.wait_link("memif-a", "up")
     time.sleep(3)
     forwarded = ovrd.counters("memif-b")["tx_packets"]
@@ -280,9 +285,7 @@ def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):
     ovrd.set_admin("memif-b", True)
     link_b = ovrd.wait_link("memif-b", "up")
     assert rx.proc.poll() is None, rx.text()
-    tx = Testpmd(tmp_path, "client", tmp_path / "memif-a.sock", MAC_A, "txonly",
-                 f"--eth-peer=0,{MAC_B}")
-    procs.append(tx)
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
     ovrd.wait_link("memif-a", "up")
     time.sleep(3)
     got = rx.stop()
