@@ -12,9 +12,9 @@
 
 use crate::decide::{self, Lookup, Route};
 use crate::drop::Reason;
-use ovr_tables::chain::{ChainId, ServicePort, Side, is_service_key, key_vrf};
+use ovr_tables::chain::{ChainId, ServicePort, Side, key_port, key_vrf};
 use ovr_tables::flow::FlowKey;
-use ovr_tables::ids::{InterfaceId, NextHopId};
+use ovr_tables::ids::NextHopId;
 use ovr_tables::nexthop::NextHop;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
@@ -115,10 +115,7 @@ pub fn from_port(
 
 /// The service port a flow key came from, if it came from one.
 pub fn port_of_key(st: &ForwardingState, key: &FlowKey) -> Option<Result<ServicePort, Reason>> {
-    if !is_service_key(key.vrf) {
-        return None;
-    }
-    let port = InterfaceId(key.vrf & !ovr_tables::chain::SERVICE_KEY_VRF);
+    let port = key_port(key.vrf)?;
     Some(st.service_port(port).ok_or(Reason::ChainUnplaced))
 }
 
@@ -173,16 +170,15 @@ pub fn describe_port(st: &ForwardingState, p: &ServicePort) -> String {
 
 /// The network a flow key's VRF field names, or the service port it came from (trace).
 pub fn describe_key_vrf(st: &ForwardingState, vrf: u32) -> String {
-    if !is_service_key(vrf) {
+    let Some(port) = key_port(vrf) else {
         return crate::describe::vrf(st, vrf);
-    }
-    let port = vrf & !ovr_tables::chain::SERVICE_KEY_VRF;
-    match st.service_port(InterfaceId(port)) {
+    };
+    match st.service_port(port) {
         Some(p) => format!(
             "from service port {} ({})",
-            crate::describe::interface(st, port),
+            crate::describe::interface(st, port.0),
             describe_port(st, &p)
         ),
-        None => format!("from service port {port} (no longer in a chain)"),
+        None => format!("from service port {} (no longer in a chain)", port.0),
     }
 }

@@ -43,6 +43,13 @@ pub fn is_service_key(vrf: u32) -> bool {
     vrf & SERVICE_KEY_VRF != 0
 }
 
+/// The service port a flow key's VRF field names (the inverse of [`key_vrf`]; `None`:
+/// it names a network).
+#[inline]
+pub fn key_port(vrf: u32) -> Option<InterfaceId> {
+    is_service_key(vrf).then_some(InterfaceId(vrf & !SERVICE_KEY_VRF))
+}
+
 /// A side of a function: left faces the chain's source network, right its destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
