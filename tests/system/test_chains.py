@@ -182,6 +182,14 @@ class Topology:
             assert wait in p.stdout.readline()
         return p
 
+    @staticmethod
+    def tell(client, command):
+        """Sends one command to a client started with CLIENT; its JSON answer (none for
+        `quit`)."""
+        client.stdin.write(command + "\n")
+        client.stdin.flush()
+        return None if command == "quit" else json.loads(client.stdout.readline())
+
     def close(self):
         for p in self.procs:
             stop(p)
@@ -266,12 +274,8 @@ def test_icmp_and_tcp_cross_the_function_and_replies_come_back_through_it(topo):
     to_b, to_a = topo.counters(1)
     assert to_b >= 3 and to_a >= 3, (to_b, to_a)
     client = topo.start(topo.a, CLIENT, B_IP, str(PORT))
-    client.stdin.write("open 1\n")
-    client.stdin.flush()
-    ports = json.loads(client.stdout.readline())
-    client.stdin.write("send 3\n")
-    client.stdin.flush()
-    assert json.loads(client.stdout.readline()) == [True]
+    ports = topo.tell(client, "open 1")
+    assert topo.tell(client, "send 3") == [True]
     after_b, after_a = topo.counters(1)
     # SYN, ACK, data at least one way; SYN-ACK, data back the other.
     assert after_b >= to_b + 3 and after_a >= to_a + 2, (after_b, after_a)
@@ -290,8 +294,7 @@ def test_icmp_and_tcp_cross_the_function_and_replies_come_back_through_it(topo):
     trace = topo.ctl("trace", "show")
     assert "chain through-fw: function fw (1 of 1), instance fw-1, left" in trace, trace
     assert "from service port f1r" in trace, trace
-    client.stdin.write("quit\n")
-    client.stdin.flush()
+    topo.tell(client, "quit")
 
 
 @pytest.mark.parametrize("topo", [1], indirect=True)
@@ -317,13 +320,9 @@ def test_sessions_spread_stay_pinned_move_when_an_instance_goes_and_fail_closed(
     client = topo.start(topo.a, CLIENT, B_IP, str(PORT))
 
     def send(timeout=3):
-        client.stdin.write(f"send {timeout}\n")
-        client.stdin.flush()
-        return json.loads(client.stdout.readline())
+        return topo.tell(client, f"send {timeout}")
 
-    client.stdin.write("open 16\n")
-    client.stdin.flush()
-    ports = json.loads(client.stdout.readline())
+    ports = topo.tell(client, "open 16")
     assert send() == [True] * 16
     placed = topo.instance_of_sessions(ports)
     # Every session's reply goes back into the instance it went through.
@@ -368,8 +367,7 @@ def test_sessions_spread_stay_pinned_move_when_an_instance_goes_and_fail_closed(
     sh("ip", "route", "replace", "10.1.0.0/24", "via", "10.99.1.1", ns=topo.fw[1])
     topo.wait_health("fw-1", True)
     assert topo.ping(3).returncode == 0
-    client.stdin.write("quit\n")
-    client.stdin.flush()
+    topo.tell(client, "quit")
 
 
 @pytest.mark.parametrize("topo", [(1, "transparent")], indirect=True)
@@ -379,14 +377,9 @@ def test_a_transparent_function_passes_frames_unchanged_both_ways(topo):
     to_b, to_a = topo.counters(1)
     assert to_b >= 3 and to_a >= 3, (to_b, to_a)
     client = topo.start(topo.a, CLIENT, B_IP, str(PORT))
-    client.stdin.write("open 1\n")
-    client.stdin.flush()
-    ports = json.loads(client.stdout.readline())
-    client.stdin.write("send 3\n")
-    client.stdin.flush()
-    assert json.loads(client.stdout.readline()) == [True]
+    ports = topo.tell(client, "open 1")
+    assert topo.tell(client, "send 3") == [True]
     assert topo.instance_of_sessions(ports) == {ports[0]: ("fw/fw-1/left", "fw/fw-1/right")}
     (inst,) = topo.chains()["chains"][0]["functions"][0]["instances"]
     assert inst["healthy"] and topo.chains()["chains"][0]["functions"][0]["mode"] == "transparent"
-    client.stdin.write("quit\n")
-    client.stdin.flush()
+    topo.tell(client, "quit")
