@@ -142,8 +142,8 @@ pub struct ChainTable {
     healthy: Vec<Vec<Vec<bool>>>,
     /// By interface id.
     ports: Vec<Option<ServicePort>>,
-    /// Next hop id to the port it sends through.
-    nexthops: std::collections::HashMap<NextHopId, ServicePort>,
+    /// By next hop id: the port it sends through.
+    nexthops: Vec<Option<ServicePort>>,
 }
 
 impl ChainTable {
@@ -166,8 +166,9 @@ impl ChainTable {
     }
 
     /// The place of the port a next hop sends through, if it is a service port's.
+    #[inline]
     pub fn nexthop(&self, nh: NextHopId) -> Option<ServicePort> {
-        self.nexthops.get(&nh).copied()
+        *self.nexthops.get(nh.0 as usize)?
     }
 
     pub fn function(&self, chain: ChainId, hop: usize) -> Option<&Function> {
@@ -249,12 +250,8 @@ impl ChainTable {
                             instance: n as u16,
                             side,
                         };
-                        let slot = i.port(side).0 as usize;
-                        if self.ports.len() <= slot {
-                            self.ports.resize(slot + 1, None);
-                        }
-                        self.ports[slot] = Some(p);
-                        self.nexthops.insert(i.nexthop(side), p);
+                        put(&mut self.ports, i.port(side).0, p);
+                        put(&mut self.nexthops, i.nexthop(side).0, p);
                     }
                 }
             }
@@ -301,6 +298,15 @@ impl ChainTable {
             }
         }
     }
+}
+
+/// Sets entry `at` of an index by id, growing it as needed.
+fn put(index: &mut Vec<Option<ServicePort>>, at: u32, p: ServicePort) {
+    let at = at as usize;
+    if index.len() <= at {
+        index.resize(at + 1, None);
+    }
+    index[at] = Some(p);
 }
 
 #[cfg(test)]
