@@ -2,6 +2,7 @@
 file beside its log (so that tests running at once never share them), waited for, and
 stopped by SIGTERM to its own PID."""
 
+import json
 import subprocess
 import time
 
@@ -24,6 +25,12 @@ class Ovrd:
              "--state", str(log.with_suffix(".state.json")), *map(str, args)],
             stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self.wait_for("forwarding")
+
+    def get(self, path):
+        """GET `path` from its API socket: the JSON answer."""
+        r = subprocess.run(["curl", "-s", "--unix-socket", str(self.socket), f"http://ovrd{path}"],
+                           capture_output=True, text=True, timeout=10)
+        return json.loads(r.stdout)
 
     def text(self):
         return self.log.read_text()

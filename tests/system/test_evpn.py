@@ -103,11 +103,6 @@ networks:
         lab.close()
 
 
-def api(ovrd, path):
-    r = subprocess.run(["curl", "-s", "--unix-socket", str(ovrd.socket), f"http://ovrd{path}"],
-                       capture_output=True, text=True, timeout=10)
-    return json.loads(r.stdout)
-
 
 def fdb(ns):
     return sh("bridge", "fdb", "show", "dev", "vxlan100", ns=ns).stdout
@@ -139,9 +134,9 @@ def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
     until("FRR's type 3 at ovr's speaker", lambda: "[type:multicast][rd:192.0.2.9" in
           evpn["gobgpd"].cli("global", "rib", "-a", "evpn"), timeout=20)
     # ovrd's API shows the session and the routes both ways.
-    n = api(evpn["ovrd"], "/api/v1/bgp/neighbors")
+    n = evpn["ovrd"].get("/api/v1/bgp/neighbors")
     assert [(x["address"], x["state"]) for x in n] == [("192.0.2.9", "established")], n
-    routes = api(evpn["ovrd"], "/api/v1/bgp/routes")
+    routes = evpn["ovrd"].get("/api/v1/bgp/routes")
     assert not [r for r in routes if "refused" in r], json.dumps(routes, indent=1)
     out = {(r["type"], r.get("mac"), r.get("ip")) for r in routes if r["direction"] == "out"}
     assert ("mac-ip", W1_MAC, "10.1.0.11") in out and ("imet", None, None) in out, json.dumps(routes, indent=1)
@@ -157,7 +152,7 @@ def test_the_kernel_host_learns_ovrs_workload_and_flood_entry_from_bgp(evpn):
 
 
 def config(ovrd):
-    return api(ovrd, "/api/v1/config")
+    return ovrd.get("/api/v1/config")
 
 
 def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_both_ways(evpn):
@@ -166,7 +161,7 @@ def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_bot
     # then a tunnel to it and its flood entry (FRR's type 3) in red.
     k_mac = sh("cat", "/sys/class/net/eth0/address", ns=evpn["k"]).stdout.strip()
     def resolved():
-        v = api(ovrd, "/api/v1/bgp/installed")
+        v = ovrd.get("/api/v1/bgp/installed")
         return [x for x in v["vteps"] if x["vtep"] == "192.0.2.9" and x.get("mac") == k_mac]
     until("the kernel host's VTEP resolved", resolved)
     until("the flood entry towards the kernel host", lambda: "evpn:192.0.2.9:100" in
@@ -185,7 +180,7 @@ def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_bot
     r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.11", ns=evpn["kw"], check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     # And the API names what came from where.
-    v = api(ovrd, "/api/v1/bgp/installed")
+    v = ovrd.get("/api/v1/bgp/installed")
     assert v["source"] == "evpn" and v["installed"]["macs"] >= 1, v
     assert v["installed"]["tunnels"] == 1 and not v["unresolved"], v
     ctl = [str(binary("ovr-cli", "ovrctl")), "--socket", str(ovrd.socket)]

@@ -8,10 +8,8 @@ time; gobgpd started again is configured by ovrd again and the routes come back.
 workload whose interface goes is withdrawn and the other host removes what it had
 installed for it."""
 
-import json
 import os
 import signal
-import subprocess
 from functools import partial
 
 import pytest
@@ -26,11 +24,6 @@ HOSTS = {1: "02:00:00:00:01:0b", 2: "02:00:00:00:02:0b"}
 # BGP converges in seconds, not milliseconds.
 until = partial(netns.until, timeout=30.0, every=0.2)
 
-
-def api(ovrd, path):
-    r = subprocess.run(["curl", "-s", "--unix-socket", str(ovrd.socket), f"http://ovrd{path}"],
-                       capture_output=True, text=True, timeout=10)
-    return json.loads(r.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +73,7 @@ networks:
 
 
 def config(ovrd):
-    return api(ovrd, "/api/v1/config")
+    return ovrd.get("/api/v1/config")
 
 
 def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_ping(hosts):
@@ -98,7 +91,7 @@ def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_pi
             [(f"192.0.2.{other}", f"02:00:00:00:00:0{other}")], c["tunnels"]
         assert f"evpn:192.0.2.{other}:100" in c["networks"][0]["flood"], c["networks"]
         assert any(r["prefix"] == f"10.1.0.1{other}/32" for r in c["routes"]), c["routes"]
-        v = api(o, "/api/v1/bgp/installed")
+        v = o.get("/api/v1/bgp/installed")
         assert v["source"] == "evpn" and not v["unresolved"], v
     r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
     assert r.returncode == 0, r.stdout + r.stderr
