@@ -60,6 +60,14 @@ struct Refs {
     vrf: HashMap<VrfId, u32>,
 }
 
+/// Whether a service port is up: its link (`SetPortHealth`) and its admin state.
+fn port_up<'a>(
+    down: &'a std::collections::BTreeSet<InterfaceId>,
+    interfaces: &'a InterfaceTable,
+) -> impl Fn(InterfaceId) -> bool + 'a {
+    move |i| !down.contains(&i) && interfaces.get(i).is_some_and(|f| f.admin_up)
+}
+
 fn bump<K: core::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K, up: bool) {
     let n = m.entry(k).or_default();
     *n = if up { *n + 1 } else { n.saturating_sub(1) };
@@ -129,9 +137,8 @@ impl ForwardingState {
     }
 
     fn follow_chain_health(&mut self) {
-        let (down, interfaces) = (&self.ports_down, &self.interfaces);
         self.chains
-            .follow_health(|i| !down.contains(&i) && interfaces.get(i).is_some_and(|f| f.admin_up));
+            .follow_health(port_up(&self.ports_down, &self.interfaces));
     }
 
     pub fn labels(&self) -> &LabelTable {
@@ -307,10 +314,8 @@ impl ForwardingState {
                 }
             }
             TableOp::SetChains(chains) => {
-                let (down, interfaces) = (&self.ports_down, &self.interfaces);
-                self.chains.set(chains.to_vec(), |i| {
-                    !down.contains(&i) && interfaces.get(i).is_some_and(|f| f.admin_up)
-                });
+                self.chains
+                    .set(chains.to_vec(), port_up(&self.ports_down, &self.interfaces));
             }
             TableOp::SetPortHealth { interface, up } => {
                 if *up {
