@@ -444,3 +444,77 @@ fn a_traced_packet_names_its_vrf_next_hop_and_tunnel_and_taps_see_both_ends() {
         &1000u16.to_be_bytes()
     );
 }
+
+/// A bridged flow follows the destination MAC of each frame, not only its 5-tuple: the
+/// same UDP 5-tuple sent from one workload to another and then the other way (as two
+/// sides of a bump in the wire or a re-addressed host send it) leaves by each frame's
+/// own port, not by the port the flow was first set up for.
+#[test]
+fn a_bridged_flow_follows_each_frames_destination_mac() {
+    let (mut w, r) = setup();
+    const VM2: InterfaceId = InterfaceId(2);
+    let mac = |last| MacAddr([2, 0, 0, 0, 2, last]);
+    let port = |id, name: &str| {
+        TableOp::UpsertInterface(Interface {
+            id,
+            name: name.into(),
+            kind: InterfaceKind::Workload,
+            vrf: Some(RED),
+            mac: MacAddr([2, 0, 0, 0, 3, id.0 as u8]),
+            addresses: vec![],
+            mtu: 1500,
+            policy: true,
+            admin_up: true,
+            memif: None,
+        })
+    };
+    w.commit(vec![
+        port(VM, "vm1"),
+        port(VM2, "vm2"),
+        TableOp::UpsertNextHop(
+            NextHopId(20),
+            NextHop::Interface {
+                interface: VM,
+                dst_mac: mac(1),
+            },
+        ),
+        TableOp::UpsertNextHop(
+            NextHopId(21),
+            NextHop::Interface {
+                interface: VM2,
+                dst_mac: mac(2),
+            },
+        ),
+        TableOp::AddBridge {
+            vrf: RED,
+            mac: mac(1),
+            nh: NextHopId(20),
+        },
+        TableOp::AddBridge {
+            vrf: RED,
+            mac: mac(2),
+            nh: NextHopId(21),
+        },
+    ])
+    .unwrap();
+    let mut pipe = Pipeline::new(Settings::default());
+    let frame = |dst: MacAddr, src: MacAddr| {
+        let mut f = packet(7);
+        f[0..6].copy_from_slice(&dst.0);
+        f[6..12].copy_from_slice(&src.0);
+        f
+    };
+    let mut out = |rx: InterfaceId, f: Vec<u8>| {
+        let g = r.enter().unwrap();
+        pipe.cx.now += 1_000_000;
+        pipe.receive(&g, rx, [f.as_slice()].into_iter());
+        pipe.run(&g);
+        let mut tx = Vec::new();
+        pipe.drain_tx(|iface, bytes| tx.push((iface, bytes[0..6].to_vec())));
+        tx
+    };
+    for _ in 0..3 {
+        assert_eq!(out(VM, frame(mac(2), mac(1))), [(VM2, mac(2).0.to_vec())]);
+        assert_eq!(out(VM2, frame(mac(1), mac(2))), [(VM, mac(1).0.to_vec())]);
+    }
+}

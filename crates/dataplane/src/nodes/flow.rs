@@ -76,7 +76,22 @@ impl Node<Cx, ForwardingState> for Flow {
                 v.next[i] = Next::Setup.into();
                 continue;
             };
-            let stale = cx.flows.get(id).is_some_and(|e| e.epoch != epoch);
+            // A bridged flow was decided by its destination MAC, which the key does not
+            // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
+            // host, the two sides of a bump in the wire) takes the decision again for it.
+            let dst = cx
+                .pool
+                .data(p)
+                .first_chunk::<6>()
+                .copied()
+                .unwrap_or_default();
+            let (stale, moved) = cx.flows.get(id).map_or((false, false), |e| {
+                let moved = e.key.bridged && e.dst_mac != dst;
+                (e.epoch != epoch || moved, moved)
+            });
+            if moved && let Some(e) = cx.flows.get_mut(id) {
+                e.dst_mac = dst;
+            }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
                 if !revalidate(cx, st, id, policy) {
