@@ -292,3 +292,46 @@ def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):
     tx.stop()
     assert got["RX-packets"] >= 50_000, got
     assert_64_bytes(got)
+
+
+def test_links_come_back_after_ovrd_is_killed_and_restarted(tmp_path, procs):
+    """kill -9 of ovrd, then a restart from its state file: ovr's client link connects to
+    the testpmd server again by itself, and its server link listens again on the socket
+    path the killed process left behind. (DPDK's net_memif client does not reconnect by
+    itself, unlike VPP's and libmemif's: the sender is started again.)"""
+    b_sock = tmp_path / "nf-b.sock"
+    config = example(tmp_path).replace(
+        f"""      role: server
+      socket: {tmp_path}/memif-b.sock""",
+        f"""      role: client
+      socket: {b_sock}""")
+    rx = receiver(tmp_path, procs, b_sock, "server")
+    wait_until(lambda: b_sock.exists(), "testpmd's socket")
+    first = Ovrd(tmp_path, config)
+    procs.append(first)
+    first.wait_link("memif-b", "up")
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
+    first.wait_link("memif-a", "up")
+    wait_until(lambda: first.counters("memif-b")["tx_packets"] >= 50_000, "frames forwarded",
+               first.check)
+
+    first.proc.kill()
+    first.proc.wait()
+    assert (tmp_path / "memif-a.sock").exists()
+    assert rx.proc.poll() is None, rx.text()
+    tx.stop()
+
+    again = Ovrd(tmp_path, config)
+    procs.append(again)
+    link_b = again.wait_link("memif-b", "up")
+    assert link_b["connects"] == 1 and link_b["peer_name"].startswith("DPDK")
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
+    again.wait_link("memif-a", "up")
+    time.sleep(3)
+    # testpmd's counters started again when the link came back: these frames all came
+    # through the restarted ovrd.
+    got = rx.stop()
+    tx.stop()
+    assert got["RX-packets"] >= 50_000, got
+    assert_64_bytes(got)
+    assert again.counters("memif-b")["tx_packets"] >= got["RX-packets"]

@@ -26,6 +26,8 @@ const HEAD_OFF: usize = 6;
 const TAIL_OFF: usize = 64;
 /// `MEMIF_RING_FLAG_MASK_INT`: the receiver polls; the sender need not signal.
 pub const RING_FLAG_MASK_INT: u16 = 1;
+/// How many descriptors ahead the buffers are prefetched.
+const PREFETCH: u16 = 4;
 
 /// The bytes a ring of `1 << log2` descriptors takes.
 pub fn ring_bytes(log2: u8) -> usize {
@@ -200,6 +202,16 @@ impl<'a> Ring<'a> {
         self.m.write_u32(o + 4, length);
     }
 
+    /// Prefetches the first line of the buffer the descriptor at `slot` points to (the
+    /// peer wrote it from another core: the copy would otherwise wait for each line in
+    /// turn). The descriptor is read again, and checked, when the frame is taken.
+    fn prefetch_buffer(&self, regions: &[Mapping], slot: u16, write: bool) {
+        let d = self.desc(slot);
+        if let Some(m) = regions.get(d.region as usize) {
+            m.prefetch(d.offset as usize, write);
+        }
+    }
+
     /// Checks a counter distance the peer caused.
     fn distance(&self, d: u16) -> Result<u16, Violation> {
         if d > self.size {
@@ -368,7 +380,13 @@ pub fn receive(
     let mut avail = ring.distance(published.wrapping_sub(*last))?;
     let mut taken = 0;
     let mut slot = *last;
+    for k in 0..avail.min(PREFETCH) {
+        ring.prefetch_buffer(regions, slot.wrapping_add(k), false);
+    }
     while avail > 0 && arena.has_room() {
+        if avail > PREFETCH {
+            ring.prefetch_buffer(regions, slot.wrapping_add(PREFETCH), false);
+        }
         let Some((used, r)) = read_frame(ring, regions, sizes, max_len, slot, avail, arena, prefix)
         else {
             break;
@@ -464,11 +482,26 @@ pub fn send(
     };
     let mut slot = *pos;
     let mut sent = 0;
+    let prefetch = |s: u16| match bufs {
+        TxBuffers::Own { buffer, .. } => {
+            let (r, o) = buffer(s & (ring.size - 1));
+            if let Some(m) = regions.get(r as usize) {
+                m.prefetch(o as usize, true);
+            }
+        }
+        TxBuffers::Offered => ring.prefetch_buffer(regions, s, true),
+    };
+    for k in 0..free.min(PREFETCH) {
+        prefetch(slot.wrapping_add(k));
+    }
     for f in frames {
         let mut data = f.get(strip..).unwrap_or_default();
         if free == 0 {
             stats.dropped += 1;
             continue;
+        }
+        if free > PREFETCH {
+            prefetch(slot.wrapping_add(PREFETCH));
         }
         let start = slot;
         let mut ok = true;
