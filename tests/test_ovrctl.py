@@ -119,3 +119,14 @@ def test_a_socket_path_that_is_not_a_socket_is_said_to_be_so(tmp_path):
     s.close()
     r = ovrctl("--socket", tmp_path / "stale.sock", "counters")
     assert r.returncode == 3 and "ovrd is not running" in r.stderr
+
+
+def test_a_reader_that_goes_away_ends_ovrctl_quietly():
+    """`ovrctl ... | head -1`: the closed pipe ends ovrctl as it would a C tool (SIGPIPE),
+    without a panic's message and backtrace on stderr."""
+    p = subprocess.Popen([str(OVRCTL), "lpm-demo", "--prefixes", "1000", "--lookups", "1000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader leaves before the first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == -13, err  # killed by SIGPIPE
+    assert "panicked" not in err and err == "", err

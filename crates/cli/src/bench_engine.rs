@@ -21,13 +21,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The scenarios, by name.
-pub const SCENARIOS: &[&str] = &["vxlan-l2-encap", "mplsudp-l3-encap", "vxlan-decap"];
+pub const SCENARIOS: &[&str] = &[
+    "vxlan-l2-encap",
+    "mplsudp-l3-encap",
+    "vxlan-decap",
+    "l2-local",
+];
 /// Flow counts measured when none is given.
 pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap); all by default.
+    /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap, l2-local: bridged
+    /// between two workloads of the host, as between two memif interfaces); all by default.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     pub scenario: Option<String>,
     /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
@@ -45,6 +51,8 @@ pub struct Args {
 }
 
 const WORKLOAD: InterfaceId = InterfaceId(1);
+/// A second workload of the network, sending to the first (l2-local).
+const WORKLOAD2: InterfaceId = InterfaceId(2);
 const UPLINK: InterfaceId = InterfaceId(0);
 const UPLINK_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x0a]);
 const REMOTE_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x0b]);
@@ -109,6 +117,18 @@ fn tables() -> Vec<TableOp> {
         TableOp::UpsertInterface(Interface {
             id: WORKLOAD,
             name: "vm1".into(),
+            kind: InterfaceKind::Workload,
+            vrf: Some(vrf),
+            mac: DEFAULT_ROUTER_MAC,
+            addresses: vec![],
+            mtu: 1500,
+            policy: true,
+            admin_up: true,
+            memif: None,
+        }),
+        TableOp::UpsertInterface(Interface {
+            id: WORKLOAD2,
+            name: "vm2".into(),
             kind: InterfaceKind::Workload,
             vrf: Some(vrf),
             mac: DEFAULT_ROUTER_MAC,
@@ -199,6 +219,15 @@ fn frames(scenario: &str, flows: usize) -> Option<(InterfaceId, Vec<Vec<u8>>)> {
                 let (src, sport) = flow(i);
                 let inner = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
                 vxlan_frame(&inner, sport)
+            }),
+        ),
+        "l2-local" => (
+            WORKLOAD2,
+            build(&|i| {
+                let (src, sport) = flow(i);
+                let mut f = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
+                f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 6]);
+                f
             }),
         ),
         _ => return None,

@@ -198,6 +198,7 @@ fn ovrd_path() -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
+    ovr_io::default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // A usage error under --json is JSON too (help and version are not errors).

@@ -492,3 +492,12 @@ pub fn bpf_map_lookup_batch(
     }
     Err(e)
 }
+
+/// Puts SIGPIPE back to its default action (the Rust runtime ignores it): a command line
+/// tool whose reader went (`ovrctl flows | head`) then ends quietly, as C tools do,
+/// instead of failing on its next write.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler and touches
+    // no memory of ours.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
