@@ -99,11 +99,7 @@ pub fn object(kv: &Kv) -> Value {
     }
     let checked = Key::parse(&kv.key).and_then(|k| {
         match &k {
-            Key::Network(n)
-            | Key::Policy(n)
-            | Key::Host(n)
-            | Key::Service(n)
-            | Key::Chain(n) => {
+            Key::Network(n) | Key::Policy(n) | Key::Host(n) | Key::Service(n) | Key::Chain(n) => {
                 o.insert("name".into(), n.as_str().into());
             }
             Key::Port { host, name } | Key::Endpoint { host, name } => {

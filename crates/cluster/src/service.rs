@@ -140,10 +140,13 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
         });
     }
 
-    // Each chain's two networks route each other's endpoints.
+    // Each chain's two networks route each other's endpoints, both ways in the
+    // destination network's VNI: what leaves the chain arrives at b's host in B, and b's
+    // reply arrives at the host that sent it on in B too, where the reverse of the pair
+    // out of the instance (keyed in B) sends it back into the instance.
     for (a, b) in &pairs {
-        leak(i, c, b, a);
-        leak(i, c, a, b);
+        leak(i, c, b, a, b);
+        leak(i, c, a, b, b);
     }
 }
 
@@ -226,17 +229,14 @@ fn instance<'v>(
             ));
         }
         let up = i.alive.contains(inst.host.as_str())
-            && i
-                .view
+            && i.view
                 .entries
                 .get(&Key::Endpoint {
                     host: inst.host.clone(),
                     name: name.clone(),
                 })
                 .is_some_and(|e| matches!(&e.value, Ok(Value::Endpoint(x)) if x.mac == p.mac));
-        let via = i
-            .reachable
-            .get(&(inst.host.as_str(), p.network.as_str()));
+        let via = i.reachable.get(&(inst.host.as_str(), p.network.as_str()));
         match (up, via) {
             (true, Some((l2, _))) => sides.push(ServicePortConfig {
                 interface: String::new(),
@@ -257,9 +257,9 @@ fn instance<'v>(
 }
 
 /// Host routes in network `into` for the endpoints of network `of`: to this host's
-/// ports by their interface, to other hosts' by the routed next hop there. An address
-/// `into` has itself is left out.
-fn leak(i: &Inputs, c: &mut Config, into: &str, of: &str) {
+/// ports by their interface, to other hosts' by the routed next hop there in network
+/// `vni_of` (whose VNI the packet carries). An address `into` has itself is left out.
+fn leak(i: &Inputs, c: &mut Config, into: &str, of: &str, vni_of: &str) {
     if !i.local.contains(into) || !i.local.contains(of) {
         return;
     }
@@ -286,7 +286,7 @@ fn leak(i: &Inputs, c: &mut Config, into: &str, of: &str) {
         if *net != of {
             continue;
         }
-        if let Some((_, routed)) = i.reachable.get(&(*host, *net)) {
+        if let Some((_, routed)) = i.reachable.get(&(*host, vni_of)) {
             routes.extend(ips.iter().map(|a| (*a, routed.clone())));
         }
     }

@@ -293,7 +293,13 @@ fn an_instance_on_another_host_is_a_tunnel_to_its_mac() {
         .filter_map(|h| st.chains().pick(ChainId(0), 0, Side::Left, h, None))
         .collect();
     assert_eq!(picks.len(), 2);
-    assert_eq!(st.chains().nexthop(n.nexthops["fw/fw-2/right"]).unwrap().side, Side::Right);
+    assert_eq!(
+        st.chains()
+            .nexthop(n.nexthops["fw/fw-2/right"])
+            .unwrap()
+            .side,
+        Side::Right
+    );
 
     let swap = |from: &str, to: &str| {
         assert!(REMOTE.contains(from), "{from}");
@@ -320,7 +326,10 @@ fn an_instance_on_another_host_is_a_tunnel_to_its_mac() {
         "duplicate of services[0].instances[1].left",
     );
     assert_error(
-        &swap("    instances:\n", "    mode: transparent\n    instances:\n"),
+        &swap(
+            "    instances:\n",
+            "    mode: transparent\n    instances:\n",
+        ),
         "services[0].instances[0].left.mac",
         "leave it out",
     );

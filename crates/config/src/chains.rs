@@ -206,11 +206,14 @@ impl Builder<'_> {
             return err(format!("{at}.via"), format!("no next hop named '{via}'"));
         };
         let vxlan = n.kind == crate::model::NextHopKindConfig::Tunnel
-            && n.encap.unwrap_or(crate::model::EncapConfig::Vxlan) == crate::model::EncapConfig::Vxlan;
+            && n.encap.unwrap_or(crate::model::EncapConfig::Vxlan)
+                == crate::model::EncapConfig::Vxlan;
         if !vxlan {
             return err(
                 format!("{at}.via"),
-                format!("'{via}' is not a VXLAN tunnel next hop (an instance on another host is reached through one)"),
+                format!(
+                    "'{via}' is not a VXLAN tunnel next hop (an instance on another host is reached through one)"
+                ),
             );
         }
         let Some(mac) = p.mac else {
