@@ -113,7 +113,7 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
 
     // The services of the chains used, with the instances that are there.
     let mut ports_taken: BTreeMap<(&str, &str), &str> = BTreeMap::new();
-    for (name, _) in &used {
+    for name in used.keys() {
         let ch = chains[name.as_str()];
         for f in &ch.functions {
             let s = services[f.as_str()];
@@ -276,11 +276,10 @@ fn leak(i: &Inputs, c: &mut Config, into: &str, of: &str, vni_of: &str) {
         )
         .collect();
     let mut routes: Vec<(IpAddr, String)> = Vec::new();
-    for ((host, name), p) in i.ports {
+    for ((host, _), p) in i.ports {
         if *host == i.host && p.network == of {
             routes.extend(p.ips.iter().map(|a| (*a, p.interface.clone())));
         }
-        let _ = name;
     }
     for ((host, net), ips) in i.remote_ips {
         if *net != of {
