@@ -41,7 +41,7 @@ fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, boo
     let mut out = Vec::new();
     for c in st.chains().chains() {
         for i in c.functions.iter().flat_map(|f| &f.instances) {
-            for port in [i.left, i.right] {
+            for port in [i.left, i.right].into_iter().flatten() {
                 let Some(iface) = st.interface(port) else {
                     continue;
                 };

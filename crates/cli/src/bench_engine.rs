@@ -73,6 +73,7 @@ fn tables() -> Vec<TableOp> {
             src: LOCAL_VTEP.into(),
             dst: REMOTE_VTEP.into(),
             dst_mac: REMOTE_MAC,
+            inner_dst: None,
         })
     };
     let rule = |protocol, port: u16, action| PolicyRule {

@@ -26,6 +26,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod chain;
 mod etcd;
 mod evpn;
 mod ovrd;
@@ -113,6 +114,26 @@ pub struct Workload {
     pub index: usize,
     pub address: String,
     pub mac: String,
+    /// Its network when not its tenant's (`ext`, with `up --service-chain`; tenant 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+}
+
+impl Workload {
+    /// Its network: its tenant's (`tT`), or the one it names.
+    pub fn network_name(&self) -> String {
+        self.network
+            .clone()
+            .unwrap_or_else(|| format!("t{}", self.tenant))
+    }
+
+    /// The host's side of its veth.
+    pub fn host_interface(&self) -> String {
+        match &self.network {
+            Some(n) => format!("{n}w{}", self.index),
+            None => topology::host_interface(self.tenant, self.index),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -153,6 +174,9 @@ pub struct State {
     /// How `up` was asked to make workloads (`workload add` makes them the same way).
     #[serde(default)]
     pub settings: Settings,
+    /// The firewall's instances (`up --service-chain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Vec<chain::Instance>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -318,6 +342,12 @@ pub struct Up {
     /// (each ovrd runs with `--reach evpn`; docs/bgp.md).
     #[arg(long, conflicts_with = "static_")]
     pub evpn: bool,
+    /// A service chain (needs 2 hosts or more, a cluster over VXLAN): a network `ext`
+    /// (10.99.0.0/24, a workload per host), a firewall with an instance on h1 and one on
+    /// h2 (namespaces with forwarding and nftables; `status --json` lists them under
+    /// `services`), and tenant 1's traffic to `ext` steered through it (docs/chains.md).
+    #[arg(long)]
+    pub service_chain: bool,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -340,6 +370,14 @@ impl Up {
             return Err(
                 "--kernel-host needs --static or --evpn (the kernel host has no agent: it is not \
                  in the cluster; with --evpn it speaks BGP through FRR)"
+                    .into(),
+            );
+        }
+        if self.service_chain
+            && (self.static_ || self.evpn || self.encap != LabEncap::Vxlan || self.hosts < 2)
+        {
+            return Err(
+                "--service-chain needs a cluster (no --static, no --evpn) over --encap vxlan                  and --hosts 2 or more (an instance on h1 and one on h2)"
                     .into(),
             );
         }
@@ -391,6 +429,14 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
             for w in 1..=a.workloads {
                 add_workload(p, s, (h, t, w), &format!("10.1.0.{}", 10 * h + w))?;
             }
+        }
+    }
+    if a.service_chain {
+        for h in 1..=a.hosts {
+            chain::add_ext_workload(p, s, h)?;
+        }
+        for h in 1..=2 {
+            chain::add_instance(p, s, h)?;
         }
     }
     if a.kernel_host {

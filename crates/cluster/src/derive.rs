@@ -7,7 +7,9 @@
 //!   other host with an endpoint in them;
 //! - every other live host with an endpoint in such a network → a tunnel, and per network
 //!   a next hop (VXLAN with the VNI, or MPLS with the labels that host allocated);
-//! - their endpoints → bridge entries and host routes (/32, /128) to those next hops.
+//! - their endpoints → bridge entries and host routes (/32, /128) to those next hops;
+//! - the service chains its networks' policies use → services, chains and the routes
+//!   between a chain's two networks (`service`).
 //!
 //! Conflicts are settled the same way on every host, so that all agree without talking:
 //! between ports (intent), the one created first keeps a MAC or an address and the later
@@ -84,6 +86,7 @@ pub fn derive(view: &View, me: &Local) -> Derived {
     ports.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut claims: BTreeMap<&str, Claims> = BTreeMap::new();
     let mut interfaces: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut accepted: BTreeMap<(&str, &str), &Port> = BTreeMap::new();
     for (_, key, host, name, p) in ports {
         let Some(n) = networks.get(p.network.as_str()) else {
             d.rejected
@@ -98,6 +101,7 @@ pub fn derive(view: &View, me: &Local) -> Derived {
         c.macs.insert(p.mac.0.0);
         c.ips.extend(p.ips.iter().copied());
         interfaces.insert((host.as_str(), p.interface.as_str()));
+        accepted.insert((host.as_str(), name.as_str()), p);
         if host == me.host {
             d.local_ports.insert(name.clone(), p.clone());
         }
@@ -158,6 +162,7 @@ pub fn derive(view: &View, me: &Local) -> Derived {
         &d.labels,
         &hosts,
         &remote,
+        &accepted,
         view,
         &mut d.rejected,
     );
@@ -278,6 +283,7 @@ fn build(
     labels: &BTreeMap<String, Labels>,
     hosts: &BTreeMap<&str, &Host>,
     remote: &Remote,
+    ports: &BTreeMap<(&str, &str), &Port>,
     view: &View,
     rejected: &mut BTreeMap<String, String>,
 ) -> Config {
@@ -393,6 +399,25 @@ fn build(
             }
         }
     }
+    let alive: BTreeSet<&str> = hosts.keys().copied().collect();
+    let remote_ips: BTreeMap<(&str, &str), Vec<IpAddr>> = remote
+        .iter()
+        .map(|(k, list)| (*k, list.iter().flat_map(|(_, ips)| ips.clone()).collect()))
+        .collect();
+    crate::service::derive(
+        &crate::service::Inputs {
+            host: me.host,
+            view,
+            networks,
+            local: &local,
+            ports,
+            alive: &alive,
+            reachable: &reachable,
+            remote_ips: &remote_ips,
+        },
+        &mut c,
+        rejected,
+    );
     for (net, l) in labels {
         for (label, inner, what) in [
             (l.l2, InnerConfig::Ethernet, "l2"),

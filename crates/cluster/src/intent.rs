@@ -1,4 +1,4 @@
-//! Writing intent (networks, policies, ports) as every writer does it: `ovrctl cluster`,
+//! Writing intent (networks, policies, ports, services, chains) as every writer does it: `ovrctl cluster`,
 //! any ovrd's REST API (`/api/v1/cluster/...`) and, through ovrd, the CNI plugin. A
 //! value is checked as the agents check it (`model::parse`) before anything is
 //! written, created only if absent (an etcd transaction) unless replacing, and listed
@@ -42,6 +42,8 @@ pub enum Kind {
     Network,
     Policy,
     Port,
+    Service,
+    Chain,
 }
 
 impl Kind {
@@ -52,6 +54,8 @@ impl Kind {
             (Kind::Policy, _) => format!("{PREFIX}policies/"),
             (Kind::Port, None) => format!("{PREFIX}ports/"),
             (Kind::Port, Some(h)) => format!("{PREFIX}ports/{h}/"),
+            (Kind::Service, _) => format!("{PREFIX}services/"),
+            (Kind::Chain, _) => format!("{PREFIX}chains/"),
         }
     }
 
@@ -60,6 +64,8 @@ impl Kind {
         match self {
             Kind::Network => Key::Network(name.to_string()),
             Kind::Policy => Key::Policy(name.to_string()),
+            Kind::Service => Key::Service(name.to_string()),
+            Kind::Chain => Key::Chain(name.to_string()),
             Kind::Port => Key::Port {
                 host: host.to_string(),
                 name: name.to_string(),
@@ -93,7 +99,7 @@ pub fn object(kv: &Kv) -> Value {
     }
     let checked = Key::parse(&kv.key).and_then(|k| {
         match &k {
-            Key::Network(n) | Key::Policy(n) | Key::Host(n) => {
+            Key::Network(n) | Key::Policy(n) | Key::Host(n) | Key::Service(n) | Key::Chain(n) => {
                 o.insert("name".into(), n.as_str().into());
             }
             Key::Port { host, name } | Key::Endpoint { host, name } => {

@@ -5,6 +5,8 @@
 //! /ovr/v1/networks/NAME          intent: a network
 //! /ovr/v1/policies/NAME          intent: rules for a network
 //! /ovr/v1/ports/HOST/NAME        intent: a workload's port on a host
+//! /ovr/v1/services/NAME          intent: a network function and its instances
+//! /ovr/v1/chains/NAME            intent: an ordered list of functions
 //! /ovr/v1/hosts/NAME             published by the host's agent (leased)
 //! /ovr/v1/endpoints/HOST/NAME    published by the host's agent (leased): ports up
 //! /ovr/status/v1/NAME            the agent's report (leased; not watched by agents)
@@ -22,6 +24,8 @@ pub enum Key {
     Network(String),
     Policy(String),
     Port { host: String, name: String },
+    Service(String),
+    Chain(String),
     Host(String),
     Endpoint { host: String, name: String },
 }
@@ -53,6 +57,8 @@ impl Key {
             ["networks", n] => Key::Network(n.to_string()),
             ["policies", n] => Key::Policy(n.to_string()),
             ["hosts", n] => Key::Host(n.to_string()),
+            ["services", n] => Key::Service(n.to_string()),
+            ["chains", n] => Key::Chain(n.to_string()),
             ["ports", h, n] => Key::Port {
                 host: h.to_string(),
                 name: n.to_string(),
@@ -63,7 +69,7 @@ impl Key {
             },
             _ => {
                 return Err(
-                    "not a key of the model (networks/N, policies/N, ports/H/N, hosts/N, endpoints/H/N)"
+                    "not a key of the model (networks/N, policies/N, ports/H/N, services/N, chains/N, hosts/N, endpoints/H/N)"
                         .into(),
                 );
             }
@@ -76,7 +82,9 @@ impl Key {
 
     fn names(&self) -> Vec<&str> {
         match self {
-            Key::Network(n) | Key::Policy(n) | Key::Host(n) => vec![n],
+            Key::Network(n) | Key::Policy(n) | Key::Host(n) | Key::Service(n) | Key::Chain(n) => {
+                vec![n]
+            }
             Key::Port { host, name } | Key::Endpoint { host, name } => vec![host, name],
         }
     }
@@ -96,6 +104,8 @@ impl fmt::Display for Key {
             Key::Network(n) => write!(f, "{PREFIX}networks/{n}"),
             Key::Policy(n) => write!(f, "{PREFIX}policies/{n}"),
             Key::Host(n) => write!(f, "{PREFIX}hosts/{n}"),
+            Key::Service(n) => write!(f, "{PREFIX}services/{n}"),
+            Key::Chain(n) => write!(f, "{PREFIX}chains/{n}"),
             Key::Port { host, name } => write!(f, "{PREFIX}ports/{host}/{name}"),
             Key::Endpoint { host, name } => write!(f, "{PREFIX}endpoints/{host}/{name}"),
         }
@@ -117,6 +127,8 @@ mod tests {
             Key::Network("red".into()),
             Key::Policy("web".into()),
             Key::Host("h1".into()),
+            Key::Service("fw".into()),
+            Key::Chain("through-fw".into()),
             Key::Port {
                 host: "h1".into(),
                 name: "c0ffee".into(),

@@ -1,4 +1,4 @@
-//! ovr as a cluster: intent (networks, policies, ports) and what each agent publishes
+//! ovr as a cluster: intent (networks, policies, ports, services, chains) and what each agent publishes
 //! (hosts under a lease, the endpoints that are up) live in etcd under `/ovr/v1/`; each
 //! host's agent lists and watches it and derives its own configuration: tunnels to the
 //! other hosts of its networks, bridge entries, host routes and flood lists
@@ -21,8 +21,11 @@ pub mod mem;
 pub mod member;
 
 pub mod model;
+mod service;
 pub mod store;
 pub mod view;
 
+#[cfg(test)]
+mod service_tests;
 #[cfg(test)]
 mod tests;

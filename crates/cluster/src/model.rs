@@ -8,7 +8,9 @@
 
 use crate::keys::Key;
 use core::net::IpAddr;
-use ovr_config::model::{Config, EncapConfig, NetworkConfig, RuleConfig};
+use ovr_config::model::{
+    ActionConfig, Config, EncapConfig, NetworkConfig, RuleConfig, ServiceModeConfig,
+};
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -89,6 +91,42 @@ pub struct Port {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// A network function (key `services/NAME`): its instances, each on one host with its
+/// left and right sides being ports of that host (`ports/HOST/LEFT`, `ports/HOST/RIGHT`):
+/// the port gives the side's network, MAC, address and interface, and once up it is an
+/// endpoint, which is how the other hosts learn that the instance is there
+/// (docs/chains.md, "In the cluster").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// Only `in-network` in the cluster: a transparent function has no MAC that another
+    /// host could bridge a frame to.
+    #[serde(default)]
+    pub mode: ServiceModeConfig,
+    pub instances: Vec<ServiceInstance>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceInstance {
+    pub name: String,
+    /// The host the instance runs on.
+    pub host: String,
+    /// The port (a name under `ports/HOST/`) of its left side, towards the chain's source.
+    pub left: String,
+    /// The port of its right side, towards the chain's destination.
+    pub right: String,
+}
+
+/// A chain (key `chains/NAME`): services in the order traffic from the source network
+/// crosses them. A policy rule `{"action": "chain", "chain": NAME, "dst_network": B}`
+/// of network A steers A's traffic to B through it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chain {
+    pub functions: Vec<String>,
+}
+
 /// An agent, as it publishes itself under its lease (key `hosts/NAME`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,6 +189,8 @@ pub enum Value {
     Network(Network),
     Policy(Policy),
     Port(Port),
+    Service(Service),
+    Chain(Chain),
     Host(Host),
     Endpoint(Endpoint),
 }
@@ -169,6 +209,8 @@ pub fn parse(key: &Key, bytes: &[u8]) -> Result<Value, String> {
         Key::Network(_) => Value::Network(json(bytes)?),
         Key::Policy(_) => Value::Policy(json(bytes)?),
         Key::Port { .. } => Value::Port(json(bytes)?),
+        Key::Service(_) => Value::Service(json(bytes)?),
+        Key::Chain(_) => Value::Chain(json(bytes)?),
         Key::Host(_) => Value::Host(json(bytes)?),
         Key::Endpoint { .. } => Value::Endpoint(json(bytes)?),
     };
@@ -219,6 +261,33 @@ fn check(v: &Value) -> Result<(), String> {
         }
         Value::Policy(p) => {
             crate::keys::check_name(&p.network).map_err(|e| format!("network: {e}"))?;
+            for (k, r) in p.rules.iter().enumerate() {
+                if r.action == ActionConfig::Chain && r.chain.is_none() {
+                    return Err(format!("rules[{k}].chain: required with action chain"));
+                }
+                if let (ActionConfig::Chain, Some(c)) = (r.action, &r.chain) {
+                    crate::keys::check_name(c).map_err(|e| format!("rules[{k}].chain: {e}"))?;
+                    if r.dst_network.is_none() {
+                        return Err(format!(
+                            "rules[{k}].dst_network: a chain's rule names its destination network (whose routes it carries)"
+                        ));
+                    }
+                }
+            }
+        }
+        Value::Service(s) => check_service(s)?,
+        Value::Chain(c) => {
+            if c.functions.is_empty() {
+                return Err("functions: a chain needs at least one function".into());
+            }
+            for (k, f) in c.functions.iter().enumerate() {
+                crate::keys::check_name(f).map_err(|e| format!("functions[{k}]: {e}"))?;
+                if c.functions[..k].contains(f) {
+                    return Err(format!(
+                        "functions[{k}]: '{f}' is listed twice (a service is in one place of a chain)"
+                    ));
+                }
+            }
         }
     }
     translates(v)
@@ -257,8 +326,22 @@ fn translates(v: &Value) -> Result<(), String> {
                 .collect();
             names.sort_unstable();
             names.dedup();
+            // A chain rule is checked as the same rule allowing (the chain is another
+            // key's, checked where the view is at hand).
+            let rules = p
+                .rules
+                .iter()
+                .map(|r| match r.action {
+                    ActionConfig::Chain => RuleConfig {
+                        action: ActionConfig::Allow,
+                        chain: None,
+                        ..r.clone()
+                    },
+                    _ => r.clone(),
+                })
+                .collect();
             let mut networks = vec![NetworkConfig {
-                policy: Some(p.rules.clone()),
+                policy: Some(rules),
                 ..net(&p.network, 1)
             }];
             networks.extend(names.iter().zip(2..).map(|(n, vni)| net(n, vni)));
@@ -274,6 +357,52 @@ fn translates(v: &Value) -> Result<(), String> {
             .replace("networks[0].flow_quota", "quotas.flows")
             .replace("networks[0].", "")
     })
+}
+
+fn check_service(s: &Service) -> Result<(), String> {
+    if s.mode == ServiceModeConfig::Transparent {
+        return Err(
+            "mode: transparent functions are not in the cluster's intent yet (in-network only)"
+                .into(),
+        );
+    }
+    if s.instances.len() > ovr_tables::nexthop::ECMP_BUCKETS {
+        return Err(format!(
+            "instances: at most {} (the ECMP group's buckets)",
+            ovr_tables::nexthop::ECMP_BUCKETS
+        ));
+    }
+    for (k, i) in s.instances.iter().enumerate() {
+        let at = format!("instances[{k}]");
+        for (what, v) in [
+            ("name", &i.name),
+            ("host", &i.host),
+            ("left", &i.left),
+            ("right", &i.right),
+        ] {
+            crate::keys::check_name(v).map_err(|e| format!("{at}.{what}: {e}"))?;
+        }
+        if i.left == i.right {
+            return Err(format!(
+                "{at}.right: '{}' is the left port too (a side is a port of its own)",
+                i.right
+            ));
+        }
+        for (j, o) in s.instances[..k].iter().enumerate() {
+            if o.name == i.name {
+                return Err(format!("{at}.name: '{}' is instances[{j}]'s", i.name));
+            }
+            for (side, p) in [("left", &i.left), ("right", &i.right)] {
+                if o.host == i.host && (o.left == *p || o.right == *p) {
+                    return Err(format!(
+                        "{at}.{side}: port {}/{p} is already instances[{j}]'s (two instances cannot share a next hop)",
+                        i.host
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn distinct(ips: &[IpAddr]) -> Result<(), String> {

@@ -45,7 +45,7 @@ fn a_chain_translates_into_next_hops_a_chain_table_and_the_rule() {
     assert_eq!(chain.id, ChainId(0));
     assert_eq!(chain.from, Some(n.networks["red"]));
     let i = &chain.functions[0].instances[1];
-    assert_eq!(i.left, n.interfaces["f2l"]);
+    assert_eq!(i.left, Some(n.interfaces["f2l"]));
     assert_eq!(i.right_nh, n.nexthops["fw/fw-2/right"]);
     let p = st.service_port(n.interfaces["f2r"]).unwrap();
     assert_eq!((p.hop, p.instance, p.side), (0, 1, Side::Right));
@@ -235,5 +235,102 @@ fn a_next_hop_named_like_an_instance_side_is_refused() {
         &yaml,
         "services[0].instances[0].name",
         "which a next hop already is",
+    );
+}
+
+/// fw-2 on another host: reached through a VXLAN tunnel next hop to that host.
+const REMOTE: &str = "
+interfaces:
+  - { name: uplink, kind: underlay, mac: '02:00:00:00:00:0a', addresses: [192.0.2.1/24] }
+  - { name: wa, network: red }
+  - { name: f1l, network: svc }
+  - { name: f1r, network: svc }
+networks:
+  - name: red
+    policy:
+      - { action: chain, chain: through-fw, dst_network: blue }
+  - { name: blue }
+  - { name: svc, vni: 300, gateways: [10.99.1.1/24, 10.99.2.1/24] }
+tunnels:
+  - { name: to-b, underlay: uplink, remote: 192.0.2.2, remote_mac: '02:00:00:00:00:0b' }
+nexthops:
+  - { name: b-svc, kind: tunnel, tunnel: to-b, encap: vxlan, vni: 300 }
+  - { name: b-mpls, kind: tunnel, tunnel: to-b, encap: mpls_udp, label: 1000 }
+services:
+  - name: fw
+    instances:
+      - name: fw-1
+        left: { interface: f1l, mac: '02:00:00:00:01:01' }
+        right: { interface: f1r, mac: '02:00:00:00:01:02' }
+      - name: fw-2
+        left: { via: b-svc, mac: '02:00:00:00:02:01' }
+        right: { via: b-svc, mac: '02:00:00:00:02:02' }
+chains:
+  - { name: through-fw, functions: [fw] }
+";
+
+#[test]
+fn an_instance_on_another_host_is_a_tunnel_to_its_mac() {
+    use ovr_tables::nexthop::{Encap, NextHop};
+    let t = Config::from_yaml(REMOTE).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let n = &t.names;
+    let chain = st.chains().by_name("through-fw").unwrap();
+    let i = &chain.functions[0].instances[1];
+    assert_eq!((i.left, i.right), (None, None));
+    match st.nexthop(n.nexthops["fw/fw-2/left"]) {
+        Some(NextHop::Tunnel(t)) => {
+            assert_eq!(t.encap, Encap::Vxlan { vni: 300 });
+            assert_eq!(t.inner_dst.unwrap().to_string(), "02:00:00:00:02:01");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Healthy while configured: both instances take sessions.
+    assert!(st.chains().healthy(ChainId(0), 0, 1));
+    let picks: std::collections::BTreeSet<_> = (0..256)
+        .filter_map(|h| st.chains().pick(ChainId(0), 0, Side::Left, h, None))
+        .collect();
+    assert_eq!(picks.len(), 2);
+    assert_eq!(
+        st.chains()
+            .nexthop(n.nexthops["fw/fw-2/right"])
+            .unwrap()
+            .side,
+        Side::Right
+    );
+
+    let swap = |from: &str, to: &str| {
+        assert!(REMOTE.contains(from), "{from}");
+        REMOTE.replacen(from, to, 1)
+    };
+    assert_error(
+        &swap("left: { via: b-svc,", "left: { via: nope,"),
+        "services[0].instances[1].left.via",
+        "no next hop named 'nope'",
+    );
+    assert_error(
+        &swap("left: { via: b-svc,", "left: { via: b-mpls,"),
+        "services[0].instances[1].left.via",
+        "not a VXLAN tunnel next hop",
+    );
+    assert_error(
+        &swap("left: { via: b-svc,", "left: { via: b-svc, interface: f1l,"),
+        "services[0].instances[1].left.interface",
+        "not both",
+    );
+    assert_error(
+        &swap("'02:00:00:00:02:02'", "'02:00:00:00:02:01'"),
+        "services[0].instances[1].right.via",
+        "duplicate of services[0].instances[1].left",
+    );
+    assert_error(
+        &swap(
+            "    instances:\n",
+            "    mode: transparent\n    instances:\n",
+        ),
+        "services[0].instances[0].left.mac",
+        "leave it out",
     );
 }

@@ -46,7 +46,7 @@ impl Builder<'_> {
     pub(crate) fn check_services(&self) -> R<()> {
         let c = self.c;
         let mut services = HashMap::new();
-        let mut ports: HashMap<&str, String> = HashMap::new();
+        let mut ports: HashMap<String, String> = HashMap::new();
         for (i, s) in c.services.iter().enumerate() {
             let path = format!("services[{i}]");
             if s.name.is_empty() || s.name.contains('/') {
@@ -80,6 +80,10 @@ impl Builder<'_> {
                 }
                 for (side, p) in [("left", &inst.left), ("right", &inst.right)] {
                     let at = format!("{ip}.{side}");
+                    if let Some(via) = &p.via {
+                        self.check_remote_port(&at, s.mode, p, via, &mut ports)?;
+                        continue;
+                    }
                     let Some(&f) = self.index.interfaces.get(&p.interface) else {
                         return err(
                             format!("{at}.interface"),
@@ -95,7 +99,7 @@ impl Builder<'_> {
                             ),
                         );
                     }
-                    if let Some(first) = ports.insert(p.interface.as_str(), at.clone()) {
+                    if let Some(first) = ports.insert(p.interface.clone(), at.clone()) {
                         return Err(crate::keys::duplicate(
                             format!("{at}.interface"),
                             &first,
@@ -175,6 +179,59 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// A side of an instance on another host: `via` names a VXLAN tunnel next hop, the
+    /// function routes (its MAC is where that host bridges the frame), and no other side
+    /// is the same MAC behind the same next hop.
+    fn check_remote_port(
+        &self,
+        at: &str,
+        mode: ServiceModeConfig,
+        p: &crate::model::ServicePortConfig,
+        via: &str,
+        ports: &mut HashMap<String, String>,
+    ) -> R<()> {
+        if !p.interface.is_empty() {
+            return err(
+                format!("{at}.interface"),
+                "give either an interface of this host or `via` (an instance on another host), not both",
+            );
+        }
+        if mode == ServiceModeConfig::Transparent {
+            return err(
+                format!("{at}.via"),
+                "a transparent function's instances must be on this host (it has no MAC to be bridged to)",
+            );
+        }
+        let Some(n) = self.c.nexthops.iter().find(|n| n.name == via) else {
+            return err(format!("{at}.via"), format!("no next hop named '{via}'"));
+        };
+        let vxlan = n.kind == crate::model::NextHopKindConfig::Tunnel
+            && n.encap.unwrap_or(crate::model::EncapConfig::Vxlan)
+                == crate::model::EncapConfig::Vxlan;
+        if !vxlan {
+            return err(
+                format!("{at}.via"),
+                format!(
+                    "'{via}' is not a VXLAN tunnel next hop (an instance on another host is reached through one)"
+                ),
+            );
+        }
+        let Some(mac) = p.mac else {
+            return err(
+                format!("{at}.mac"),
+                "an in-network function needs its MAC on each side (where ovr sends)",
+            );
+        };
+        if let Some(first) = ports.insert(format!("{via} {mac}"), at.to_string()) {
+            return Err(crate::keys::duplicate(
+                format!("{at}.via"),
+                &first,
+                &format!("{mac} behind '{via}' is the port of one instance side"),
+            ));
+        }
+        Ok(())
+    }
+
     /// A next hop to each side of every instance (ids given with the others').
     pub(crate) fn service_nexthops(&mut self) -> R<()> {
         for (i, s) in self.c.services.iter().enumerate() {
@@ -184,6 +241,12 @@ impl Builder<'_> {
                     ("right", &inst.right, &inst.left),
                 ] {
                     let path = format!("services[{i}].instances[{k}].{side}");
+                    if let Some(via) = &p.via {
+                        let nh = self.remote_port_nexthop(&path, via, p.mac)?;
+                        let id = self.nexthop(&path, &nexthop_name(&s.name, &inst.name, side))?;
+                        self.push(path, TableOp::UpsertNextHop(id, nh));
+                        continue;
+                    }
                     let dst_mac = match (s.mode, p.mac) {
                         (_, Some(mac)) => unicast(&format!("{path}.mac"), mac)?,
                         // Transparent: addressed to the gateway of the other side's
@@ -205,6 +268,33 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The next hop to a port on another host: its tunnel next hop, the frame inside
+    /// addressed to the function's MAC.
+    fn remote_port_nexthop(
+        &self,
+        path: &str,
+        via: &str,
+        mac: Option<crate::values::Mac>,
+    ) -> R<NextHop> {
+        let Some(n) = self.c.nexthops.iter().find(|n| n.name == via) else {
+            return err(format!("{path}.via"), format!("no next hop named '{via}'"));
+        };
+        let Some(mac) = mac else {
+            return err(format!("{path}.mac"), "required");
+        };
+        let inner = unicast(&format!("{path}.mac"), mac)?;
+        match self.simple_nexthop(&format!("{path}.via"), n)? {
+            Some(NextHop::Tunnel(mut t)) => {
+                t.inner_dst = Some(inner);
+                Ok(NextHop::Tunnel(t))
+            }
+            _ => err(
+                format!("{path}.via"),
+                format!("'{via}' is not a VXLAN tunnel next hop"),
+            ),
+        }
     }
 
     /// The gateway MAC of a port's network.
@@ -293,10 +383,14 @@ impl Builder<'_> {
                 let mut instances = Vec::new();
                 for inst in &s.instances {
                     let nh = |side| self.nexthop(&at, &nexthop_name(&s.name, &inst.name, side));
+                    let port = |p: &crate::model::ServicePortConfig| match p.via {
+                        Some(_) => Ok(None),
+                        None => self.interface(&at, &p.interface).map(Some),
+                    };
                     instances.push(Instance {
                         name: inst.name.clone(),
-                        left: self.interface(&at, &inst.left.interface)?,
-                        right: self.interface(&at, &inst.right.interface)?,
+                        left: port(&inst.left)?,
+                        right: port(&inst.right)?,
                         left_nh: nh("left")?,
                         right_nh: nh("right")?,
                     });

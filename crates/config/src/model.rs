@@ -393,12 +393,20 @@ pub struct ServiceInstanceConfig {
 }
 
 /// A side of an instance: an interface of this host (listed under `interfaces`, with
-/// the network that answers the function's ARP for its gateway) and what is behind it.
+/// the network that answers the function's ARP for its gateway) and what is behind it;
+/// or, for an instance on another host, `via` a VXLAN tunnel next hop to that host in
+/// the port's network (the frame is addressed to `mac` inside, and that host bridges it
+/// to the port).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServicePortConfig {
+    /// The port's interface on this host (empty with `via`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interface: String,
+    /// The instance is on another host: the tunnel next hop that reaches it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// In-network: the function's MAC on this side, where ovr sends (required;
     /// transparent functions have none).
     pub mac: Option<Mac>,

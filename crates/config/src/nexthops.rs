@@ -82,7 +82,7 @@ impl Builder<'_> {
     }
 
     /// A simple next hop, or `None` for a composite (made once every simple one exists).
-    fn simple_nexthop(&self, path: &str, n: &NextHopConfig) -> R<Option<NextHop>> {
+    pub(crate) fn simple_nexthop(&self, path: &str, n: &NextHopConfig) -> R<Option<NextHop>> {
         let kind = kind_name(n.kind);
         let set = [
             ("interface", n.interface.is_some()),
@@ -155,6 +155,7 @@ impl Builder<'_> {
                     src: t.local,
                     dst: t.remote,
                     dst_mac: t.remote_mac,
+                    inner_dst: None,
                 })
             }
         }))

@@ -28,10 +28,19 @@ pub struct Steered {
     pub rev_nh: NextHopId,
 }
 
-/// The flow-key VRF of packets coming back out through the port a next hop sends to.
-fn port_key_vrf(st: &ForwardingState, nh: NextHopId) -> Result<u32, Reason> {
+/// The flow-key VRF of packets coming back from the instance a next hop sends to: out
+/// of its port when it is here; from its host, in the chain's source network, when it
+/// is on another host (that host routes what leaves the chain's first function
+/// leftwards in the source network, towards the source's host).
+fn port_key_vrf(st: &ForwardingState, chain: ChainId, nh: NextHopId) -> Result<u32, Reason> {
     match st.nexthop(nh) {
         Some(NextHop::Interface { interface, .. }) => Ok(key_vrf(*interface)),
+        Some(NextHop::Tunnel(_)) => st
+            .chains()
+            .chain(chain)
+            .and_then(|c| c.from)
+            .map(|v| v.0)
+            .ok_or(Reason::ChainUnplaced),
         _ => Err(Reason::ChainUnplaced),
     }
 }
@@ -50,7 +59,7 @@ pub fn enter(
         .chains()
         .pick(chain, 0, Side::Left, hash, previous)
         .ok_or(Reason::ChainNoInstance)?;
-    Ok((nh, port_key_vrf(st, nh)?))
+    Ok((nh, port_key_vrf(st, chain, nh)?))
 }
 
 /// A packet out of service port `port`: out of a right side it goes to the next
@@ -85,7 +94,7 @@ pub fn from_port(
         let nh = chains
             .pick(port.chain, hop, side, hash, previous)
             .ok_or(Reason::ChainNoInstance)?;
-        let rev_vrf = port_key_vrf(st, nh)?;
+        let rev_vrf = port_key_vrf(st, port.chain, nh)?;
         return Ok(Steered {
             nh,
             rev_vrf,

@@ -50,13 +50,20 @@ pub fn nexthop(st: &ForwardingState, id: u32) -> String {
                 Encap::MplsOverUdp { label } => write!(s, "mpls-over-udp label {label}"),
                 Encap::MplsOverGre { label } => write!(s, "mpls-over-gre label {label}"),
             };
-            write!(
+            let _ = write!(
                 s,
                 " {} -> {} via {}",
                 t.src,
                 t.dst,
                 interface(st, t.underlay.0)
-            )
+            );
+            if let Some(mac) = t.inner_dst {
+                let _ = write!(s, " to {mac}");
+            }
+            match st.chains().nexthop(NextHopId(id)) {
+                Some(p) => write!(s, " ({})", crate::chain::describe_port(st, &p)),
+                None => Ok(()),
+            }
         }
         Some(NextHop::Composite(e)) => write!(s, "ecmp over {} members", e.members().len()),
         Some(NextHop::Vrf { vrf: v, inner }) => write!(

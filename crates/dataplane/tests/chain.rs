@@ -84,8 +84,8 @@ fn setup() -> (TablesWriter, TablesReader) {
         ]);
         instances.push(Instance {
             name: format!("fw-{n}"),
-            left: left(n),
-            right: right(n),
+            left: Some(left(n)),
+            right: Some(right(n)),
             left_nh: NextHopId(10 * n),
             right_nh: NextHopId(10 * n + 1),
         });

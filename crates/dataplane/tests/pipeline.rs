@@ -34,6 +34,7 @@ fn tunnel(id: u32, last: u8) -> TableOp {
             src: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
             dst: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)),
             dst_mac: MacAddr([2, 0, 0, 0, 0, last]),
+            inner_dst: None,
         }),
     )
 }

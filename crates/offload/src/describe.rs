@@ -64,7 +64,8 @@ pub fn describe(
         (k, false, NextHop::Tunnel(t), InterfaceKind::Underlay)
             if k != InterfaceKind::Underlay
                 && matches!(t.encap, Encap::Vxlan { .. })
-                && t.dst.is_ipv4() =>
+                && t.dst.is_ipv4()
+                && t.inner_dst.is_none() =>
         {
             (0, 0, VXLAN_HEAD)
         }

@@ -76,17 +76,19 @@ pub enum FunctionMode {
 }
 
 /// One instance of a function: its two ports and the next hops to it through them.
+/// An instance on another host has no port here (`None`): its next hops are tunnels to
+/// its host, and it is healthy while it is configured (its host says its ports are up).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
     pub name: String,
-    pub left: InterfaceId,
-    pub right: InterfaceId,
+    pub left: Option<InterfaceId>,
+    pub right: Option<InterfaceId>,
     pub left_nh: NextHopId,
     pub right_nh: NextHopId,
 }
 
 impl Instance {
-    pub fn port(&self, side: Side) -> InterfaceId {
+    pub fn port(&self, side: Side) -> Option<InterfaceId> {
         match side {
             Side::Left => self.left,
             Side::Right => self.right,
@@ -250,7 +252,9 @@ impl ChainTable {
                             instance: n as u16,
                             side,
                         };
-                        put(&mut self.ports, i.port(side).0, p);
+                        if let Some(port) = i.port(side) {
+                            put(&mut self.ports, port.0, p);
+                        }
                         put(&mut self.nexthops, i.nexthop(side).0, p);
                     }
                 }
@@ -271,7 +275,7 @@ impl ChainTable {
                     .map(|f| {
                         f.instances
                             .iter()
-                            .map(|i| up(i.left) && up(i.right))
+                            .map(|i| [i.left, i.right].into_iter().flatten().all(&up))
                             .collect()
                     })
                     .collect()
@@ -324,8 +328,8 @@ mod tests {
                 instances: (0..instances)
                     .map(|n| Instance {
                         name: format!("fw-{n}"),
-                        left: InterfaceId(10 + 2 * n),
-                        right: InterfaceId(11 + 2 * n),
+                        left: Some(InterfaceId(10 + 2 * n)),
+                        right: Some(InterfaceId(11 + 2 * n)),
                         left_nh: NextHopId(100 + 2 * n),
                         right_nh: NextHopId(101 + 2 * n),
                     })

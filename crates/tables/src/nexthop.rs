@@ -28,6 +28,10 @@ pub struct Tunnel {
     pub dst: IpAddr,
     /// Outer destination MAC: the underlay neighbour (router or the remote host).
     pub dst_mac: MacAddr,
+    /// VXLAN only: a routed packet's inner destination MAC, where the remote host bridges
+    /// it (a network function's port on that host); `None`: the remote gateway's MAC,
+    /// where the remote host routes it.
+    pub inner_dst: Option<MacAddr>,
 }
 
 /// One next hop.

@@ -17,7 +17,11 @@ const SESSION_SCAN: usize = 1 << 20;
 /// One side of an instance.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PortReport {
+    /// The port's interface here (empty for an instance on another host).
     pub interface: String,
+    /// An instance on another host: the tunnel next hop it is reached through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     pub mac: Option<String>,
     pub address: Option<String>,
     /// The link as last seen (and administratively up).
@@ -123,25 +127,37 @@ pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, Api
                                         let w = written.and_then(|s| {
                                             s.instances.iter().find(|x| x.name == i.name)
                                         });
-                                        let port = |id: ovr_tables::ids::InterfaceId,
+                                        let port = |id: Option<ovr_tables::ids::InterfaceId>,
                                                     cfg: Option<
                                             &ovr_config::model::ServicePortConfig,
                                         >| {
-                                            let (tx, rx) =
-                                                counters.get(&id.0).copied().unwrap_or_default();
+                                            let (tx, rx) = id
+                                                .and_then(|id| counters.get(&id.0).copied())
+                                                .unwrap_or_default();
                                             PortReport {
-                                                interface: names
-                                                    .interface_name(id)
-                                                    .unwrap_or("?")
-                                                    .to_string(),
+                                                interface: id
+                                                    .map(|id| {
+                                                        names
+                                                            .interface_name(id)
+                                                            .unwrap_or("?")
+                                                            .to_string()
+                                                    })
+                                                    .unwrap_or_default(),
+                                                via: cfg.and_then(|c| c.via.clone()),
                                                 mac: cfg
                                                     .and_then(|c| c.mac)
                                                     .map(|m| m.0.to_string()),
                                                 address: cfg
                                                     .and_then(|c| c.address)
                                                     .map(|a| a.to_string()),
-                                                up: !st.port_down(id)
-                                                    && st.interface(id).is_some_and(|x| x.admin_up),
+                                                // On another host: up while its host
+                                                // says so (it is configured).
+                                                up: id.is_none_or(|id| {
+                                                    !st.port_down(id)
+                                                        && st
+                                                            .interface(id)
+                                                            .is_some_and(|x| x.admin_up)
+                                                }),
                                                 to_function: tx,
                                                 from_function: rx,
                                             }

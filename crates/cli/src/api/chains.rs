@@ -31,9 +31,13 @@ fn show(v: &Value) {
             println!("  {}. {} ({})", k + 1, text(&f["name"]), text(&f["mode"]));
             for i in f["instances"].as_array().into_iter().flatten() {
                 let port = |p: &Value| {
+                    let at = match p["via"].as_str() {
+                        Some(via) => format!("via {via}"),
+                        None => text(&p["interface"]),
+                    };
                     format!(
                         "{} {} (to it {}, from it {})",
-                        text(&p["interface"]),
+                        at,
                         if p["up"] == Value::Bool(true) {
                             "up"
                         } else {

@@ -112,6 +112,8 @@ pub async fn status(c: &Ctx) -> Result<(), Failure> {
                     Model::Network(_) => "networks",
                     Model::Policy(_) => "policies",
                     Model::Port(_) => "ports",
+                    Model::Service(_) => "services",
+                    Model::Chain(_) => "chains",
                     Model::Host(_) => "hosts",
                     Model::Endpoint(_) => "endpoints",
                 };

@@ -300,7 +300,8 @@ impl Cluster {
         })
     }
 
-    /// The networks t1..tN and a port per workload of an ovr host.
+    /// The networks t1..tN and a port per workload of an ovr host (and with
+    /// `--service-chain`, the chain's networks, ports, service, chain and policy).
     pub(super) fn write_intent(&self, s: &State) -> Result<(), String> {
         let mut kvs = Vec::new();
         for t in 1..=s.settings.tenants {
@@ -308,6 +309,13 @@ impl Cluster {
         }
         for w in s.workloads.iter().filter(|w| on_ovr_host(s, w)) {
             kvs.push(port_kv(w)?);
+        }
+        if s.chain.is_some() {
+            for (k, v) in super::chain::intent(s) {
+                let key = Key::parse(&k)?;
+                let bytes = ovr_cluster::intent::check(&key, &v)?;
+                kvs.push((key, bytes));
+            }
         }
         let kvs = &kvs;
         self.with(REQUEST_WITHIN, |e| async move {
@@ -354,6 +362,7 @@ impl Cluster {
             }
             .to_string()
         }));
+        want.extend(super::chain::endpoints(s));
         let t = Instant::now();
         loop {
             let have = self.with(REQUEST_WITHIN, |e| async move {
@@ -418,10 +427,10 @@ fn port_key(w: &Workload) -> Key {
 /// Workload `w`'s port: its network, MAC, address and the host's side of its veth.
 fn port_kv(w: &Workload) -> Result<(Key, Vec<u8>), String> {
     let port: Port = serde_json::from_value(serde_json::json!({
-        "network": format!("t{}", w.tenant),
+        "network": w.network_name(),
         "mac": w.mac,
         "ips": [w.address],
-        "interface": topology::host_interface(w.tenant, w.index),
+        "interface": w.host_interface(),
         "metadata": {"made_by": "ovrctl lab"},
     }))
     .map_err(|e| format!("port {}: {e}", w.name))?;

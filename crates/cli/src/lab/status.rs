@@ -8,7 +8,9 @@ use super::{Place, load, socket_of};
 /// namespace, address and MAC; `etcd`: the cluster's client URLs reachable from the
 /// root namespace (none in a static lab), and `etcd_members` with their namespace, pid and
 /// whether they run; `bgp` (with `up --evpn`): the route reflector and each host's
-/// speaker, with whether they run. `up` is false, and the lists empty, when no lab is up.
+/// speaker, with whether they run; `services` (with `up --service-chain`): each
+/// firewall instance's name, function, chain, host, namespace and ports. `up` is false,
+/// and the lists empty, when no lab is up.
 pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
     use serde_json::json;
     let s = load(p)?.unwrap_or_default();
@@ -40,6 +42,7 @@ pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
                 "name": w.name,
                 "host": format!("h{}", w.host),
                 "tenant": w.tenant,
+                "network": w.network_name(),
                 "namespace": w.namespace,
                 "address": w.address,
                 "mac": w.mac,
@@ -70,6 +73,7 @@ pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
         "etcd": s.etcd.as_ref().map(|c| c.root_urls()).unwrap_or_default(),
         "etcd_members": members,
         "bgp": s.bgp.as_ref().map(super::evpn::Bgp::status),
+        "services": super::chain::status(&s),
     }))
 }
 

@@ -191,6 +191,7 @@ pub(super) fn add_workload(
         index: w,
         address: address.into(),
         mac: wmac,
+        network: None,
     });
     save(p, s)
 }

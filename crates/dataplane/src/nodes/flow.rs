@@ -212,7 +212,13 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         }
     } else {
         let dst_net = match (partner, route) {
-            (Some(rev), _) if !ovr_tables::chain::is_service_key(rev.vrf) => rev.vrf(),
+            // (A pair into a chain's instance on another host has its reverse in the
+            // source network: the route says where the flow goes.)
+            (Some(rev), _)
+                if !ovr_tables::chain::is_service_key(rev.vrf) && rev.vrf != e.key.vrf =>
+            {
+                rev.vrf()
+            }
             (_, Ok(Route::NextHop(nh))) => decide::destination_network(st, nh, e.key.vrf()),
             (_, _) => e.key.vrf(),
         };

@@ -1,7 +1,8 @@
 //! ip-rewrite: what routing does to a packet. The TTL (hop limit) goes down by one,
 //! once, at the host where the packet entered the overlay (a tunnel is one hop), with the
 //! IPv4 checksum patched incrementally; then the L2 header for the next hop: the local
-//! workload's MAC, the gateway MAC inside VXLAN, or none at all inside MPLS.
+//! workload's MAC, the gateway MAC inside VXLAN (or the MAC of a network function's port
+//! on the remote host, which bridges it there), or none at all inside MPLS.
 
 use super::drop;
 use crate::context::Cx;
@@ -90,7 +91,8 @@ fn rewrite(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
                 };
                 let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
                 eth.set_src(vrf.router_mac);
-                eth.set_dst(vrf.router_mac);
+                // To a network function's port behind that host: bridged there to it.
+                eth.set_dst(t.inner_dst.unwrap_or(vrf.router_mac));
                 Next::Vxlan
             }
             // MPLS carries the IP packet alone: its label says what it is.

@@ -65,6 +65,7 @@ fn tunnel_nh(id: u32, iface: u32, dst: &str) -> TableOp {
             src: "192.0.2.1".parse().unwrap(),
             dst: dst.parse().unwrap(),
             dst_mac: MacAddr([2, 2, 2, 2, 2, 2]),
+            inner_dst: None,
         }),
     )
 }

@@ -520,8 +520,9 @@ impl<'a> Overlay<'a> {
                         self.need_vrf(v)?;
                     }
                     for i in c.functions.iter().flat_map(|f| &f.instances) {
-                        self.need_interface(i.left)?;
-                        self.need_interface(i.right)?;
+                        for port in [i.left, i.right].into_iter().flatten() {
+                            self.need_interface(port)?;
+                        }
                         self.need_nexthop(i.left_nh)?;
                         self.need_nexthop(i.right_nh)?;
                     }

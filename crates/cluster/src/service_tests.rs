@@ -1,0 +1,281 @@
+//! Service chains derived from the cluster's intent: instances here and on other hosts,
+//! the routes between a chain's networks, and what fails closed.
+
+use crate::derive::{Local, derive};
+use crate::model::{Value, parse};
+use crate::store::{Kv, Snapshot};
+use crate::view::View;
+use ovr_config::model::{ActionConfig, Config};
+use std::collections::BTreeMap;
+
+const BASE: &str = r#"
+interfaces:
+  - { name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }
+"#;
+
+fn net(vni: u32, subnets: &str, gateways: &str) -> String {
+    format!(r#"{{"vni": {vni}, "subnets": [{subnets}], "gateways": [{gateways}]}}"#)
+}
+
+fn port(net: &str, mac: &str, ip: &str, ifname: &str) -> String {
+    format!(r#"{{"network": "{net}", "mac": "{mac}", "ips": ["{ip}"], "interface": "{ifname}"}}"#)
+}
+
+fn endpoint(net: &str, mac: &str, ip: &str) -> String {
+    format!(r#"{{"network": "{net}", "mac": "{mac}", "ips": ["{ip}"]}}"#)
+}
+
+fn host(n: u8) -> String {
+    format!(
+        r#"{{"vtep": "192.0.2.{n}", "mac": "02:00:00:00:00:0{n}", "underlay": ["192.0.2.{n}/24"], "version": "t"}}"#
+    )
+}
+
+/// The lab's chain: t1 → ext through fw, one instance on each host.
+fn intent() -> Vec<(String, String)> {
+    let mut kvs: Vec<(String, String)> = vec![
+        ("networks/t1".into(), net(101, r#""10.1.0.0/24""#, r#""10.1.0.1/24""#)),
+        ("networks/ext".into(), net(199, r#""10.99.0.0/24""#, r#""10.99.0.1/24""#)),
+        (
+            "networks/svc".into(),
+            net(
+                198,
+                r#""10.98.1.0/24", "10.98.2.0/24""#,
+                r#""10.98.1.1/24", "10.98.2.1/24""#,
+            ),
+        ),
+        ("hosts/h2".into(), host(2)),
+        (
+            "services/fw".into(),
+            r#"{"instances": [
+                {"name": "fw-h1", "host": "h1", "left": "fw-l", "right": "fw-r"},
+                {"name": "fw-h2", "host": "h2", "left": "fw-l", "right": "fw-r"}]}"#
+                .into(),
+        ),
+        ("chains/through-fw".into(), r#"{"functions": ["fw"]}"#.into()),
+        (
+            "policies/t1-to-ext".into(),
+            r#"{"network": "t1", "rules": [{"action": "chain", "chain": "through-fw", "dst_network": "ext"}]}"#.into(),
+        ),
+    ];
+    for (h, n) in [("h1", 1), ("h2", 2)] {
+        let ports = [
+            (
+                "a",
+                "t1",
+                format!("02:00:00:01:00:0{n}"),
+                format!("10.1.0.1{n}"),
+                "t1w1",
+            ),
+            (
+                "x",
+                "ext",
+                format!("02:00:00:99:00:0{n}"),
+                format!("10.99.0.1{n}"),
+                "extw1",
+            ),
+            (
+                "fw-l",
+                "svc",
+                format!("02:00:00:f0:01:0{n}"),
+                format!("10.98.1.1{n}"),
+                "fwl",
+            ),
+            (
+                "fw-r",
+                "svc",
+                format!("02:00:00:f0:02:0{n}"),
+                format!("10.98.2.1{n}"),
+                "fwr",
+            ),
+        ];
+        for (name, network, mac, ip, ifname) in ports {
+            kvs.push((
+                format!("ports/{h}/{name}"),
+                port(network, &mac, &ip, ifname),
+            ));
+            if h == "h2" {
+                kvs.push((
+                    format!("endpoints/{h}/{name}"),
+                    endpoint(network, &mac, &ip),
+                ));
+            }
+        }
+    }
+    kvs
+}
+
+fn view(kvs: &[(String, String)]) -> View {
+    View::of(&Snapshot {
+        revision: kvs.len() as i64,
+        kvs: kvs
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| Kv {
+                key: format!("/ovr/v1/{k}"),
+                value: v.clone().into_bytes(),
+                create_revision: i as i64 + 1,
+                mod_revision: i as i64 + 1,
+                lease: 0,
+            })
+            .collect(),
+    })
+}
+
+fn derive_h1(kvs: &[(String, String)]) -> crate::derive::Derived {
+    let base = Config::from_yaml(BASE).unwrap();
+    let labels = BTreeMap::new();
+    let v = view(kvs);
+    assert_eq!(
+        v.refused().count(),
+        0,
+        "{:?}",
+        v.refused().collect::<Vec<_>>()
+    );
+    derive(
+        &v,
+        &Local {
+            host: "h1",
+            base: &base,
+            labels: &labels,
+            endpoints: true,
+        },
+    )
+}
+
+#[test]
+fn a_chain_reaches_its_instance_on_another_host_through_the_overlay() {
+    let d = derive_h1(&intent());
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let c = &d.config;
+    assert_eq!(c.chains.len(), 1);
+    let fw = &c.services[0];
+    let here = &fw.instances[0];
+    assert_eq!(
+        (here.name.as_str(), here.left.interface.as_str()),
+        ("fw-h1", "fwl")
+    );
+    let there = &fw.instances[1];
+    assert_eq!(there.name, "fw-h2");
+    assert_eq!(there.left.via.as_deref(), Some("h2:svc"));
+    assert_eq!(there.right.mac.unwrap().to_string(), "02:00:00:f0:02:02");
+    assert!(there.left.interface.is_empty());
+    // t1 routes ext's endpoints (here and on h2), ext routes t1's.
+    let route = |n: &str, p: &str| {
+        c.routes
+            .iter()
+            .find(|r| r.network == n && r.prefix.to_string() == p)
+            .map(|r| r.nexthop.clone())
+    };
+    assert_eq!(route("t1", "10.99.0.12/32").as_deref(), Some("h2:ext"));
+    assert_eq!(route("t1", "10.99.0.11/32").as_deref(), Some("extw1"));
+    // Both ways in ext's VNI: the reply arrives where the reverse of the pair out of
+    // the instance waits for it, in ext.
+    assert_eq!(route("ext", "10.1.0.12/32").as_deref(), Some("h2:ext"));
+    assert_eq!(route("ext", "10.1.0.11/32").as_deref(), Some("t1w1"));
+    // The whole host configuration installs.
+    let t = c.translate().unwrap();
+    assert!(t.names.nexthops.contains_key("fw/fw-h2/left"));
+}
+
+#[test]
+fn an_instance_whose_port_is_not_up_on_its_host_is_left_out() {
+    let kvs: Vec<_> = intent()
+        .into_iter()
+        .filter(|(k, _)| k != "endpoints/h2/fw-r")
+        .collect();
+    let d = derive_h1(&kvs);
+    let fw = &d.config.services[0];
+    assert_eq!(fw.instances.len(), 1);
+    assert_eq!(fw.instances[0].name, "fw-h1");
+    // Its host gone: the same.
+    let kvs: Vec<_> = intent()
+        .into_iter()
+        .filter(|(k, _)| k != "hosts/h2")
+        .collect();
+    assert_eq!(derive_h1(&kvs).config.services[0].instances.len(), 1);
+}
+
+#[test]
+fn a_rule_naming_a_missing_or_taken_chain_denies_and_is_reported() {
+    let kvs: Vec<_> = intent()
+        .into_iter()
+        .filter(|(k, _)| k != "chains/through-fw")
+        .collect();
+    let d = derive_h1(&kvs);
+    assert!(d.config.chains.is_empty() && d.config.services.is_empty());
+    let t1 = d.config.networks.iter().find(|n| n.name == "t1").unwrap();
+    let rule = &t1.policy.as_ref().unwrap()[0];
+    assert_eq!(
+        (rule.action, rule.chain.as_deref()),
+        (ActionConfig::Deny, None)
+    );
+    let why = &d.rejected["/ovr/v1/policies/t1-to-ext"];
+    assert!(why.contains("no chain 'through-fw'"), "{why}");
+    d.config.translate().unwrap();
+
+    // A second network steering into the same chain: the first by name keeps it.
+    let mut kvs = intent();
+    kvs.push((
+        "policies/ext-back".into(),
+        r#"{"network": "ext", "rules": [{"action": "chain", "chain": "through-fw", "dst_network": "t1"}]}"#.into(),
+    ));
+    let d = derive_h1(&kvs);
+    let why = &d.rejected["/ovr/v1/policies/t1-to-ext"];
+    assert!(why.contains("already used from network 'ext'"), "{why}");
+    d.config.translate().unwrap();
+}
+
+#[test]
+fn bad_services_chains_and_chain_rules_are_refused_at_their_field() {
+    let key = |k: &str| crate::keys::Key::parse(&format!("/ovr/v1/{k}")).unwrap();
+    let refused = |k: &str, v: &str| parse(&key(k), v.as_bytes()).unwrap_err();
+    let inst = |host: &str, left: &str, right: &str| {
+        format!(
+            r#"{{"name": "i-{left}-{right}", "host": "{host}", "left": "{left}", "right": "{right}"}}"#
+        )
+    };
+    let e = refused(
+        "services/fw",
+        &format!(
+            r#"{{"instances": [{}, {}]}}"#,
+            inst("h1", "l", "r"),
+            inst("h1", "r", "x")
+        ),
+    );
+    assert!(
+        e.starts_with("instances[1].left: port h1/r is already instances[0]'s"),
+        "{e}"
+    );
+    let e = refused(
+        "services/fw",
+        &format!(r#"{{"instances": [{}]}}"#, inst("h1", "l", "l")),
+    );
+    assert!(e.starts_with("instances[0].right:"), "{e}");
+    let e = refused(
+        "services/fw",
+        &format!(r#"{{"instances": [{}]}}"#, inst("h/1", "l", "r")),
+    );
+    assert!(e.starts_with("instances[0].host:"), "{e}");
+    let e = refused("services/fw", r#"{"mode": "transparent", "instances": []}"#);
+    assert!(e.starts_with("mode:"), "{e}");
+    let e = refused("chains/c", r#"{"functions": []}"#);
+    assert!(e.starts_with("functions:"), "{e}");
+    let e = refused("chains/c", r#"{"functions": ["fw", "fw"]}"#);
+    assert!(e.starts_with("functions[1]:"), "{e}");
+    let e = refused(
+        "policies/p",
+        r#"{"network": "t1", "rules": [{"action": "chain", "chain": "c"}]}"#,
+    );
+    assert!(e.starts_with("rules[0].dst_network:"), "{e}");
+    let e = refused(
+        "policies/p",
+        r#"{"network": "t1", "rules": [{"action": "chain", "dst_network": "ext"}]}"#,
+    );
+    assert!(e.starts_with("rules[0].chain: required"), "{e}");
+    let ok = parse(
+        &key("policies/p"),
+        br#"{"network": "t1", "rules": [{"action": "chain", "chain": "c", "dst_network": "ext"}]}"#,
+    );
+    assert!(matches!(ok, Ok(Value::Policy(_))), "{ok:?}");
+}
