@@ -34,6 +34,22 @@ pub fn accumulate(acc: u64, data: &[u8]) -> u64 {
     acc + u64::from((folded as u16).swap_bytes())
 }
 
+/// True when an IPv4 header without options (20 bytes, checksum field included) sums to
+/// all ones: [`verify`] for the header every tenant packet has, as five 32-bit words in
+/// one register (a few instructions instead of the general loop's hundred). All ones
+/// reads the same in either byte order, so the words are summed as the host holds them.
+#[inline]
+pub fn verify_ipv4_header(h: &[u8; 20]) -> bool {
+    let word = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    // Below 2^35; folded without a loop: < 2^33, < 2^17 + 2^16, <= 0xffff + 2, <= 0xffff.
+    let s = word(0) + word(4) + word(8) + word(12) + word(16);
+    let s = (s & 0xffff_ffff) + (s >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    s == 0xffff
+}
+
 /// Folds a one's-complement sum to 16 bits (not inverted).
 pub fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
@@ -93,6 +109,27 @@ pub fn update32(checksum: u16, old: u32, new: u32) -> u16 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_ipv4_header_check_agrees_with_the_general_one(h in proptest::array::uniform20(any::<u8>())) {
+            prop_assert_eq!(verify_ipv4_header(&h), verify(&h));
+        }
+
+        /// A header with its checksum filled in verifies (the property above rarely meets one).
+        #[test]
+        fn an_ipv4_header_with_its_checksum_verifies(mut h in proptest::array::uniform20(any::<u8>()), flip in 0usize..160) {
+            h[10] = 0;
+            h[11] = 0;
+            let c = checksum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            prop_assert!(verify_ipv4_header(&h));
+            // One bit changed (not one making another all-ones sum) no longer verifies.
+            let mut bad = h;
+            bad[flip / 8] ^= 1 << (flip % 8);
+            prop_assert_eq!(verify_ipv4_header(&bad), verify(&bad));
+        }
+    }
 
     /// RFC 1071 section 3 example: the words 0001 f203 f4f5 f6f7 sum to ddf2.
     #[test]

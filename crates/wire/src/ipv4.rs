@@ -153,7 +153,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// True when the header checksum verifies.
     pub fn verify_checksum(&self) -> bool {
-        checksum::verify(&self.b()[..self.header_len()])
+        let h = &self.b()[..self.header_len()];
+        match h.first_chunk::<20>() {
+            Some(h20) if h.len() == 20 => checksum::verify_ipv4_header(h20),
+            _ => checksum::verify(h),
+        }
     }
 
     /// The payload, up to the total length.
