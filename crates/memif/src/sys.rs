@@ -517,14 +517,15 @@ impl Mapping {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults nor changes memory; the address is in bounds.
-        unsafe {
+        {
             use core::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
             let p = self.ptr.wrapping_add(off).cast::<i8>();
             if write {
-                _mm_prefetch::<_MM_HINT_ET0>(p);
+                // SAFETY: a prefetch never faults nor changes memory; `p` is in bounds.
+                unsafe { _mm_prefetch::<_MM_HINT_ET0>(p) };
             } else {
-                _mm_prefetch::<_MM_HINT_T0>(p);
+                // SAFETY: as above.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
