@@ -508,7 +508,7 @@ fn a_bridged_flow_follows_each_frames_destination_mac() {
     let mut out = |rx: InterfaceId, f: Vec<u8>| {
         let g = r.enter().unwrap();
         pipe.cx.now += 1_000_000;
-        pipe.receive(&g, rx, [f.as_slice()].into_iter());
+        pipe.receive(&g, rx, [f.as_slice()]);
         pipe.run(&g);
         let mut tx = Vec::new();
         pipe.drain_tx(|iface, bytes| tx.push((iface, bytes[0..6].to_vec())));
