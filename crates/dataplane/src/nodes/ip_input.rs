@@ -129,7 +129,18 @@ fn inspect(
     let vrf = st.vrf(VrfId(meta.vrf)).ok_or(Reason::NoVrf)?;
     let from_tunnel = meta.has(flags::FROM_TUNNEL);
     let routed = meta.has(flags::ROUTED);
-    let mut key = FlowKey::new(vrf.id, ip.src, ip.dst, ip.protocol, sport, dport);
+    let mut key = match (ip.src, ip.dst) {
+        // The addresses straight from the header (checked to be there).
+        (IpAddr::V4(_), IpAddr::V4(_)) => {
+            let at = |o: usize| {
+                data.get(l3 + o..l3 + o + 4)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or_default()
+            };
+            FlowKey::v4(vrf.id, at(12), at(16), ip.protocol, sport, dport)
+        }
+        _ => FlowKey::new(vrf.id, ip.src, ip.dst, ip.protocol, sport, dport),
+    };
     if !routed {
         key = key.into_bridged();
     }

@@ -29,6 +29,9 @@ impl FlowKey {
         src_port: u16,
         dst_port: u16,
     ) -> Self {
+        if let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) {
+            return Self::v4(vrf, s.octets(), d.octets(), protocol, src_port, dst_port);
+        }
         let v6 = |a: IpAddr| match a {
             IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
             IpAddr::V6(a) => a.octets(),
@@ -36,6 +39,32 @@ impl FlowKey {
         Self {
             src: v6(src),
             dst: v6(dst),
+            vrf: vrf.0,
+            src_port,
+            dst_port,
+            protocol,
+            bridged: false,
+            _pad: [0; 2],
+        }
+    }
+
+    /// An IPv4 flow's key from the addresses as they are in the header: each stored
+    /// IPv4-mapped with whole-word writes (built through `IpAddr`, the compiler put the
+    /// sixteen bytes together one at a time: 80 of ip-input's 500 instructions).
+    #[inline]
+    pub fn v4(
+        vrf: VrfId,
+        src: [u8; 4],
+        dst: [u8; 4],
+        protocol: u8,
+        src_port: u16,
+        dst_port: u16,
+    ) -> Self {
+        let mapped =
+            |a: [u8; 4]| (0xffff_0000_0000 | u128::from(u32::from_be_bytes(a))).to_be_bytes();
+        Self {
+            src: mapped(src),
+            dst: mapped(dst),
             vrf: vrf.0,
             src_port,
             dst_port,
@@ -136,6 +165,27 @@ fn to_ip(b: [u8; 16]) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv4_key_holds_the_mapped_addresses() {
+        for (s, d) in [([10, 1, 0, 5], [192, 0, 2, 255]), ([0; 4], [255; 4])] {
+            let k = FlowKey::v4(VrfId(7), s, d, 17, 1, 2);
+            assert_eq!(
+                k.src,
+                core::net::Ipv4Addr::from(s).to_ipv6_mapped().octets()
+            );
+            assert_eq!(
+                k.dst,
+                core::net::Ipv4Addr::from(d).to_ipv6_mapped().octets()
+            );
+            assert_eq!((k.vrf, k.protocol, k.src_port, k.dst_port), (7, 17, 1, 2));
+            assert_eq!(
+                k,
+                FlowKey::new(VrfId(7), IpAddr::from(s), IpAddr::from(d), 17, 1, 2)
+            );
+            assert_eq!((k.src_ip(), k.dst_ip()), (IpAddr::from(s), IpAddr::from(d)));
+        }
+    }
 
     fn key(i: u32) -> FlowKey {
         FlowKey::new(
