@@ -1,4 +1,5 @@
-//! The cluster's intent through the API (`/api/v1/cluster/{networks,policies,ports}`),
+//! The cluster's intent through the API
+//! (`/api/v1/cluster/{networks,policies,ports,services,chains}`),
 //! against a store of the test's own: names taken from the path or the body, create-only
 //! POST and create-or-replace PUT, refusals passed on with their status, and 404 when
 //! ovrd is not a member of a cluster.
@@ -168,6 +169,40 @@ async fn networks_are_created_once_replaced_listed_and_deleted() {
     let (st, _) = call(&app, "DELETE", "/api/v1/cluster/networks/blue", None).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert_eq!(fake.kv.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn services_and_chains_are_written_under_their_own_kind() {
+    let (app, _, fake) = member();
+    let fw = json!({"name": "fw", "mode": "in-network",
+        "instances": [{"name": "fw-1", "host": "h1", "left": "fw1-l", "right": "fw1-r"}]});
+    let (st, v) = call(&app, "POST", "/api/v1/cluster/services", Some(fw)).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let (st, v) = call(
+        &app,
+        "PUT",
+        "/api/v1/cluster/chains/through-fw",
+        Some(json!({"functions": ["fw"]})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    {
+        let kv = fake.kv.lock().unwrap();
+        assert_eq!(kv["Service//fw"]["instances"][0]["host"], "h1");
+        assert_eq!(kv["Chain//through-fw"]["functions"], json!(["fw"]));
+    }
+    let (st, v) = call(&app, "GET", "/api/v1/cluster/chains/through-fw", None).await;
+    assert_eq!(
+        (st, &v["name"]),
+        (StatusCode::OK, &json!("through-fw")),
+        "{v}"
+    );
+    let (_, v) = call(&app, "GET", "/api/v1/cluster/services", None).await;
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
+    let (st, _) = call(&app, "DELETE", "/api/v1/cluster/services/fw", None).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _) = call(&app, "GET", "/api/v1/cluster/services/fw", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

@@ -1,4 +1,5 @@
-//! `ovrctl cluster`: the cluster's intent in etcd (networks, ports, policies: list, add,
+//! `ovrctl cluster`: the cluster's intent in etcd (networks, ports, policies, services,
+//! chains: list, add,
 //! show, del) and what the agents publish there (hosts, their reports), read and written
 //! straight in etcd (docs/cluster.md). Every value written is checked first as the
 //! agents check it, and `add` creates only (an etcd transaction) unless `--replace`.
@@ -7,7 +8,7 @@ mod args;
 mod report;
 
 use crate::api::{Failure, exit, print_as, show};
-use args::{Intent, NetworkArgs, PolicyArgs, PortArgs};
+use args::{ChainArgs, Intent, NetworkArgs, PolicyArgs, PortArgs, ServiceArgs};
 use clap::{Args, Subcommand};
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::intent::{IntentError, Intents, Kind};
@@ -86,6 +87,16 @@ pub enum Cluster {
         #[command(subcommand)]
         action: Option<Policies>,
     },
+    /// Network functions and their instances (docs/chains.md).
+    Services {
+        #[command(subcommand)]
+        action: Option<Services>,
+    },
+    /// Service chains: the functions a policy rule's traffic crosses.
+    Chains {
+        #[command(subcommand)]
+        action: Option<Chains>,
+    },
 }
 
 #[derive(Subcommand, Clone, Debug)]
@@ -131,6 +142,34 @@ pub enum Policies {
     /// Create one: policies add no-telnet --network red
     /// --rules '[{"action":"deny","protocol":"tcp","dst_ports":"23"}]'.
     Add(PolicyArgs),
+    Show {
+        name: String,
+    },
+    Del {
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum Services {
+    /// All of them (the default).
+    List,
+    /// Create one: services add fw --instance fw-1:h1:fw1-left:fw1-right.
+    Add(ServiceArgs),
+    Show {
+        name: String,
+    },
+    Del {
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum Chains {
+    /// All of them (the default).
+    List,
+    /// Create one: chains add through-fw --function fw.
+    Add(ChainArgs),
     Show {
         name: String,
     },
@@ -186,6 +225,8 @@ struct Ctx {
 const NETWORK_COLUMNS: &[&str] = &["name", "vni", "encap", "flood", "subnets", "gateways"];
 const PORT_COLUMNS: &[&str] = &["host", "name", "network", "mac", "ips", "interface"];
 const POLICY_COLUMNS: &[&str] = &["name", "network", "rules"];
+const SERVICE_COLUMNS: &[&str] = &["name", "mode", "instances"];
+const CHAIN_COLUMNS: &[&str] = &["name", "functions"];
 
 impl Ctx {
     async fn run(&self, what: Cluster) -> Result<(), Failure> {
@@ -209,6 +250,18 @@ impl Ctx {
                 Policies::Add(a) => self.write(args::policy(&a).map_err(Failure::usage)?).await,
                 Policies::Show { name } => self.show(Key::Policy(name)).await,
                 Policies::Del { name } => self.delete(Key::Policy(name)).await,
+            },
+            Cluster::Services { action } => match action.unwrap_or(Services::List) {
+                Services::List => self.list(Kind::Service, None, SERVICE_COLUMNS).await,
+                Services::Add(a) => self.write(args::service(&a).map_err(Failure::usage)?).await,
+                Services::Show { name } => self.show(Key::Service(name)).await,
+                Services::Del { name } => self.delete(Key::Service(name)).await,
+            },
+            Cluster::Chains { action } => match action.unwrap_or(Chains::List) {
+                Chains::List => self.list(Kind::Chain, None, CHAIN_COLUMNS).await,
+                Chains::Add(a) => self.write(args::chain(&a)).await,
+                Chains::Show { name } => self.show(Key::Chain(name)).await,
+                Chains::Del { name } => self.delete(Key::Chain(name)).await,
             },
         }
     }

@@ -223,6 +223,8 @@ fn kind(k: IntentKind) -> Kind {
         IntentKind::Network => Kind::Network,
         IntentKind::Policy => Kind::Policy,
         IntentKind::Port => Kind::Port,
+        IntentKind::Service => Kind::Service,
+        IntentKind::Chain => Kind::Chain,
     }
 }
 

@@ -1,4 +1,5 @@
-//! The cluster's intent through this ovrd (`/api/v1/cluster/{networks,policies,ports}`):
+//! The cluster's intent through this ovrd
+//! (`/api/v1/cluster/{networks,policies,ports,services,chains}`):
 //! when ovrd is a member of a cluster, any of its APIs reads and writes the networks,
 //! policies and ports of the whole cluster, as `ovrctl cluster` does (and the CNI
 //! plugin, which only talks to its host's ovrd). The store behind it is a small trait
@@ -26,6 +27,8 @@ pub enum IntentKind {
     Network,
     Policy,
     Port,
+    Service,
+    Chain,
 }
 
 /// One object of intent: its kind and names (`host` only for ports).
@@ -138,7 +141,7 @@ async fn delete(s: AppState, key: IntentKey) -> Result<Json<Value>, ApiError> {
     Ok(Json(o))
 }
 
-/// Networks and policies: keyed by a name.
+/// Networks, policies, services and chains: keyed by a name.
 macro_rules! named {
     ($m:ident, $list:tt, $one:tt, $kind:ident) => {
         pub mod $m {
@@ -205,6 +208,19 @@ named!(
     "/api/v1/cluster/policies",
     "/api/v1/cluster/policies/{name}",
     Policy
+);
+
+named!(
+    services,
+    "/api/v1/cluster/services",
+    "/api/v1/cluster/services/{name}",
+    Service
+);
+named!(
+    chains,
+    "/api/v1/cluster/chains",
+    "/api/v1/cluster/chains/{name}",
+    Chain
 );
 
 /// Ports: keyed by host and name; a port created without `host` is this host's.

@@ -272,6 +272,16 @@ impl AppState {
         intent::policies::get,
         intent::policies::replace,
         intent::policies::delete,
+        intent::services::list,
+        intent::services::create,
+        intent::services::get,
+        intent::services::replace,
+        intent::services::delete,
+        intent::chains::list,
+        intent::chains::create,
+        intent::chains::get,
+        intent::chains::replace,
+        intent::chains::delete,
         intent::ports::list,
         intent::ports::create,
         intent::ports::get,
@@ -419,6 +429,26 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
             g(intent::policies::get)
                 .put(intent::policies::replace)
                 .delete(intent::policies::delete),
+        )
+        .route(
+            "/api/v1/cluster/services",
+            g(intent::services::list).post(intent::services::create),
+        )
+        .route(
+            "/api/v1/cluster/services/{name}",
+            g(intent::services::get)
+                .put(intent::services::replace)
+                .delete(intent::services::delete),
+        )
+        .route(
+            "/api/v1/cluster/chains",
+            g(intent::chains::list).post(intent::chains::create),
+        )
+        .route(
+            "/api/v1/cluster/chains/{name}",
+            g(intent::chains::get)
+                .put(intent::chains::replace)
+                .delete(intent::chains::delete),
         )
         .route(
             "/api/v1/cluster/ports",

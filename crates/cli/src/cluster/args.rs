@@ -72,6 +72,33 @@ pub struct PolicyArgs {
     pub replace: bool,
 }
 
+#[derive(Args, Clone, Debug)]
+pub struct ServiceArgs {
+    pub name: String,
+    /// How the function treats frames (only in-network in a cluster).
+    #[arg(long, default_value = "in-network", value_parser = ["in-network", "transparent"])]
+    pub mode: String,
+    /// An instance, NAME:HOST:LEFT:RIGHT (LEFT and RIGHT: ports of HOST, towards the
+    /// chain's source and its destination); repeat for more.
+    #[arg(long = "instance", required = true)]
+    pub instances: Vec<String>,
+    /// Overwrite the service if it exists.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct ChainArgs {
+    pub name: String,
+    /// A service, in the order traffic from the source network crosses them; repeat for
+    /// more.
+    #[arg(long = "function", required = true)]
+    pub functions: Vec<String>,
+    /// Overwrite the chain if it exists.
+    #[arg(long)]
+    pub replace: bool,
+}
+
 /// A value to write: its key and JSON, not yet checked.
 #[derive(Debug, PartialEq)]
 pub struct Intent {
@@ -147,6 +174,33 @@ pub fn policy(a: &PolicyArgs) -> Result<Intent, String> {
     })
 }
 
+/// A service; an --instance not of the form NAME:HOST:LEFT:RIGHT is a usage error.
+pub fn service(a: &ServiceArgs) -> Result<Intent, String> {
+    let instances = a
+        .instances
+        .iter()
+        .map(|i| match i.split(':').collect::<Vec<_>>()[..] {
+            [name, host, left, right] => {
+                Ok(json!({ "name": name, "host": host, "left": left, "right": right }))
+            }
+            _ => Err(format!("--instance {i}: give NAME:HOST:LEFT:RIGHT")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Intent {
+        key: Key::Service(a.name.clone()),
+        value: json!({ "mode": a.mode, "instances": instances }),
+        replace: a.replace,
+    })
+}
+
+pub fn chain(a: &ChainArgs) -> Intent {
+    Intent {
+        key: Key::Chain(a.name.clone()),
+        value: json!({ "functions": a.functions }),
+        replace: a.replace,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +216,31 @@ mod tests {
         Line::<T>::try_parse_from(std::iter::once("t").chain(line.split_whitespace()))
             .unwrap()
             .args
+    }
+
+    #[test]
+    fn service_and_chain_arguments_become_their_values_and_pass_the_agents_check() {
+        let s = service(&args(
+            "fw --instance fw-1:h1:fw1-l:fw1-r --instance fw-2:h2:fw2-l:fw2-r",
+        ))
+        .unwrap();
+        assert_eq!(s.key, Key::Service("fw".into()));
+        assert_eq!(
+            s.value,
+            json!({"mode": "in-network", "instances": [
+                {"name": "fw-1", "host": "h1", "left": "fw1-l", "right": "fw1-r"},
+                {"name": "fw-2", "host": "h2", "left": "fw2-l", "right": "fw2-r"}]})
+        );
+        s.checked().unwrap();
+        let e = service(&args("fw --instance fw-1:h1:fw1-l")).unwrap_err();
+        assert!(e.contains("NAME:HOST:LEFT:RIGHT"), "{e}");
+        let c = chain(&args("through-fw --function fw --function ids"));
+        assert_eq!(c.value, json!({"functions": ["fw", "ids"]}));
+        c.checked().unwrap();
+        let e = service(&args("fw --instance fw-1:h1:p:p"))
+            .unwrap()
+            .checked();
+        assert!(e.is_err(), "left and right the same port: {e:?}");
     }
 
     #[test]
