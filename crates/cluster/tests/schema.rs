@@ -27,6 +27,8 @@ fn key_of(kind: &str) -> Key {
         "port" => Key::Port { host, name },
         "host" => Key::Host(host),
         "endpoint" => Key::Endpoint { host, name },
+        "service" => Key::Service(name),
+        "chain" => Key::Chain(name),
         other => panic!("no kind {other}"),
     }
 }
@@ -85,6 +87,12 @@ fn validate(root: &Value, s: &Value, v: &Value, at: &str) -> Result<(), String> 
         }
     }
     if let Some(items) = v.as_array() {
+        let n = items.len() as u64;
+        if s["minItems"].as_u64().is_some_and(|m| n < m)
+            || s["maxItems"].as_u64().is_some_and(|m| n > m)
+        {
+            return fail("number of items out of bounds");
+        }
         if s["uniqueItems"] == true
             && items
                 .iter()
@@ -169,20 +177,28 @@ fn schemas_and_examples_agree_with_the_model() {
         "port.invalid.interface-too-long.json",
         "host.invalid.reserved-label.json",
         "endpoint.invalid.no-mac.json",
+        "service.invalid.transparent.json",
+        "service.invalid.no-right.json",
+        "chain.invalid.empty.json",
+        "chain.invalid.twice.json",
     ] {
         assert!(
             refused_by_schema.contains(file),
             "the schema accepts {file}"
         );
     }
-    let kinds = ["endpoint", "host", "network", "policy", "port"];
+    let kinds = [
+        "chain", "endpoint", "host", "network", "policy", "port", "service",
+    ];
     assert_eq!(seen, kinds.iter().map(|k| k.to_string()).collect());
 }
 
 #[test]
 fn the_documentation_shows_the_schema_files() {
     let doc = std::fs::read_to_string(docs().join("../cluster.md")).unwrap();
-    for kind in ["network", "policy", "port", "host", "endpoint"] {
+    for kind in [
+        "network", "policy", "port", "service", "chain", "host", "endpoint",
+    ] {
         let schema = std::fs::read_to_string(docs().join(format!("{kind}.json"))).unwrap();
         assert!(
             doc.contains(&format!("```json\n{schema}```")),
