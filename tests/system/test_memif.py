@@ -159,6 +159,18 @@ def example(tmp):
     return text.replace("/run/ovr/", f"{tmp}/")
 
 
+def b_as_client(tmp, sock):
+    """The example with ovr a client of memif-b's network function, which listens on
+    `sock`."""
+    config = example(tmp).replace(
+        f"""      role: server
+      socket: {tmp}/memif-b.sock""",
+        f"""      role: client
+      socket: {sock}""")
+    assert "role: client" in config
+    return config
+
+
 @pytest.fixture
 def procs():
     started = []
@@ -256,12 +268,7 @@ def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
 
 def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):
     b_sock = tmp_path / "nf-b.sock"
-    config = example(tmp_path).replace(
-        f"""      role: server
-      socket: {tmp_path}/memif-b.sock""",
-        f"""      role: client
-      socket: {b_sock}""")
-    assert "role: client" in config
+    config = b_as_client(tmp_path, b_sock)
     # The network function is the server here: it listens first.
     rx = receiver(tmp_path, procs, b_sock, "server")
     wait_until(lambda: b_sock.exists(), "testpmd's socket")
@@ -300,11 +307,7 @@ def test_links_come_back_after_ovrd_is_killed_and_restarted(tmp_path, procs):
     path the killed process left behind. (DPDK's net_memif client does not reconnect by
     itself, unlike VPP's and libmemif's: the sender is started again.)"""
     b_sock = tmp_path / "nf-b.sock"
-    config = example(tmp_path).replace(
-        f"""      role: server
-      socket: {tmp_path}/memif-b.sock""",
-        f"""      role: client
-      socket: {b_sock}""")
+    config = b_as_client(tmp_path, b_sock)
     rx = receiver(tmp_path, procs, b_sock, "server")
     wait_until(lambda: b_sock.exists(), "testpmd's socket")
     first = Ovrd(tmp_path, config)

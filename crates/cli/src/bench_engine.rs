@@ -94,6 +94,20 @@ fn tables() -> Vec<TableOp> {
         },
     ])
     .unwrap_or_default();
+    let workload = |id, name: &str| {
+        TableOp::UpsertInterface(Interface {
+            id,
+            name: name.into(),
+            kind: InterfaceKind::Workload,
+            vrf: Some(vrf),
+            mac: DEFAULT_ROUTER_MAC,
+            addresses: vec![],
+            mtu: 1500,
+            policy: true,
+            admin_up: true,
+            memif: None,
+        })
+    };
     vec![
         TableOp::UpsertVrf {
             id: vrf,
@@ -115,30 +129,8 @@ fn tables() -> Vec<TableOp> {
             admin_up: true,
             memif: None,
         }),
-        TableOp::UpsertInterface(Interface {
-            id: WORKLOAD,
-            name: "vm1".into(),
-            kind: InterfaceKind::Workload,
-            vrf: Some(vrf),
-            mac: DEFAULT_ROUTER_MAC,
-            addresses: vec![],
-            mtu: 1500,
-            policy: true,
-            admin_up: true,
-            memif: None,
-        }),
-        TableOp::UpsertInterface(Interface {
-            id: WORKLOAD2,
-            name: "vm2".into(),
-            kind: InterfaceKind::Workload,
-            vrf: Some(vrf),
-            mac: DEFAULT_ROUTER_MAC,
-            addresses: vec![],
-            mtu: 1500,
-            policy: true,
-            admin_up: true,
-            memif: None,
-        }),
+        workload(WORKLOAD, "vm1"),
+        workload(WORKLOAD2, "vm2"),
         TableOp::UpsertNextHop(
             NextHopId(1),
             NextHop::Interface {
