@@ -198,6 +198,11 @@ impl Cx {
         self.drops[usize::from(reason.into().0)] += 1;
     }
 
+    /// Counts `n` drops at once (frames a driver or the kernel lost, reported later).
+    pub fn count_drops(&mut self, reason: impl Into<DropReason>, n: u64) {
+        self.drops[usize::from(reason.into().0)] += n;
+    }
+
     pub fn interface_counters(&mut self, id: u32) -> &mut InterfaceCounters {
         let i = id as usize;
         if self.interfaces.len() <= i {
