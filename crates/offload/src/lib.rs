@@ -6,10 +6,13 @@
 //! and installed in the backend; the flow's later packets are forwarded there without
 //! waking ovrd. [`FastPath`] owns what is offloaded (one place, as DESIGN.md asks):
 //!
-//! - a table change (a new epoch) or an interface attached or detached invalidates
-//!   every entry at once (a generation number the backend checks per packet), so a
-//!   route or policy change applies to the next packet, which user space revalidates
-//!   and offloads again;
+//! - a table change (a new epoch) has the owner take the decision of each flow it
+//!   offloaded again before it forwards with the new tables (`recheck`): entries whose
+//!   treatment is unchanged (the same next hop, or one with the same content) stay,
+//!   the others are removed and their flows' next packets go to user space, which
+//!   offloads them again. An interface attached, detached or changed (or more entries
+//!   than a re-check should take) invalidates every entry at once instead (a
+//!   generation number the backend checks per packet);
 //! - a flow removed in user space (aged, deleted through the API, replaced) has its
 //!   entry removed at the next sweep, and the sweep merges the backend's counters into
 //!   the flow (packets, bytes, last seen, so that an active flow does not age) and into
@@ -32,12 +35,15 @@
 
 mod adopt;
 pub mod bpf;
+mod recheck;
 pub mod describe;
 pub mod layout;
 pub mod pin;
 
 pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
+pub use recheck::RECHECK_MAX;
+use recheck::{Surroundings, Via};
 
 use ovr_dataplane::context::Cx;
 pub use ovr_dataplane::context::FastPathCounters;
@@ -146,6 +152,8 @@ struct Installed {
     seen: Usage,
     /// The generation it was installed in (only the current one is used).
     generation: u32,
+    /// The next hop it was described from (`recheck`).
+    via: Via,
 }
 
 /// How often receive drops and other owners' avoided egresses are looked at.
@@ -178,8 +186,14 @@ pub struct FastPath<O: Offload> {
     epoch: Option<u32>,
     /// `Shared`'s interface changes seen.
     interfaces: u64,
-    /// By flow id: the generation in which the flow was last offered (0: never).
+    /// By flow id: the round in which the flow was last offered (0: never). A round
+    /// starts with every generation and every table change: a flow refused for
+    /// tables that changed since is offered again.
     tried: Vec<u32>,
+    round: u32,
+    /// What the entries were described from beyond their next hops, for the tables
+    /// of the last generation or re-check (`recheck`).
+    surroundings: Option<Surroundings>,
     installed: HashMap<u32, Installed>,
     /// Which flow an installed key belongs to.
     owner: HashMap<Key, u32>,
@@ -227,6 +241,8 @@ impl<O: Offload> FastPath<O> {
             epoch: None,
             interfaces: 0,
             tried: Vec::new(),
+            round: 0,
+            surroundings: None,
             installed: HashMap::new(),
             owner: HashMap::new(),
             cursor: None,
@@ -280,19 +296,43 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Starts a new generation if the tables or the interfaces changed (whichever owner
-    /// sees it first starts it for all), and takes up the generation in force. Call
-    /// before forwarding with `st`, every loop iteration.
-    pub fn begin(&mut self, st: &ForwardingState) {
+    /// Follows a change of the tables or of the interfaces. A table change that leaves
+    /// what entries are described from beyond their next hops as it was (`recheck`) has
+    /// this owner's flows decided again, keeping the entries whose treatment is the
+    /// same; anything else starts a new generation (whichever owner sees it first
+    /// starts it for all), and the generation in force is taken up. Call before
+    /// forwarding with `st`, every loop iteration.
+    pub fn begin(&mut self, st: &ForwardingState, cx: &mut Cx) {
         let changed = self.backend.take_changed();
         let epoch = st.epoch();
-        if !changed
-            && self.epoch == Some(epoch)
-            && self.generation == self.shared.generation.load(Ordering::Acquire)
-        {
+        let in_force = self.shared.generation.load(Ordering::Acquire);
+        if !changed && self.epoch == Some(epoch) && self.generation == in_force {
             return;
         }
+        self.round = self.round.wrapping_add(1).max(1);
+        let moved = self.epoch != Some(epoch);
+        let around = moved.then(|| Surroundings::of(st));
+        if !changed
+            && self.generation != 0
+            && self.generation == in_force
+            && self.installed.len() <= RECHECK_MAX
+            && around.is_some()
+            && self.surroundings == around
+        {
+            let shared = self.shared.clone();
+            let mut s = shared.lock();
+            if !s.changed && s.generation == self.generation {
+                if s.epoch.is_none_or(|e| later(epoch, e)) {
+                    s.epoch = Some(epoch);
+                }
+                drop(s);
+                self.epoch = Some(epoch);
+                self.recheck(st, cx);
+                return;
+            }
+        }
         self.epoch = Some(epoch);
+        let mut started = false;
         let shared = self.shared.clone();
         let mut s = shared.lock();
         s.changed |= changed;
@@ -311,6 +351,7 @@ impl<O: Offload> FastPath<O> {
             }
             s.epoch = Some(epoch);
             s.generation = s.generation.wrapping_add(1).max(1);
+            started = true;
             self.counters.invalidations += 1;
             let r = self
                 .backend
@@ -327,6 +368,15 @@ impl<O: Offload> FastPath<O> {
         if s.interfaces != self.interfaces {
             self.interfaces = s.interfaces;
             self.rx_dropped.clear();
+        }
+        drop(s);
+        if self.generation != 0 {
+            // Entries still in force (another owner started no generation) are checked
+            // against these tables all the same.
+            if !started && moved {
+                self.recheck(st, cx);
+            }
+            self.surroundings = Some(around.unwrap_or_else(|| Surroundings::of(st)));
         }
     }
 
@@ -345,10 +395,10 @@ impl<O: Offload> FastPath<O> {
         if self.tried.len() <= i {
             self.tried.resize(i + 1, 0);
         }
-        if self.tried[i] == self.generation {
+        if self.tried[i] == self.round {
             return;
         }
-        self.tried[i] = self.generation;
+        self.tried[i] = self.round;
         // What is remembered per flow id is forgotten when the flow goes (the id is
         // reused by a new flow): the flow table reports the ids it removes from now on.
         cx.flows.log_removals();
@@ -370,12 +420,23 @@ impl<O: Offload> FastPath<O> {
         }
         let backend = &self.backend;
         match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
-            Ok((key, action)) => self.install(cx, id, meta, key, action),
+            Ok((key, action)) => {
+                let via = Via::of(st, ovr_tables::ids::NextHopId(meta.next_hop));
+                self.install(cx, id, meta, key, action, via)
+            }
             Err(_) => self.counters.refused += 1,
         }
     }
 
-    fn install(&mut self, cx: &mut Cx, id: FlowId, meta: &Meta, key: Key, action: Action) {
+    fn install(
+        &mut self,
+        cx: &mut Cx,
+        id: FlowId,
+        meta: &Meta,
+        key: Key,
+        action: Action,
+        via: Via,
+    ) {
         // Counters of the entry this one replaces are merged first.
         if let Some(prev) = self.installed.get(&id.0).copied() {
             self.merge(cx, id.0, prev);
@@ -407,6 +468,7 @@ impl<O: Offload> FastPath<O> {
                 growth: action.growth(),
                 seen: Usage::default(),
                 generation: self.generation,
+                via,
             },
         );
     }

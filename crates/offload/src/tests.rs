@@ -9,6 +9,8 @@ use ovr_tables::state::TablesReader;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+mod recheck;
+
 const CASES: &str = include_str!("../fixtures/cases.txt");
 
 fn hex(s: &str) -> Vec<u8> {
@@ -217,7 +219,7 @@ impl Rig {
         let guard = self.reader.enter().expect("tables");
         self.pipe.cx.now = now;
         self.fake.s.borrow_mut().clock = now;
-        self.fast.begin(&guard);
+        self.fast.begin(&guard, &mut self.pipe.cx);
         self.pipe.run(&guard);
         self.fast.maintain(&mut self.pipe.cx);
     }
@@ -230,7 +232,7 @@ impl Rig {
         let id = self.names.interfaces[iface];
         self.pipe.cx.now = now;
         self.fake.s.borrow_mut().clock = now;
-        self.fast.begin(st);
+        self.fast.begin(st, &mut self.pipe.cx);
         self.pipe.receive(st, id, [frame]);
         self.pipe.run(st);
         let fast = &mut self.fast;

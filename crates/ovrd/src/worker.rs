@@ -79,7 +79,7 @@ impl Worker {
             let st = &*guard;
             self.pipe.cx.now = (now - start).as_nanos() as u64;
             if let Some(f) = self.fast.as_mut() {
-                f.begin(st);
+                f.begin(st, &mut self.pipe.cx);
             }
             let received = self.receive(st);
             if received > 0 {
