@@ -74,10 +74,7 @@ impl Surroundings {
     pub(crate) fn of(st: &ForwardingState) -> Self {
         Self {
             interfaces: st.interfaces().iter().cloned().collect(),
-            networks: st
-                .vrfs()
-                .map(|v| (v.id, v.vni, v.router_mac))
-                .collect(),
+            networks: st.vrfs().map(|v| (v.id, v.vni, v.router_mac)).collect(),
         }
     }
 }

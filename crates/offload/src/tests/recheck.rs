@@ -28,7 +28,9 @@ impl Rig {
 
     fn nexthop(&self, name: &str) -> NextHop {
         let st = self.reader.enter().expect("tables");
-        st.nexthop(self.names.nexthops[name]).cloned().expect("next hop")
+        st.nexthop(self.names.nexthops[name])
+            .cloned()
+            .expect("next hop")
     }
 
     fn flow_action(&self) -> (Option<FlowAction>, u32) {
