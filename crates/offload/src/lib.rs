@@ -157,6 +157,8 @@ struct Installed {
     via: Via,
 }
 
+/// Entries asked for per read when everything is merged at once (`sync_all`).
+const SYNC_BATCH: usize = 4096;
 /// How often receive drops and other owners' avoided egresses are looked at.
 const CHECK_EVERY_NS: u64 = 100_000_000;
 /// Most entries one sweep step reads; the worker forwards nothing meanwhile, so the
@@ -680,7 +682,43 @@ impl<O: Offload> FastPath<O> {
     /// Sweeps everything now: before the flows or counters are read, and after flows
     /// were deleted through the API.
     pub fn sync_all(&mut self, cx: &mut Cx) {
-        let ids: Vec<u32> = self.installed.keys().copied().collect();
+        // The table is read in batches, then whatever the read did not return (an entry
+        // the kernel's walk skipped, or an error) entry by entry: one call per entry,
+        // tens of thousands of them, stalled the worker for tens of milliseconds per API
+        // request while the frames it owed user space piled up in its receive rings.
+        let mut settled = std::collections::HashSet::with_capacity(self.installed.len());
+        let (mut cursor, mut read) = (None, Vec::new());
+        while !self.installed.is_empty() {
+            read.clear();
+            let next = match self.backend.scan(cursor, SYNC_BATCH, &mut read) {
+                Ok(next) => next,
+                Err(e) => {
+                    self.failed(e);
+                    break;
+                }
+            };
+            for &(key, usage) in &read {
+                let Some(&id) = self.owner.get(&key) else {
+                    continue;
+                };
+                if let Some(rec) = self.installed.get(&id).copied()
+                    && rec.key == key
+                    && settled.insert(id)
+                {
+                    self.settle(cx, id, rec, Some(usage));
+                }
+            }
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let ids: Vec<u32> = self
+            .installed
+            .keys()
+            .filter(|id| !settled.contains(*id))
+            .copied()
+            .collect();
         for id in ids {
             self.check(cx, id);
         }
