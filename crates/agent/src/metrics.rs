@@ -205,6 +205,21 @@ pub fn render(s: &Snapshot) -> String {
             fp.invalidations,
         ),
         (
+            "ovr_fast_path_rechecks_total",
+            "Table changes after which offloaded flows were re-checked (not invalidated)",
+            fp.rechecks,
+        ),
+        (
+            "ovr_fast_path_rechecked_kept_total",
+            "Fast-path entries kept by a re-check (their flow's treatment was unchanged)",
+            fp.rechecked_kept,
+        ),
+        (
+            "ovr_fast_path_rechecked_removed_total",
+            "Fast-path entries removed by a re-check (their flow's treatment changed)",
+            fp.rechecked_removed,
+        ),
+        (
             "ovr_fast_path_redirect_failed_total",
             "Frames the fast path redirected to an egress that dropped them",
             fp.redirect_failed,
@@ -296,7 +311,7 @@ mod tests {
         let mut unique = families.clone();
         unique.dedup();
         assert_eq!(families.len(), unique.len());
-        assert_eq!(families.len(), 25, "{t}");
+        assert_eq!(families.len(), 28, "{t}");
         // Every sample line is "name{labels} value" or "name value".
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.contains(' '), "{l}");

@@ -91,8 +91,15 @@ pub struct FastPathCounters {
     pub removed: u64,
     /// Backend errors (logged once).
     pub errors: u64,
-    /// Generations started (table changes, interfaces coming and going).
+    /// Generations started (interfaces coming and going; table changes the re-check
+    /// does not cover).
     pub invalidations: u64,
+    /// Table changes after which the offloaded flows' decisions were taken again
+    /// instead (`ovr_offload`'s re-check), entries kept (their flow's treatment was
+    /// the same) and entries removed (it changed; user space offers them again).
+    pub rechecks: u64,
+    pub rechecked_kept: u64,
+    pub rechecked_removed: u64,
     /// Frames the fast path redirected to an egress that dropped them (counted by the
     /// receiving interface; the egress is then left to user space for a while).
     pub redirect_failed: u64,
@@ -110,6 +117,9 @@ impl FastPathCounters {
         self.removed += o.removed;
         self.errors += o.errors;
         self.invalidations += o.invalidations;
+        self.rechecks += o.rechecks;
+        self.rechecked_kept += o.rechecked_kept;
+        self.rechecked_removed += o.rechecked_removed;
         self.redirect_failed += o.redirect_failed;
         self.packets += o.packets;
         self.bytes += o.bytes;
@@ -120,13 +130,16 @@ impl std::fmt::Display for FastPathCounters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "flows {} (installed {}, refused {}, removed {}, invalidations {}, errors {}, \
-             redirect_failed {}), carried {} packets {} bytes",
+            "flows {} (installed {}, refused {}, removed {}, invalidations {}, rechecks {} \
+             (kept {}, removed {}), errors {}, redirect_failed {}), carried {} packets {} bytes",
             self.flows,
             self.installed,
             self.refused,
             self.removed,
             self.invalidations,
+            self.rechecks,
+            self.rechecked_kept,
+            self.rechecked_removed,
             self.errors,
             self.redirect_failed,
             self.packets,
@@ -196,6 +209,11 @@ impl Cx {
     /// be created, or was refused on arrival).
     pub fn count_drop(&mut self, reason: impl Into<DropReason>) {
         self.drops[usize::from(reason.into().0)] += 1;
+    }
+
+    /// Counts `n` drops at once (frames a driver or the kernel lost, reported later).
+    pub fn count_drops(&mut self, reason: impl Into<DropReason>, n: u64) {
+        self.drops[usize::from(reason.into().0)] += n;
     }
 
     pub fn interface_counters(&mut self, id: u32) -> &mut InterfaceCounters {

@@ -6,10 +6,13 @@
 //! and installed in the backend; the flow's later packets are forwarded there without
 //! waking ovrd. [`FastPath`] owns what is offloaded (one place, as DESIGN.md asks):
 //!
-//! - a table change (a new epoch) or an interface attached or detached invalidates
-//!   every entry at once (a generation number the backend checks per packet), so a
-//!   route or policy change applies to the next packet, which user space revalidates
-//!   and offloads again;
+//! - a table change (a new epoch) has the owner take the decision of each flow it
+//!   offloaded again before it forwards with the new tables (`recheck`): entries whose
+//!   treatment is unchanged (the same next hop, or one with the same content) stay,
+//!   the others are removed and their flows' next packets go to user space, which
+//!   offloads them again. An interface attached, detached or changed (or more entries
+//!   than a re-check should take) invalidates every entry at once instead (a
+//!   generation number the backend checks per packet);
 //! - a flow removed in user space (aged, deleted through the API, replaced) has its
 //!   entry removed at the next sweep, and the sweep merges the backend's counters into
 //!   the flow (packets, bytes, last seen, so that an active flow does not age) and into
@@ -35,9 +38,13 @@ pub mod bpf;
 pub mod describe;
 pub mod layout;
 pub mod pin;
+mod recheck;
+mod redirects;
 
 pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
+pub use recheck::RECHECK_MAX;
+use recheck::{Surroundings, Via};
 
 use ovr_dataplane::context::Cx;
 pub use ovr_dataplane::context::FastPathCounters;
@@ -146,8 +153,12 @@ struct Installed {
     seen: Usage,
     /// The generation it was installed in (only the current one is used).
     generation: u32,
+    /// The next hop it was described from (`recheck`).
+    via: Via,
 }
 
+/// Entries asked for per read when everything is merged at once (`sync_all`).
+const SYNC_BATCH: usize = 4096;
 /// How often receive drops and other owners' avoided egresses are looked at.
 const CHECK_EVERY_NS: u64 = 100_000_000;
 /// Most entries one sweep step reads; the worker forwards nothing meanwhile, so the
@@ -178,8 +189,14 @@ pub struct FastPath<O: Offload> {
     epoch: Option<u32>,
     /// `Shared`'s interface changes seen.
     interfaces: u64,
-    /// By flow id: the generation in which the flow was last offered (0: never).
+    /// By flow id: the round in which the flow was last offered (0: never). A round
+    /// starts with every generation and every table change: a flow refused for
+    /// tables that changed since is offered again.
     tried: Vec<u32>,
+    round: u32,
+    /// What the entries were described from beyond their next hops, for the tables
+    /// of the last generation or re-check (`recheck`).
+    surroundings: Option<Surroundings>,
     installed: HashMap<u32, Installed>,
     /// Which flow an installed key belongs to.
     owner: HashMap<Key, u32>,
@@ -227,6 +244,8 @@ impl<O: Offload> FastPath<O> {
             epoch: None,
             interfaces: 0,
             tried: Vec::new(),
+            round: 0,
+            surroundings: None,
             installed: HashMap::new(),
             owner: HashMap::new(),
             cursor: None,
@@ -280,19 +299,43 @@ impl<O: Offload> FastPath<O> {
         }
     }
 
-    /// Starts a new generation if the tables or the interfaces changed (whichever owner
-    /// sees it first starts it for all), and takes up the generation in force. Call
-    /// before forwarding with `st`, every loop iteration.
-    pub fn begin(&mut self, st: &ForwardingState) {
+    /// Follows a change of the tables or of the interfaces. A table change that leaves
+    /// what entries are described from beyond their next hops as it was (`recheck`) has
+    /// this owner's flows decided again, keeping the entries whose treatment is the
+    /// same; anything else starts a new generation (whichever owner sees it first
+    /// starts it for all), and the generation in force is taken up. Call before
+    /// forwarding with `st`, every loop iteration.
+    pub fn begin(&mut self, st: &ForwardingState, cx: &mut Cx) {
         let changed = self.backend.take_changed();
         let epoch = st.epoch();
-        if !changed
-            && self.epoch == Some(epoch)
-            && self.generation == self.shared.generation.load(Ordering::Acquire)
-        {
+        let in_force = self.shared.generation.load(Ordering::Acquire);
+        if !changed && self.epoch == Some(epoch) && self.generation == in_force {
             return;
         }
+        self.round = self.round.wrapping_add(1).max(1);
+        let moved = self.epoch != Some(epoch);
+        let around = moved.then(|| Surroundings::of(st));
+        if !changed
+            && self.generation != 0
+            && self.generation == in_force
+            && self.installed.len() <= RECHECK_MAX
+            && around.is_some()
+            && self.surroundings == around
+        {
+            let shared = self.shared.clone();
+            let mut s = shared.lock();
+            if !s.changed && s.generation == self.generation {
+                if s.epoch.is_none_or(|e| later(epoch, e)) {
+                    s.epoch = Some(epoch);
+                }
+                drop(s);
+                self.epoch = Some(epoch);
+                self.recheck(st, cx);
+                return;
+            }
+        }
         self.epoch = Some(epoch);
+        let mut started = false;
         let shared = self.shared.clone();
         let mut s = shared.lock();
         s.changed |= changed;
@@ -311,6 +354,7 @@ impl<O: Offload> FastPath<O> {
             }
             s.epoch = Some(epoch);
             s.generation = s.generation.wrapping_add(1).max(1);
+            started = true;
             self.counters.invalidations += 1;
             let r = self
                 .backend
@@ -327,6 +371,15 @@ impl<O: Offload> FastPath<O> {
         if s.interfaces != self.interfaces {
             self.interfaces = s.interfaces;
             self.rx_dropped.clear();
+        }
+        drop(s);
+        if self.generation != 0 {
+            // Entries still in force (another owner started no generation) are checked
+            // against these tables all the same.
+            if !started && moved {
+                self.recheck(st, cx);
+            }
+            self.surroundings = Some(around.unwrap_or_else(|| Surroundings::of(st)));
         }
     }
 
@@ -345,10 +398,10 @@ impl<O: Offload> FastPath<O> {
         if self.tried.len() <= i {
             self.tried.resize(i + 1, 0);
         }
-        if self.tried[i] == self.generation {
+        if self.tried[i] == self.round {
             return;
         }
-        self.tried[i] = self.generation;
+        self.tried[i] = self.round;
         // What is remembered per flow id is forgotten when the flow goes (the id is
         // reused by a new flow): the flow table reports the ids it removes from now on.
         cx.flows.log_removals();
@@ -370,12 +423,23 @@ impl<O: Offload> FastPath<O> {
         }
         let backend = &self.backend;
         match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
-            Ok((key, action)) => self.install(cx, id, meta, key, action),
+            Ok((key, action)) => {
+                let via = Via::of(st, ovr_tables::ids::NextHopId(meta.next_hop));
+                self.install(cx, id, meta, key, action, via)
+            }
             Err(_) => self.counters.refused += 1,
         }
     }
 
-    fn install(&mut self, cx: &mut Cx, id: FlowId, meta: &Meta, key: Key, action: Action) {
+    fn install(
+        &mut self,
+        cx: &mut Cx,
+        id: FlowId,
+        meta: &Meta,
+        key: Key,
+        action: Action,
+        via: Via,
+    ) {
         // Counters of the entry this one replaces are merged first.
         if let Some(prev) = self.installed.get(&id.0).copied() {
             self.merge(cx, id.0, prev);
@@ -407,6 +471,7 @@ impl<O: Offload> FastPath<O> {
                 growth: action.growth(),
                 seen: Usage::default(),
                 generation: self.generation,
+                via,
             },
         );
     }
@@ -474,72 +539,6 @@ impl<O: Offload> FastPath<O> {
             .saturating_add_signed(db as i64 + dp as i64 * rec.growth);
     }
 
-    /// Whether an interface dropped frames on receipt while the fast path redirected
-    /// its frames: then the egresses it redirected to are avoided for a while, their
-    /// entries removed, and the loss counted and logged (never a silent black hole).
-    fn check_redirects(&mut self, cx: &mut Cx) {
-        let since = cx.now.saturating_sub(SUSPECT_NS);
-        for (id, dropped) in self.backend.rx_dropped() {
-            let before = self.rx_dropped.insert(id.0, dropped);
-            let delta = before.map_or(0, |b| dropped.saturating_sub(b));
-            if delta == 0 {
-                continue;
-            }
-            let from_here: Vec<(u32, Installed)> = self
-                .installed
-                .iter()
-                .filter(|(_, r)| r.rx_if == id.0)
-                .map(|(i, r)| (*i, *r))
-                .collect();
-            for (i, r) in from_here {
-                self.merge(cx, i, r);
-            }
-            let suspects: Vec<u32> = self.redirected.get(&id.0).map_or(Vec::new(), |to| {
-                to.iter()
-                    .filter(|(_, at)| *at >= since)
-                    .map(|(e, _)| *e)
-                    .collect()
-            });
-            if suspects.is_empty() {
-                continue;
-            }
-            // Each owner whose flows redirected from here sees the same drops: the
-            // first counts them.
-            let shared = self.shared.clone();
-            let mut s = shared.lock();
-            let counted = s.counted.entry(id.0).or_insert(0);
-            let lost = dropped.saturating_sub((*counted).max(dropped - delta));
-            *counted = (*counted).max(dropped);
-            for &e in &suspects {
-                s.bad_egress.insert(e, cx.now + EGRESS_BACKOFF_NS);
-            }
-            drop(s);
-            self.counters.redirect_failed += lost;
-            tracing::warn!(
-                "fast path: interface {} dropped {delta} redirected frames; egress {:?} left \
-                 to user space for {} s (a veth egress needs NAPI on its peer: GRO on, or \
-                 an XDP program there)",
-                id.0,
-                suspects,
-                EGRESS_BACKOFF_NS / 1_000_000_000
-            );
-            let gone: Vec<(u32, Key)> = self
-                .installed
-                .iter()
-                .filter(|(_, r)| suspects.contains(&r.tx_if))
-                .map(|(i, r)| (*i, r.key))
-                .collect();
-            self.forget(gone);
-            for s in suspects {
-                self.bad_egress.insert(s, cx.now + EGRESS_BACKOFF_NS);
-            }
-        }
-        self.redirected.retain(|_, to| {
-            to.retain(|(_, at)| *at >= since);
-            !to.is_empty()
-        });
-    }
-
     /// Removes entries (after their counters were merged) and lets their flows be
     /// offered again.
     fn forget(&mut self, gone: Vec<(u32, Key)>) {
@@ -555,33 +554,6 @@ impl<O: Offload> FastPath<O> {
         if let Some(t) = self.tried.get_mut(id as usize) {
             *t = 0;
         }
-    }
-
-    /// Takes up the egresses other owners found dropping redirected frames: this
-    /// owner's entries towards them go too.
-    fn follow_bad_egress(&mut self, cx: &mut Cx) {
-        let shared = self.shared.lock().bad_egress.clone();
-        let new: Vec<u32> = shared
-            .iter()
-            .filter(|(e, until)| cx.now < **until && self.bad_egress.get(e) != Some(until))
-            .map(|(e, _)| *e)
-            .collect();
-        self.bad_egress = shared;
-        if new.is_empty() {
-            return;
-        }
-        let towards: Vec<(u32, Installed)> = self
-            .installed
-            .iter()
-            .filter(|(_, r)| new.contains(&r.tx_if))
-            .map(|(i, r)| (*i, *r))
-            .collect();
-        let mut gone = Vec::with_capacity(towards.len());
-        for (i, r) in towards {
-            self.merge(cx, i, r);
-            gone.push((i, r.key));
-        }
-        self.forget(gone);
     }
 
     /// Checks one installed flow: gone or changed in user space → entry removed;
@@ -710,7 +682,43 @@ impl<O: Offload> FastPath<O> {
     /// Sweeps everything now: before the flows or counters are read, and after flows
     /// were deleted through the API.
     pub fn sync_all(&mut self, cx: &mut Cx) {
-        let ids: Vec<u32> = self.installed.keys().copied().collect();
+        // The table is read in batches, then whatever the read did not return (an entry
+        // the kernel's walk skipped, or an error) entry by entry: one call per entry,
+        // tens of thousands of them, stalled the worker for tens of milliseconds per API
+        // request while the frames it owed user space piled up in its receive rings.
+        let mut settled = std::collections::HashSet::with_capacity(self.installed.len());
+        let (mut cursor, mut read) = (None, Vec::new());
+        while !self.installed.is_empty() {
+            read.clear();
+            let next = match self.backend.scan(cursor, SYNC_BATCH, &mut read) {
+                Ok(next) => next,
+                Err(e) => {
+                    self.failed(e);
+                    break;
+                }
+            };
+            for &(key, usage) in &read {
+                let Some(&id) = self.owner.get(&key) else {
+                    continue;
+                };
+                if let Some(rec) = self.installed.get(&id).copied()
+                    && rec.key == key
+                    && settled.insert(id)
+                {
+                    self.settle(cx, id, rec, Some(usage));
+                }
+            }
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let ids: Vec<u32> = self
+            .installed
+            .keys()
+            .filter(|id| !settled.contains(*id))
+            .copied()
+            .collect();
         for id in ids {
             self.check(cx, id);
         }

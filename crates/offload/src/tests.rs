@@ -9,6 +9,8 @@ use ovr_tables::state::TablesReader;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+mod recheck;
+
 const CASES: &str = include_str!("../fixtures/cases.txt");
 
 fn hex(s: &str) -> Vec<u8> {
@@ -79,8 +81,9 @@ struct FakeState {
     changed: bool,
     refreshed: usize,
     rx_dropped: Vec<(InterfaceId, u64)>,
-    /// Entries' counters read (one by one or in a scan).
+    /// Entries' counters read (one by one or in a scan), and the calls that read them.
     reads: usize,
+    calls: usize,
     /// The backend's clock (the rigs set it to the pipeline's time).
     clock: u64,
 }
@@ -124,6 +127,7 @@ impl Offload for Fake {
     }
     fn usage(&self, k: &Key) -> Result<Option<Usage>, OffloadError> {
         self.s.borrow_mut().reads += 1;
+        self.s.borrow_mut().calls += 1;
         Ok(self.s.borrow().entries.get(k).map(|e| e.2))
     }
     fn clock_ns(&self) -> u64 {
@@ -142,6 +146,7 @@ impl Offload for Fake {
         let to = (from + max).min(keys.len());
         out.extend(keys[from..to].iter().map(|k| (*k, s.entries[k].2)));
         s.reads += to - from;
+        s.calls += 1;
         Ok((to < keys.len()).then_some(to as u32))
     }
     fn rx_dropped(&self) -> Vec<(InterfaceId, u64)> {
@@ -217,7 +222,7 @@ impl Rig {
         let guard = self.reader.enter().expect("tables");
         self.pipe.cx.now = now;
         self.fake.s.borrow_mut().clock = now;
-        self.fast.begin(&guard);
+        self.fast.begin(&guard, &mut self.pipe.cx);
         self.pipe.run(&guard);
         self.fast.maintain(&mut self.pipe.cx);
     }
@@ -230,7 +235,7 @@ impl Rig {
         let id = self.names.interfaces[iface];
         self.pipe.cx.now = now;
         self.fake.s.borrow_mut().clock = now;
-        self.fast.begin(st);
+        self.fast.begin(st, &mut self.pipe.cx);
         self.pipe.receive(st, id, [frame]);
         self.pipe.run(st);
         let fast = &mut self.fast;
@@ -454,6 +459,29 @@ fn flow_k(frame: &[u8], k: u8, options: bool) -> Vec<u8> {
     let c = ovr_wire::checksum::checksum(&f[14..end]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
     f
+}
+
+#[test]
+fn merging_everything_reads_the_table_in_batches() {
+    let c = &cases()[0];
+    let mut r = rig();
+    for k in 0..40 {
+        r.run("vm1", &flow_k(&c.input, k, false), 1);
+    }
+    let keys: Vec<Key> = r.fake.s.borrow().entries.keys().copied().collect();
+    assert_eq!(keys.len(), 40);
+    for k in &keys {
+        r.fake.set_packets(k, 3);
+    }
+    let (calls, packets) = (r.fake.s.borrow().calls, r.fast.counters.packets);
+    r.fast.sync_all(&mut r.pipe.cx);
+    // One read for the 40 entries (it was one per entry), every entry's packets merged.
+    assert_eq!(r.fake.s.borrow().calls - calls, 1);
+    assert_eq!(r.fast.counters.packets - packets, 3 * 40);
+    // An entry the read does not return (gone from the table) is still looked at.
+    r.fake.s.borrow_mut().entries.remove(&keys[0]);
+    r.fast.sync_all(&mut r.pipe.cx);
+    assert_eq!(r.fake.s.borrow().calls - calls, 3);
 }
 
 #[test]

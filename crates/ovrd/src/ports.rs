@@ -44,6 +44,8 @@ struct Port {
     ifindex: u32,
     /// Counters of the drivers this port had before.
     past: DriverStats,
+    /// Receive and transmit drops (`DriverStats`) already counted as drop reasons.
+    reported: (u64, u64),
     /// An I/O error was logged and the driver has not worked since (logged once).
     failing: bool,
     /// This worker receives from it (else it only sends on it).
@@ -91,6 +93,7 @@ impl Port {
             driver: None,
             ifindex: 0,
             past: DriverStats::default(),
+            reported: (0, 0),
             failing: false,
             rx: share.receives(i.id),
             program: None,
@@ -442,6 +445,21 @@ impl Ports {
             }
             None => p.past.tx_dropped += frames.len() as u64,
         }
+    }
+
+    /// Frames the drivers lost since the last call, received (the kernel found their
+    /// ring or socket queue full: ovrd fell behind) and sent (the kernel did not take
+    /// them, or the interface was not attached), so that they are counted under drop
+    /// reasons with everything else ovrd does not forward.
+    pub fn take_losses(&mut self) -> (u64, u64) {
+        let (mut rx, mut tx) = (0, 0);
+        for p in &mut self.ports {
+            let s = p.stats();
+            rx += s.rx_dropped.saturating_sub(p.reported.0);
+            tx += s.tx_dropped.saturating_sub(p.reported.1);
+            p.reported = (s.rx_dropped, s.tx_dropped);
+        }
+        (rx, tx)
     }
 
     /// Follows the interface table when it changed (cheap otherwise: one comparison),

@@ -13,6 +13,7 @@ use crate::ports::{Ports, Share};
 use ovr_agent::worker::Requests;
 use ovr_dataplane::Pipeline;
 use ovr_dataplane::counters::Snapshot;
+use ovr_dataplane::drop::Reason;
 use ovr_offload::FastPath;
 use ovr_offload::bpf::Bpf;
 use ovr_tables::nexthop::{Inner, NextHop};
@@ -27,6 +28,10 @@ use tracing::info;
 /// (less if the fast path asks: `FastPath::wake_within_ms`). Frames, other workers'
 /// hand-overs and the API's requests wake it at once.
 const IDLE_POLL_MS: i32 = 100;
+
+/// How often the drivers' own losses (full rings and queues) are added to the drop
+/// reasons.
+const LOSSES_EVERY: Duration = Duration::from_millis(200);
 
 /// How a worker runs.
 pub struct Options {
@@ -59,6 +64,7 @@ impl Worker {
         stop: &AtomicBool,
     ) -> Result<Snapshot, String> {
         let mut last_stats = Instant::now();
+        let mut last_losses = Instant::now();
         let mut last_traffic = Instant::now() - o.spin;
         // The clock is read once per iteration (a spinning worker's iterations are short
         // enough for more reads to show in its profile); a frame arriving during the
@@ -73,7 +79,7 @@ impl Worker {
             let st = &*guard;
             self.pipe.cx.now = (now - start).as_nanos() as u64;
             if let Some(f) = self.fast.as_mut() {
-                f.begin(st);
+                f.begin(st, &mut self.pipe.cx);
             }
             let received = self.receive(st);
             if received > 0 {
@@ -103,6 +109,12 @@ impl Worker {
             }
             pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
             ports.maintain(st, now);
+            if now - last_losses >= LOSSES_EVERY {
+                last_losses = now;
+                let (rx, tx) = ports.take_losses();
+                pipe.cx.count_drops(Reason::RxQueueFull, rx);
+                pipe.cx.count_drops(Reason::TxQueueFull, tx);
+            }
             if let Some(every) = o.stats_every
                 && now - last_stats >= every
             {
@@ -126,6 +138,9 @@ impl Worker {
         if let Some(f) = self.fast.as_mut() {
             f.sync_all(&mut self.pipe.cx);
         }
+        let (rx, tx) = self.ports.take_losses();
+        self.pipe.cx.count_drops(Reason::RxQueueFull, rx);
+        self.pipe.cx.count_drops(Reason::TxQueueFull, tx);
         let snap = reader.enter().map(|st| snapshot(&self.pipe, &st));
         if let Some((_, out)) = &self.handoff {
             info!(

@@ -232,12 +232,16 @@ pub fn counters(v: &Value) {
     if fp["installed"].as_u64().unwrap_or(0) + fp["refused"].as_u64().unwrap_or(0) > 0 {
         println!(
             "fast path: {} flows (installed {}, refused {}, removed {}, invalidations {}, \
-             errors {}, redirect_failed {}), carried {} packets {} bytes",
+             rechecks {} (kept {}, removed {}), errors {}, redirect_failed {}), carried {} \
+             packets {} bytes",
             fp["flows"],
             fp["installed"],
             fp["refused"],
             fp["removed"],
             fp["invalidations"],
+            fp["rechecks"],
+            fp["rechecked_kept"],
+            fp["rechecked_removed"],
             fp["errors"],
             fp["redirect_failed"],
             fp["packets"],

@@ -161,6 +161,31 @@ pub(crate) fn policy_applies(st: &ForwardingState, meta: &crate::meta::Meta) -> 
             .is_none_or(|i| i.policy)
 }
 
+/// Takes flow `id`'s decision again for tables `st` unless it was taken for them
+/// already, outside the packet path (the fast path re-checks the flows it carries
+/// when the tables change): as the flow node would at the flow's next packet, which
+/// arrived on `rx_if` (`from_tunnel`: decapsulated there). Returns false if the flow
+/// is gone (or was removed: a bridged flow whose MAC is no longer known).
+pub fn revalidate_flow(
+    cx: &mut Cx,
+    st: &ForwardingState,
+    id: FlowId,
+    rx_if: u32,
+    from_tunnel: bool,
+) -> bool {
+    match cx.flows.get(id) {
+        None => false,
+        Some(e) if e.epoch == st.epoch() => true,
+        Some(_) => {
+            let policy = from_tunnel
+                || st
+                    .interface(ovr_tables::ids::InterfaceId(rx_if))
+                    .is_none_or(|i| i.policy);
+            revalidate(cx, st, id, policy)
+        }
+    }
+}
+
 /// Takes a cached flow's decision again after a table change: the route (keeping the
 /// ECMP member while it is still a member) and the policy verdict of its pair.
 /// Returns false if the flow was removed instead (a bridged flow whose MAC is no longer
