@@ -6,8 +6,12 @@
 //! dataplane worker, as ovrd's agent without its pipeline).
 //!
 //! `cargo run --release -p ovr-bgp --example install_rate -- [--routes N]... [--batch B]
-//! [--max-seconds S] [--json]`
+//! [--max-seconds S] [--path incremental|whole] [--json]`
 //!
+//! `--path incremental` (the default) is what ovrd runs (`evpn::learn` without a cluster):
+//! the batch into `sync::Installer`, its changes applied through the agent in one batch.
+//! `--path whole` is what it ran before: at every WatchEvent the speaker's table listed
+//! again, read into a fresh `Rib`, layered onto the intent and installed whole.
 //! `--max-seconds`: a phase that takes longer stops there and reports the rate so far.
 
 use ovr_agent::Agent;
@@ -17,6 +21,7 @@ use ovr_bgp::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
 use ovr_bgp::gobgp::Learnt;
 use ovr_bgp::install;
 use ovr_bgp::learnt::Rib;
+use ovr_bgp::sync::{Context, Install, Installer};
 use ovr_config::{Config, Names};
 use ovr_tables::state::new_tables;
 use std::collections::BTreeMap;
@@ -38,6 +43,7 @@ struct Args {
     batch: usize,
     max: Duration,
     json: bool,
+    whole: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -46,6 +52,7 @@ fn args() -> Result<Args, String> {
         batch: 64,
         max: Duration::from_secs(120),
         json: false,
+        whole: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -57,6 +64,11 @@ fn args() -> Result<Args, String> {
                 a.max = Duration::from_secs_f64(v()?.parse().map_err(|e| format!("{k}: {e}"))?);
             }
             "--json" => a.json = true,
+            "--path" => match v()?.as_str() {
+                "incremental" => a.whole = false,
+                "whole" => a.whole = true,
+                p => return Err(format!("--path {p}: incremental or whole")),
+            },
             _ => return Err(format!("unknown argument {k}")),
         }
     }
@@ -120,10 +132,12 @@ fn agent() -> AppState {
     )
 }
 
-/// The current path, per batch as ovrd's `evpn::learn` runs it on a WatchEvent: the
-/// speaker's table listed again (here: the routes so far, already parsed), read into a
-/// fresh `Rib`, into reachability, layered onto the intent, installed whole.
+/// The install path, fed a batch as a WatchEvent brings it.
 struct Path {
+    whole: bool,
+    installer: Installer,
+    /// The agent's generation when the installer last installed.
+    seen: Option<u64>,
     state: AppState,
     imports: BTreeMap<RouteTarget, String>,
     own: IpAddr,
@@ -132,7 +146,7 @@ struct Path {
 }
 
 impl Path {
-    fn new() -> Self {
+    fn new(whole: bool) -> Self {
         let state = agent();
         let intent = Config::from_yaml(INTENT).expect("the intent parses");
         let imports = intent
@@ -149,6 +163,9 @@ impl Path {
             })
             .collect();
         Self {
+            whole,
+            installer: Installer::default(),
+            seen: None,
             state,
             imports,
             own: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
@@ -158,6 +175,47 @@ impl Path {
     }
 
     fn batch(&mut self, ls: Vec<(usize, Learnt)>) {
+        if self.whole {
+            self.batch_whole(ls);
+        } else {
+            self.batch_incremental(ls);
+        }
+    }
+
+    /// As `evpn::learn` does without a cluster: the intent taken again when the
+    /// configuration changed under it, the batch learnt, what it makes applied.
+    fn batch_incremental(&mut self, ls: Vec<(usize, Learnt)>) {
+        let batch: Vec<Learnt> = ls.into_iter().map(|(_, l)| l).collect();
+        self.installer.learn(&batch);
+        self.installer.set_neighbours(self.macs.clone());
+        let (installer, seen, imports, own) =
+            (&mut self.installer, &mut self.seen, &self.imports, self.own);
+        let r = self.state.with_agent(|a| {
+            if *seen != Some(a.generation()) {
+                let ctx = Context {
+                    imports: imports.clone(),
+                    own,
+                };
+                installer.set_intent(install::strip(a.config()), ctx);
+            }
+            let r = match installer.next() {
+                Install::Nothing => Ok(None),
+                Install::Whole(c) if c == *a.config() => Ok(None),
+                Install::Whole(c) => a.replace(c).map(Some),
+                Install::Changes(cs) => a.apply(cs, true).map(Some),
+            };
+            (r, a.generation())
+        });
+        match r {
+            Ok((Ok(_), g)) => *seen = Some(g),
+            Ok((Err(e), _)) | Err(e) => {
+                eprintln!("install failed: {e}");
+                *seen = None;
+            }
+        }
+    }
+
+    fn batch_whole(&mut self, ls: Vec<(usize, Learnt)>) {
         for (i, l) in ls {
             if l.withdrawn {
                 self.table.remove(&i);
@@ -242,7 +300,7 @@ fn main() {
     };
     for &n in &a.routes {
         let ids: Vec<usize> = (0..).filter(|&i| usable(i)).take(n).collect();
-        let mut path = Path::new();
+        let mut path = Path::new(a.whole);
         let install = phase(&mut path, &ids, a.batch, false, a.max);
         let (bridge, routes) = path.installed();
         let withdraw = if install.complete {
@@ -261,7 +319,7 @@ fn main() {
             println!(
                 "{}",
                 serde_json::json!({
-                    "n": n, "batch": a.batch,
+                    "n": n, "batch": a.batch, "path": if a.whole { "whole" } else { "incremental" },
                     "install": show(&install),
                     "installed": { "bridge": bridge, "routes": routes },
                     "withdraw": withdraw.as_ref().map(show),
@@ -282,7 +340,8 @@ fn main() {
                 },
             );
             println!(
-                "N={n:>7} batch={}: install {:>10.0} routes/s ({} routes in {:.3} s{}; {bridge} bridge entries, {routes} routes), withdraw {w}; left {bridge_after}/{routes_after}",
+                "{} N={n:>7} batch={}: install {:>10.0} routes/s ({} routes in {:.3} s{}; {bridge} bridge entries, {routes} routes), withdraw {w}; left {bridge_after}/{routes_after}",
+                if a.whole { "whole" } else { "incremental" },
                 a.batch,
                 install.rate(),
                 install.routes,
