@@ -58,7 +58,9 @@ fn args() -> Result<Args, String> {
     while let Some(k) = it.next() {
         let mut v = || it.next().ok_or_else(|| format!("{k} needs a value"));
         match k.as_str() {
-            "--routes" => a.routes.push(v()?.parse().map_err(|e| format!("{k}: {e}"))?),
+            "--routes" => a
+                .routes
+                .push(v()?.parse().map_err(|e| format!("{k}: {e}"))?),
             "--batch" => a.batch = v()?.parse().map_err(|e| format!("{k}: {e}"))?,
             "--max-seconds" => {
                 a.max = Duration::from_secs_f64(v()?.parse().map_err(|e| format!("{k}: {e}"))?);
@@ -198,10 +200,10 @@ impl Path {
                 };
                 installer.set_intent(install::strip(a.config()), ctx);
             }
-            let r = match installer.next() {
+            let r = match installer.take() {
                 Install::Nothing => Ok(None),
-                Install::Whole(c) if c == *a.config() => Ok(None),
-                Install::Whole(c) => a.replace(c).map(Some),
+                Install::Whole(c) if *c == *a.config() => Ok(None),
+                Install::Whole(c) => a.replace(*c).map(Some),
                 Install::Changes(cs) => a.apply(cs, true).map(Some),
             };
             (r, a.generation())

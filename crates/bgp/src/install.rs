@@ -14,8 +14,8 @@
 
 use crate::evpn::{Encap, Mac as EvpnMac};
 use crate::learnt::{Reach, Remote};
-use ovr_agent::change::{Change, Key, Object};
 use core::net::IpAddr;
+use ovr_agent::change::{Change, Key, Object};
 use ovr_config::model::{
     BridgeConfig, Config, EncapConfig, InterfaceKindConfig, NextHopConfig, NextHopKindConfig,
     RouteConfig, TunnelConfig,
@@ -106,7 +106,11 @@ pub fn layer_kept(
             let Some(net) = &i.network else {
                 return Vec::new();
             };
-            let mut v: Vec<LocalKey> = i.peer_addresses.iter().map(|a| LocalKey::Ip(net.clone(), *a)).collect();
+            let mut v: Vec<LocalKey> = i
+                .peer_addresses
+                .iter()
+                .map(|a| LocalKey::Ip(net.clone(), *a))
+                .collect();
             if let Some(m) = i.peer_mac {
                 v.push(LocalKey::NetMac(net.clone(), m.0.0));
             }
@@ -261,8 +265,12 @@ impl State {
         if !self.networks.contains(net) {
             return Ok(Outcome::Skip("no_such_network", None));
         }
-        if self.bridge.contains(&(net.to_string(), LocalKey::Mac(mac.0)))
-            || self.local.contains(&LocalKey::NetMac(net.to_string(), mac.0))
+        if self
+            .bridge
+            .contains(&(net.to_string(), LocalKey::Mac(mac.0)))
+            || self
+                .local
+                .contains(&LocalKey::NetMac(net.to_string(), mac.0))
         {
             return Ok(Outcome::Skip("known_from_intent", None));
         }
@@ -317,9 +325,11 @@ impl State {
                 nexthop: nh.clone(),
             })
         };
-        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || Key::Bridge {
-            network: net.to_string(),
-            mac: m,
+        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
+            Key::Bridge {
+                network: net.to_string(),
+                mac: m,
+            }
         }));
         Ok(())
     }
@@ -365,9 +375,11 @@ impl State {
                 nexthop: nh.clone(),
             })
         };
-        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || Key::Route {
-            network: net.to_string(),
-            prefix: Prefix(p),
+        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
+            Key::Route {
+                network: net.to_string(),
+                prefix: Prefix(p),
+            }
         }));
         Ok(())
     }

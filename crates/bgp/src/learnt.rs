@@ -150,9 +150,8 @@ impl Rib {
                 encap: route.encap,
                 label: *label,
             };
-            let better = best.is_none_or(|(s, cur)| {
-                seq > s || (seq == s && remote.vtep < cur.vtep)
-            });
+            let better =
+                best.is_none_or(|(s, cur)| seq > s || (seq == s && remote.vtep < cur.vtep));
             if better {
                 best = Some((seq, remote));
             }

@@ -1,5 +1,5 @@
 //! What is learnt, kept installed as it changes: the speaker's changes (`learn`, a batch
-//! as a WatchEvent brings them) go into the `Rib`, and `next` says what to install — the
+//! as a WatchEvent brings them) go into the `Rib`, and `take` says what to install — the
 //! changes to the tables' entries that the batch makes, or, when it cannot be done entry
 //! by entry, the whole configuration again (`install::layer`).
 //!
@@ -33,7 +33,7 @@ pub enum Install {
     /// Nothing changed (or there is no intent yet).
     Nothing,
     /// The whole configuration: the intent with what is learnt.
-    Whole(Config),
+    Whole(Box<Config>),
     /// Changes to bridge entries and routes, to apply as one batch.
     Changes(Vec<Change>),
 }
@@ -74,7 +74,10 @@ impl Installer {
 
     /// What the layering made: counts, reasons, unresolved VTEPs (no configuration).
     pub fn report(&self) -> Layered {
-        self.state.as_ref().map(|s| s.out.clone()).unwrap_or_default()
+        self.state
+            .as_ref()
+            .map(|s| s.out.clone())
+            .unwrap_or_default()
     }
 
     /// A new intent (the whole way follows).
@@ -263,7 +266,7 @@ impl Installer {
 
     /// What to install now: the changes learnt since the last call, or the whole
     /// configuration.
-    pub fn next(&mut self) -> Install {
+    pub fn take(&mut self) -> Install {
         if self.whole {
             self.refresh();
             let Some(intent) = &self.intent else {
@@ -274,7 +277,7 @@ impl Installer {
             self.changes.clear();
             let (l, state) = install::layer_kept(intent, &self.reach, &self.neighbours);
             self.state = Some(state);
-            return Install::Whole(l.config);
+            return Install::Whole(Box::new(l.config));
         }
         if self.intent.is_none() || self.changes.is_empty() {
             return Install::Nothing;

@@ -65,7 +65,11 @@ fn mac_ip(from: u8, m: u8, ip: Option<u8>, seq: Option<u32>, vni: u32) -> Route 
         },
         next_hop: vtep(from),
         targets: vec![RouteTarget::auto(65000, vni)],
-        encap: if m == 7 && vni == 200 { Encap::MplsOverUdp } else { Encap::Vxlan },
+        encap: if m == 7 && vni == 200 {
+            Encap::MplsOverUdp
+        } else {
+            Encap::Vxlan
+        },
         router_mac: None,
         pmsi: None,
         mobility: seq,
@@ -110,11 +114,18 @@ fn apply(c: &mut Config, changes: Vec<Change>) {
     for ch in changes {
         match ch {
             Change::Create(Object::Bridge(b)) => {
-                assert!(!c.bridge.iter().any(|x| x.network == b.network && x.mac == b.mac));
+                assert!(
+                    !c.bridge
+                        .iter()
+                        .any(|x| x.network == b.network && x.mac == b.mac)
+                );
                 c.bridge.push(b);
             }
             Change::Replace(Object::Bridge(b)) => {
-                let x = c.bridge.iter_mut().find(|x| x.network == b.network && x.mac == b.mac);
+                let x = c
+                    .bridge
+                    .iter_mut()
+                    .find(|x| x.network == b.network && x.mac == b.mac);
                 *x.expect("replaced entry present") = b;
             }
             Change::Delete(Key::Bridge { network, mac }) => {
@@ -123,16 +134,24 @@ fn apply(c: &mut Config, changes: Vec<Change>) {
                 assert_eq!(c.bridge.len() + 1, n, "deleted entry present");
             }
             Change::Create(Object::Route(r)) => {
-                assert!(!c.routes.iter().any(|x| x.network == r.network && x.prefix == r.prefix));
+                assert!(
+                    !c.routes
+                        .iter()
+                        .any(|x| x.network == r.network && x.prefix == r.prefix)
+                );
                 c.routes.push(r);
             }
             Change::Replace(Object::Route(r)) => {
-                let x = c.routes.iter_mut().find(|x| x.network == r.network && x.prefix == r.prefix);
+                let x = c
+                    .routes
+                    .iter_mut()
+                    .find(|x| x.network == r.network && x.prefix == r.prefix);
                 *x.expect("replaced route present") = r;
             }
             Change::Delete(Key::Route { network, prefix }) => {
                 let n = c.routes.len();
-                c.routes.retain(|x| !(x.network == network && x.prefix == prefix));
+                c.routes
+                    .retain(|x| !(x.network == network && x.prefix == prefix));
                 assert_eq!(c.routes.len() + 1, n, "deleted route present");
             }
             other => panic!("not an entry change: {other:?}"),
@@ -162,8 +181,8 @@ fn check(batches: &[Vec<Learnt>]) -> usize {
     let mut inst = Installer::default();
     inst.set_intent(intent(), context());
     inst.set_neighbours(neighbours());
-    let mut installed = match inst.next() {
-        Install::Whole(c) => c,
+    let mut installed = match inst.take() {
+        Install::Whole(c) => *c,
         other => panic!("the first install is whole: {other:?}"),
     };
     let mut rib = Rib::default();
@@ -173,8 +192,8 @@ fn check(batches: &[Vec<Learnt>]) -> usize {
         for l in b {
             rib.apply(l);
         }
-        match inst.next() {
-            Install::Whole(c) => installed = c,
+        match inst.take() {
+            Install::Whole(c) => installed = *c,
             Install::Changes(cs) => {
                 apply(&mut installed, cs);
                 incremental += 1;
@@ -188,7 +207,10 @@ fn check(batches: &[Vec<Learnt>]) -> usize {
         assert_eq!(r.installed, whole.installed);
         assert_eq!(r.skipped, whole.skipped);
         assert_eq!(r.unresolved, whole.unresolved);
-        assert_eq!(inst.vteps(), install::vteps(&rib.reach(&ctx.imports, ctx.own)));
+        assert_eq!(
+            inst.vteps(),
+            install::vteps(&rib.reach(&ctx.imports, ctx.own))
+        );
     }
     incremental
 }
@@ -249,17 +271,17 @@ fn type_2_routes_through_known_next_hops_are_installed_entry_by_entry() {
     let mut inst = Installer::default();
     inst.set_intent(intent(), context());
     inst.set_neighbours(neighbours());
-    let _ = inst.next();
+    let _ = inst.take();
     inst.learn(&add(6, false));
-    assert!(matches!(inst.next(), Install::Whole(_)));
+    assert!(matches!(inst.take(), Install::Whole(_)));
     inst.learn(&add(7, false));
-    match inst.next() {
+    match inst.take() {
         Install::Changes(cs) => assert_eq!(cs.len(), 2, "{cs:?}"),
         other => panic!("{other:?}"),
     }
     // The same routes again change nothing.
     inst.learn(&add(7, false));
-    assert!(matches!(inst.next(), Install::Nothing));
+    assert!(matches!(inst.take(), Install::Nothing));
 }
 
 #[test]
@@ -267,21 +289,27 @@ fn a_lost_session_and_a_listing_remove_what_came_through_them() {
     let mut inst = Installer::default();
     inst.set_intent(intent(), context());
     inst.set_neighbours(neighbours());
-    let _ = inst.next();
+    let _ = inst.take();
     inst.learn(&[
         learnt("a", mac_ip(2, 6, Some(6), None, 100), false),
         learnt("b", mac_ip(3, 7, Some(7), None, 100), false),
     ]);
-    let _ = inst.next();
+    let _ = inst.take();
     assert_eq!(inst.drop_neighbor("a"), 1);
-    let Install::Whole(c) = inst.next() else {
+    let Install::Whole(c) = inst.take() else {
         panic!("a lost session: whole")
     };
-    assert_eq!(c.bridge.iter().filter(|b| b.nexthop.starts_with("evpn:")).count(), 1);
+    assert_eq!(
+        c.bridge
+            .iter()
+            .filter(|b| b.nexthop.starts_with("evpn:"))
+            .count(),
+        1
+    );
     // A listing without b's route withdraws it.
     inst.resync(&[]);
-    let c = match inst.next() {
-        Install::Whole(c) => c,
+    let c = match inst.take() {
+        Install::Whole(c) => *c,
         other => panic!("{other:?}"),
     };
     assert!(!c.bridge.iter().any(|b| b.nexthop.starts_with("evpn:")));
