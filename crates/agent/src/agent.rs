@@ -45,6 +45,8 @@ pub struct Agent {
     /// Where to keep the state before the first save, when the configuration file
     /// replaced it at start.
     previous_state: Option<std::path::PathBuf>,
+    /// How many changes were accepted since the start (`generation`).
+    generation: u64,
 }
 
 /// What an accepted change did.
@@ -148,6 +150,7 @@ impl Agent {
             writer,
             store,
             previous_state,
+            generation: 0,
         })
     }
 
@@ -162,6 +165,13 @@ impl Agent {
 
     pub fn config(&self) -> &Config {
         self.model.config()
+    }
+
+    /// Changes once per accepted change to the configuration: a caller that saw
+    /// generation `g` knows that the configuration is still the one it saw while it is
+    /// `g`, without comparing it.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Where the object with this key is in its section of `config()`.
@@ -454,6 +464,7 @@ impl Agent {
         for (entry, want) in installs {
             self.installed.set_entry(entry, want);
         }
+        self.generation += 1;
         Ok(Applied {
             table_changes: n,
             incremental: true,
@@ -512,6 +523,7 @@ impl Agent {
             return Err(not_saved(e, undone.err()));
         }
         spent.save = lap(&mut t);
+        self.generation += 1;
         Ok(Applied {
             table_changes: n,
             incremental: false,

@@ -12,16 +12,17 @@
 //! flood list are not added again; a MAC or address of a local workload stays local.
 //! Names starting with `evpn:` are this layer's: `strip` takes them away again.
 
-use crate::evpn::Encap;
+use crate::evpn::{Encap, Mac as EvpnMac};
 use crate::learnt::{Reach, Remote};
 use core::net::IpAddr;
+use ovr_agent::change::{Change, Key, Object};
 use ovr_config::model::{
     BridgeConfig, Config, EncapConfig, InterfaceKindConfig, NextHopConfig, NextHopKindConfig,
     RouteConfig, TunnelConfig,
 };
 use ovr_config::values::{Mac, Prefix};
 use ovr_tables::prefix::{IpPrefix, mask};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// The prefix of every name this layer makes.
 pub const PREFIX: &str = "evpn:";
@@ -76,6 +77,52 @@ pub fn strip(intent: &Config) -> Config {
 
 /// `intent` with `reach` added; `neighbours` are the underlay MACs of VTEPs resolved so far.
 pub fn layer(intent: &Config, reach: &Reach, neighbours: &BTreeMap<IpAddr, Mac>) -> Layered {
+    layer_kept(intent, reach, neighbours).0
+}
+
+/// `layer`, and what it decided per MAC and address, for `State::mac` and `State::host`
+/// to change afterwards one by one.
+pub fn layer_kept(
+    intent: &Config,
+    reach: &Reach,
+    neighbours: &BTreeMap<IpAddr, Mac>,
+) -> (Layered, State) {
+    let local = |f: &dyn Fn(&ovr_config::model::InterfaceConfig) -> Vec<LocalKey>| {
+        intent.interfaces.iter().flat_map(f).collect::<HashSet<_>>()
+    };
+    let state = State {
+        networks: intent.networks.iter().map(|n| n.name.clone()).collect(),
+        bridge: intent
+            .bridge
+            .iter()
+            .map(|b| (b.network.clone(), LocalKey::Mac(b.mac.0.0)))
+            .collect(),
+        routes: intent
+            .routes
+            .iter()
+            .map(|r| (r.network.clone(), r.prefix.0))
+            .collect(),
+        local: local(&|i| {
+            let Some(net) = &i.network else {
+                return Vec::new();
+            };
+            let mut v: Vec<LocalKey> = i
+                .peer_addresses
+                .iter()
+                .map(|a| LocalKey::Ip(net.clone(), *a))
+                .collect();
+            if let Some(m) = i.peer_mac {
+                v.push(LocalKey::NetMac(net.clone(), m.0.0));
+            }
+            v
+        }),
+        type5: reach
+            .prefixes
+            .keys()
+            .filter_map(|(n, a, l)| Some((n.clone(), IpPrefix::new(*a, *l).ok()?)))
+            .collect(),
+        ..State::default()
+    };
     let mut b = Builder {
         c: intent.clone(),
         out: Layered::default(),
@@ -84,20 +131,283 @@ pub fn layer(intent: &Config, reach: &Reach, neighbours: &BTreeMap<IpAddr, Mac>)
             .iter()
             .map(|t| (t.remote, t.name.clone()))
             .collect(),
-        nexthops: BTreeSet::new(),
         neighbours,
         underlay: intent
             .interfaces
             .iter()
             .find(|i| i.kind == InterfaceKindConfig::Underlay)
             .map(|i| i.name.clone()),
+        s: state,
     };
     b.flood(reach);
     b.macs(reach);
     b.hosts(reach);
     b.prefixes(reach);
-    b.out.config = b.c;
-    b.out
+    let (config, mut s) = (b.c, b.s);
+    s.out = b.out;
+    let out = Layered {
+        config,
+        ..s.out.clone()
+    };
+    (out, s)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LocalKey {
+    Mac([u8; 6]),
+    NetMac(String, [u8; 6]),
+    Ip(String, IpAddr),
+}
+
+/// What was decided for one MAC or address: installed through a next hop, or skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Via(String),
+    /// Skipped, and the VTEP whose MAC is not known when that is why.
+    Skip(&'static str, Option<IpAddr>),
+}
+
+/// The whole layering must be done again: a change needs a tunnel or next hop that is
+/// not there, removes the last use of one, or touches a type 5 prefix's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whole;
+
+/// What the last `layer_kept` decided, kept up to date by `mac` and `host`.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    networks: HashSet<String>,
+    /// The intent's bridge entries and routes.
+    bridge: HashSet<(String, LocalKey)>,
+    routes: HashSet<(String, IpPrefix)>,
+    /// The MACs and addresses of the host's workloads.
+    local: HashSet<LocalKey>,
+    /// The prefixes of type 5 routes (a host route with one of them depends on it).
+    type5: HashSet<(String, IpPrefix)>,
+    /// This layer's next hops, and how many entries use each.
+    uses: BTreeMap<String, usize>,
+    /// The VTEPs without a MAC, and how many entries wait for each.
+    waiting: BTreeMap<IpAddr, usize>,
+    macs: HashMap<(String, EvpnMac), Outcome>,
+    hosts: HashMap<(String, IpAddr), Outcome>,
+    /// The counts and reasons, as `layer` reports them (without the configuration).
+    pub out: Layered,
+}
+
+impl State {
+    fn use_nexthop(&mut self, name: &str) {
+        *self.uses.entry(name.to_string()).or_default() += 1;
+    }
+
+    /// Counts `o` (`add`) or takes it off the counts; Err when a next hop or a waiting
+    /// VTEP loses its last use.
+    fn count(&mut self, o: &Outcome, add: bool, mac: bool) -> Result<(), Whole> {
+        let installed = if mac {
+            &mut self.out.installed.macs
+        } else {
+            &mut self.out.installed.hosts
+        };
+        match o {
+            Outcome::Via(nh) => {
+                if add {
+                    *installed += 1;
+                    self.use_nexthop(nh);
+                } else {
+                    *installed -= 1;
+                    let n = self.uses.get_mut(nh).ok_or(Whole)?;
+                    *n -= 1;
+                    if *n == 0 {
+                        return Err(Whole);
+                    }
+                }
+            }
+            Outcome::Skip(why, vtep) => {
+                let e = self.out.skipped.entry(why).or_default();
+                if add {
+                    *e += 1;
+                } else {
+                    *e -= 1;
+                    if *e == 0 {
+                        self.out.skipped.remove(why);
+                    }
+                }
+                if let Some(v) = vtep {
+                    let w = self.waiting.entry(*v).or_default();
+                    if add {
+                        *w += 1;
+                    } else {
+                        *w -= 1;
+                        if *w == 0 {
+                            return Err(Whole);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next hop through `r` if it is there already.
+    fn via(&self, r: &Remote) -> Result<Outcome, Whole> {
+        if r.encap != Encap::Vxlan {
+            return Ok(Outcome::Skip("mpls_not_installed", None));
+        }
+        let name = format!("{PREFIX}{}:{}", r.vtep, r.label);
+        if self.uses.contains_key(&name) {
+            return Ok(Outcome::Via(name));
+        }
+        if self.waiting.contains_key(&r.vtep) {
+            return Ok(Outcome::Skip("vtep_unresolved", Some(r.vtep)));
+        }
+        Err(Whole)
+    }
+
+    fn decide_mac(&self, net: &str, mac: EvpnMac, r: &Remote) -> Result<Outcome, Whole> {
+        if !self.networks.contains(net) {
+            return Ok(Outcome::Skip("no_such_network", None));
+        }
+        if self
+            .bridge
+            .contains(&(net.to_string(), LocalKey::Mac(mac.0)))
+            || self
+                .local
+                .contains(&LocalKey::NetMac(net.to_string(), mac.0))
+        {
+            return Ok(Outcome::Skip("known_from_intent", None));
+        }
+        self.via(r)
+    }
+
+    fn decide_host(&self, net: &str, ip: IpAddr, r: &Remote) -> Result<Outcome, Whole> {
+        let len = if ip.is_ipv4() { 32 } else { 128 };
+        let Ok(p) = IpPrefix::new(ip, len) else {
+            return Ok(Outcome::Skip("bad_prefix", None));
+        };
+        if !self.networks.contains(net) {
+            return Ok(Outcome::Skip("no_such_network", None));
+        }
+        if self.routes.contains(&(net.to_string(), p))
+            || self.local.contains(&LocalKey::Ip(net.to_string(), ip))
+        {
+            return Ok(Outcome::Skip("known_from_intent", None));
+        }
+        self.via(r)
+    }
+
+    /// MAC `mac` of `net` is now reached through `r` (None: no longer reached): the
+    /// change to its bridge entry, if any, is added to `out`.
+    pub fn mac(
+        &mut self,
+        net: &str,
+        mac: EvpnMac,
+        r: Option<&Remote>,
+        out: &mut Vec<Change>,
+    ) -> Result<(), Whole> {
+        let new = r.map(|r| self.decide_mac(net, mac, r)).transpose()?;
+        let key = (net.to_string(), mac);
+        let old = self.macs.get(&key).cloned();
+        if old == new {
+            return Ok(());
+        }
+        if let Some(n) = &new {
+            self.count(n, true, true)?;
+            self.macs.insert(key, n.clone());
+        } else {
+            self.macs.remove(&key);
+        }
+        if let Some(o) = &old {
+            self.count(o, false, true)?;
+        }
+        let m = Mac(ovr_wire::ethernet::MacAddr(mac.0));
+        let entry = |nh: &String| {
+            Object::Bridge(BridgeConfig {
+                network: net.to_string(),
+                mac: m,
+                nexthop: nh.clone(),
+            })
+        };
+        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
+            Key::Bridge {
+                network: net.to_string(),
+                mac: m,
+            }
+        }));
+        Ok(())
+    }
+
+    /// Address `ip` of `net` now has a host route through `r`, its MAC's remote (None:
+    /// no host route): the change to its route, if any, is added to `out`.
+    pub fn host(
+        &mut self,
+        net: &str,
+        ip: IpAddr,
+        r: Option<&Remote>,
+        out: &mut Vec<Change>,
+    ) -> Result<(), Whole> {
+        let len = if ip.is_ipv4() { 32 } else { 128 };
+        if let Ok(p) = IpPrefix::new(ip, len)
+            && self.type5.contains(&(net.to_string(), p))
+        {
+            return Err(Whole);
+        }
+        let new = r.map(|r| self.decide_host(net, ip, r)).transpose()?;
+        let key = (net.to_string(), ip);
+        let old = self.hosts.get(&key).cloned();
+        if old == new {
+            return Ok(());
+        }
+        if let Some(n) = &new {
+            self.count(n, true, false)?;
+            self.hosts.insert(key, n.clone());
+        } else {
+            self.hosts.remove(&key);
+        }
+        if let Some(o) = &old {
+            self.count(o, false, false)?;
+        }
+        let len = if ip.is_ipv4() { 32 } else { 128 };
+        let Ok(p) = IpPrefix::new(ip, len) else {
+            return Ok(());
+        };
+        let entry = |nh: &String| {
+            Object::Route(RouteConfig {
+                network: net.to_string(),
+                prefix: Prefix(p),
+                nexthop: nh.clone(),
+            })
+        };
+        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
+            Key::Route {
+                network: net.to_string(),
+                prefix: Prefix(p),
+            }
+        }));
+        Ok(())
+    }
+
+    /// The VTEPs waiting for their MAC.
+    pub fn unresolved(&self) -> &BTreeSet<IpAddr> {
+        &self.out.unresolved
+    }
+}
+
+/// The change from an entry installed through `old` to one through `new`.
+fn entry_change(
+    old: Option<&Outcome>,
+    new: Option<&Outcome>,
+    entry: impl Fn(&String) -> Object,
+    key: impl Fn() -> Key,
+) -> Option<Change> {
+    let via = |o: Option<&Outcome>| match o {
+        Some(Outcome::Via(nh)) => Some(nh.clone()),
+        _ => None,
+    };
+    match (via(old), via(new)) {
+        (None, None) => None,
+        (Some(a), Some(b)) if a == b => None,
+        (Some(_), Some(b)) => Some(Change::Replace(entry(&b))),
+        (None, Some(b)) => Some(Change::Create(entry(&b))),
+        (Some(_), None) => Some(Change::Delete(key())),
+    }
 }
 
 struct Builder<'a> {
@@ -105,9 +415,9 @@ struct Builder<'a> {
     out: Layered,
     /// Tunnels by remote VTEP: the intent's and those made here.
     tunnels: BTreeMap<IpAddr, String>,
-    nexthops: BTreeSet<String>,
     neighbours: &'a BTreeMap<IpAddr, Mac>,
     underlay: Option<String>,
+    s: State,
 }
 
 impl Builder<'_> {
@@ -116,7 +426,7 @@ impl Builder<'_> {
     }
 
     fn has_network(&self, net: &str) -> bool {
-        self.c.networks.iter().any(|n| n.name == net)
+        self.s.networks.contains(net)
     }
 
     /// The tunnel to `vtep`: the intent's, or one made here once its MAC is known.
@@ -145,14 +455,14 @@ impl Builder<'_> {
         Some(name)
     }
 
-    /// The next hop through `r` (VXLAN with its VNI), made on first use.
+    /// The next hop through `r` (VXLAN with its VNI), made on first use; counted as used.
     fn nexthop(&mut self, r: &Remote) -> Result<String, &'static str> {
         if r.encap != Encap::Vxlan {
             return Err("mpls_not_installed");
         }
         let tunnel = self.tunnel(r.vtep).ok_or("vtep_unresolved")?;
         let name = format!("{PREFIX}{}:{}", r.vtep, r.label);
-        if self.nexthops.insert(name.clone()) {
+        if !self.s.uses.contains_key(&name) {
             self.c.nexthops.push(NextHopConfig {
                 tunnel: Some(tunnel),
                 encap: Some(EncapConfig::Vxlan),
@@ -160,7 +470,23 @@ impl Builder<'_> {
                 ..NextHopConfig::new(name.clone(), NextHopKindConfig::Tunnel)
             });
         }
+        self.s.use_nexthop(&name);
         Ok(name)
+    }
+
+    /// Where `r` is installed through, as `State` keeps it.
+    fn outcome(&mut self, r: &Remote) -> Outcome {
+        match self.nexthop(r) {
+            Ok(nh) => Outcome::Via(nh),
+            Err(why) => {
+                self.skip(why);
+                let vtep = (why == "vtep_unresolved").then_some(r.vtep);
+                if let Some(v) = vtep {
+                    *self.s.waiting.entry(v).or_default() += 1;
+                }
+                Outcome::Skip(why, vtep)
+            }
+        }
     }
 
     /// The remote VTEPs a network's flood list reaches already (the intent's entries).
@@ -189,62 +515,35 @@ impl Builder<'_> {
                     self.skip("known_from_intent");
                     continue;
                 }
-                match self.nexthop(r) {
-                    Ok(nh) => {
-                        if let Some(n) = self.c.networks.iter_mut().find(|n| &n.name == net) {
-                            n.flood.push(nh);
-                            self.out.installed.flood += 1;
-                        }
-                    }
-                    Err(why) => self.skip(why),
+                if let Outcome::Via(nh) = self.outcome(r)
+                    && let Some(n) = self.c.networks.iter_mut().find(|n| &n.name == net)
+                {
+                    n.flood.push(nh);
+                    self.out.installed.flood += 1;
                 }
             }
         }
-    }
-
-    /// Whether a workload of this host in `net` has this MAC or address.
-    fn local(&self, net: &str, mac: Option<[u8; 6]>, ip: Option<IpAddr>) -> bool {
-        self.c.interfaces.iter().any(|i| {
-            i.network.as_deref() == Some(net)
-                && (mac.is_some_and(|m| i.peer_mac.is_some_and(|p| p.0.0 == m))
-                    || ip.is_some_and(|a| i.peer_addresses.contains(&a)))
-        })
     }
 
     fn macs(&mut self, reach: &Reach) {
         for ((net, mac), r) in &reach.macs {
-            if !self.has_network(net) {
-                self.skip("no_such_network");
-                continue;
-            }
-            let known = self
-                .c
-                .bridge
-                .iter()
-                .any(|b| &b.network == net && b.mac.0.0 == mac.0);
-            if known || self.local(net, Some(mac.0), None) {
-                self.skip("known_from_intent");
-                continue;
-            }
-            match self.nexthop(r) {
-                Ok(nh) => {
-                    self.c.bridge.push(BridgeConfig {
-                        network: net.clone(),
-                        mac: Mac(ovr_wire::ethernet::MacAddr(mac.0)),
-                        nexthop: nh,
-                    });
-                    self.out.installed.macs += 1;
+            let o = match self.s.decide_mac(net, *mac, r) {
+                Ok(Outcome::Skip(why, None)) => {
+                    self.skip(why);
+                    Outcome::Skip(why, None)
                 }
-                Err(why) => self.skip(why),
+                _ => self.outcome(r),
+            };
+            if let Outcome::Via(nh) = &o {
+                self.c.bridge.push(BridgeConfig {
+                    network: net.clone(),
+                    mac: Mac(ovr_wire::ethernet::MacAddr(mac.0)),
+                    nexthop: nh.clone(),
+                });
+                self.out.installed.macs += 1;
             }
+            self.s.macs.insert((net.clone(), *mac), o);
         }
-    }
-
-    fn has_route(&self, net: &str, p: &IpPrefix) -> bool {
-        self.c
-            .routes
-            .iter()
-            .any(|r| r.network == net && r.prefix.0 == *p)
     }
 
     fn hosts(&mut self, reach: &Reach) {
@@ -252,31 +551,37 @@ impl Builder<'_> {
             let Some(r) = reach.macs.get(&(net.clone(), *mac)) else {
                 continue;
             };
-            let len = if ip.is_ipv4() { 32 } else { 128 };
-            let Ok(p) = IpPrefix::new(*ip, len) else {
-                self.skip("bad_prefix");
-                continue;
+            let o = match self.s.decide_host(net, *ip, r) {
+                Ok(Outcome::Skip(why, None)) => {
+                    self.skip(why);
+                    Outcome::Skip(why, None)
+                }
+                _ => self.outcome(r),
             };
-            if !self.has_network(net) {
-                self.skip("no_such_network");
-                continue;
-            }
-            if self.has_route(net, &p) || self.local(net, None, Some(*ip)) {
-                self.skip("known_from_intent");
-                continue;
-            }
-            match self.nexthop(r) {
-                Ok(nh) => {
+            if let Outcome::Via(nh) = &o {
+                let len = if ip.is_ipv4() { 32 } else { 128 };
+                if let Ok(p) = IpPrefix::new(*ip, len) {
                     self.c.routes.push(RouteConfig {
                         network: net.clone(),
                         prefix: Prefix(p),
-                        nexthop: nh,
+                        nexthop: nh.clone(),
                     });
                     self.out.installed.hosts += 1;
                 }
-                Err(why) => self.skip(why),
             }
+            self.s.hosts.insert((net.clone(), *ip), o);
         }
+    }
+
+    /// Whether the intent, or a host route made here, has a route to `p`.
+    fn has_route(&self, net: &str, p: &IpPrefix) -> bool {
+        let host = p.prefix_len() == if p.addr().is_ipv4() { 32 } else { 128 };
+        self.s.routes.contains(&(net.to_string(), *p))
+            || (host
+                && matches!(
+                    self.s.hosts.get(&(net.to_string(), p.addr())),
+                    Some(Outcome::Via(_))
+                ))
     }
 
     fn prefixes(&mut self, reach: &Reach) {
@@ -301,9 +606,8 @@ impl Builder<'_> {
             }
             let mut members = Vec::new();
             for r in remotes {
-                match self.nexthop(r) {
-                    Ok(nh) => members.push(nh),
-                    Err(why) => self.skip(why),
+                if let Outcome::Via(nh) = self.outcome(r) {
+                    members.push(nh);
                 }
             }
             let nexthop = match members.len() {

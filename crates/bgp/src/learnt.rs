@@ -8,7 +8,7 @@
 use crate::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use core::net::IpAddr;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A remote VTEP as a network reaches it: where, how, with which VNI or label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,10 +31,16 @@ pub struct Reach {
     pub prefixes: BTreeMap<(String, IpAddr, u8), BTreeSet<Remote>>,
 }
 
+/// A route as the Rib keeps it: the neighbor it came from and its NLRI.
+type Key = (String, Nlri);
+
 /// The routes learnt, and the refusals counted by reason.
 #[derive(Debug, Default)]
 pub struct Rib {
-    routes: BTreeMap<(String, Nlri), Route>,
+    routes: BTreeMap<Key, Route>,
+    /// The type 2 routes by MAC and by address: what one MAC or address depends on.
+    by_mac: HashMap<Mac, BTreeSet<Key>>,
+    by_ip: HashMap<IpAddr, BTreeSet<Key>>,
     /// Routes refused (`gobgp::decode`) or imported by no network, by reason.
     pub refused: BTreeMap<&'static str, u64>,
 }
@@ -43,29 +49,155 @@ impl Rib {
     /// Takes one change from the speaker; ovr's own routes (no neighbor) are skipped.
     /// Returns whether what is learnt changed.
     pub fn apply(&mut self, l: &Learnt) -> bool {
+        self.change(l).is_some()
+    }
+
+    /// Takes one change from the speaker, like `apply`; if what is learnt changed, the
+    /// route as it was and as it is now (None: absent).
+    pub fn change(&mut self, l: &Learnt) -> Option<(Option<Route>, Option<Route>)> {
         if l.neighbor.is_empty() {
-            return false;
+            return None;
         }
         let route = match &l.route {
             Ok(r) => r,
             Err(refusal) => {
                 *self.refused.entry(refusal.reason).or_default() += 1;
-                return false;
+                return None;
             }
         };
         let key = (l.neighbor.clone(), route.nlri.clone());
         if l.withdrawn {
-            self.routes.remove(&key).is_some()
+            let old = self.routes.remove(&key)?;
+            self.unindex(&key);
+            Some((Some(old), None))
         } else {
-            self.routes.insert(key, route.clone()).as_ref() != Some(route)
+            if self.routes.get(&key) == Some(route) {
+                return None;
+            }
+            self.index(&key);
+            let old = self.routes.insert(key, route.clone());
+            Some((old, Some(route.clone())))
+        }
+    }
+
+    fn index(&mut self, key: &Key) {
+        if let Nlri::MacIp { mac, ip, .. } = &key.1 {
+            self.by_mac.entry(*mac).or_default().insert(key.clone());
+            if let Some(ip) = ip {
+                self.by_ip.entry(*ip).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    fn unindex(&mut self, key: &Key) {
+        if let Nlri::MacIp { mac, ip, .. } = &key.1 {
+            forget(&mut self.by_mac, mac, key);
+            if let Some(ip) = ip {
+                forget(&mut self.by_ip, ip, key);
+            }
         }
     }
 
     /// Forgets what came from `neighbor` (its session went down): how many routes.
     pub fn drop_neighbor(&mut self, neighbor: &str) -> usize {
-        let before = self.routes.len();
-        self.routes.retain(|(n, _), _| n != neighbor);
-        before - self.routes.len()
+        let gone: Vec<Key> = self
+            .routes
+            .keys()
+            .filter(|(n, _)| n == neighbor)
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.routes.remove(k);
+            self.unindex(k);
+        }
+        gone.len()
+    }
+
+    /// The routes learnt, by the neighbor they came from and their NLRI.
+    pub fn entries(&self) -> impl Iterator<Item = (&(String, Nlri), &Route)> {
+        self.routes.iter()
+    }
+
+    /// The addresses type 2 routes give MAC `mac` (with repeats).
+    pub fn ips_of(&self, mac: Mac) -> impl Iterator<Item = IpAddr> + '_ {
+        self.by_mac
+            .get(&mac)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, nlri)| match nlri {
+                Nlri::MacIp { ip, .. } => *ip,
+                _ => None,
+            })
+    }
+
+    /// Where `reach` puts MAC `mac` of network `net`: what the type 2 routes for that MAC
+    /// alone say (the same choice: highest sequence, then lowest VTEP, then first).
+    pub fn mac_reach(
+        &self,
+        imports: &BTreeMap<RouteTarget, String>,
+        own: IpAddr,
+        net: &str,
+        mac: Mac,
+    ) -> Option<Remote> {
+        let mut best: Option<(u32, Remote)> = None;
+        for route in self.candidates(&self.by_mac, &mac, imports, own, net) {
+            let Nlri::MacIp { label, .. } = &route.nlri else {
+                continue;
+            };
+            let seq = route.mobility.unwrap_or(0);
+            let remote = Remote {
+                vtep: route.next_hop,
+                encap: route.encap,
+                label: *label,
+            };
+            let better =
+                best.is_none_or(|(s, cur)| seq > s || (seq == s && remote.vtep < cur.vtep));
+            if better {
+                best = Some((seq, remote));
+            }
+        }
+        best.map(|(_, r)| r)
+    }
+
+    /// The MAC `reach` gives address `ip` of network `net` a host route for: the last
+    /// type 2 route with that address, if its MAC is reached.
+    pub fn host_reach(
+        &self,
+        imports: &BTreeMap<RouteTarget, String>,
+        own: IpAddr,
+        net: &str,
+        ip: IpAddr,
+    ) -> Option<Mac> {
+        let mac = self
+            .candidates(&self.by_ip, &ip, imports, own, net)
+            .filter_map(|r| match &r.nlri {
+                Nlri::MacIp { mac, .. } => Some(*mac),
+                _ => None,
+            })
+            .last()?;
+        self.mac_reach(imports, own, net, mac).map(|_| mac)
+    }
+
+    /// The routes of `index[k]` that network `net` imports, not ours, in the Rib's order.
+    fn candidates<'a, K: core::hash::Hash + Eq>(
+        &'a self,
+        index: &'a HashMap<K, BTreeSet<Key>>,
+        k: &K,
+        imports: &'a BTreeMap<RouteTarget, String>,
+        own: IpAddr,
+        net: &'a str,
+    ) -> impl Iterator<Item = &'a Route> + 'a {
+        index
+            .get(k)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.routes.get(key))
+            .filter(move |r| r.next_hop != own)
+            .filter(move |r| {
+                r.targets
+                    .iter()
+                    .any(|t| imports.get(t).is_some_and(|n| n == net))
+            })
     }
 
     pub fn len(&self) -> usize {
@@ -149,6 +281,27 @@ impl Rib {
             .retain(|(net, _), mac| r.macs.contains_key(&(net.clone(), *mac)));
         r
     }
+}
+
+fn forget<K: core::hash::Hash + Eq>(index: &mut HashMap<K, BTreeSet<Key>>, k: &K, key: &Key) {
+    if let Some(set) = index.get_mut(k) {
+        set.remove(key);
+        if set.is_empty() {
+            index.remove(k);
+        }
+    }
+}
+
+/// The networks of `imports` that import `route`.
+pub fn importers<'a>(
+    imports: &'a BTreeMap<RouteTarget, String>,
+    route: &Route,
+) -> BTreeSet<&'a String> {
+    route
+        .targets
+        .iter()
+        .filter_map(|t| imports.get(t))
+        .collect()
 }
 
 #[cfg(test)]

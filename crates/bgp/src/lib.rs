@@ -3,13 +3,15 @@
 //! build time from the .proto files GoBGP ships). `advertise` computes what a host
 //! advertises for its networks and ports; `learnt` keeps what it learns and reads it
 //! into remote reachability (flood lists, MACs, host routes, ECMP prefixes); `install`
-//! adds that reachability to a host's configuration (tunnels, next hops, entries).
+//! adds that reachability to a host's configuration (tunnels, next hops, entries);
+//! `sync` keeps it installed as routes come and go, entry by entry.
 
 pub mod advertise;
 pub mod evpn;
 pub mod gobgp;
 pub mod install;
 pub mod learnt;
+pub mod sync;
 
 /// GoBGP's API, generated from its own .proto files (build.rs).
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

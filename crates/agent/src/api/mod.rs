@@ -148,6 +148,28 @@ impl AppState {
         r.map(Some)
     }
 
+    /// Runs `f` on the agent (holding it, so that no change through the API comes
+    /// between), then publishes the names and wakes the workers as a change does: how
+    /// ovrd applies a batch of changes learnt through BGP.
+    pub fn with_agent<T>(&self, f: impl FnOnce(&mut Agent) -> T) -> Result<T, ApiError> {
+        let mut a = self
+            .agent
+            .lock()
+            .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
+        let before = a.generation();
+        let r = f(&mut a);
+        if a.generation() != before {
+            *self
+                .names
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
+            if let Some(w) = &self.worker {
+                w.wake_all();
+            }
+        }
+        Ok(r)
+    }
+
     /// The names and ids installed, without taking the agent.
     fn names(&self) -> Arc<Names> {
         let n = self

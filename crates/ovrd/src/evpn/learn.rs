@@ -1,14 +1,18 @@
-//! What ovrd learns through its gobgpd, installed: the learnt routes (the speaker's best
-//! paths, listed again at every change it reports and every second) read into
-//! reachability for the networks of the host's intent, the VTEPs' underlay MACs resolved
-//! (`arp`), and the host's whole configuration — its intent with that reachability
-//! (`ovr_bgp::install::layer`) — installed through the agent, which applies only the
-//! difference. A withdrawn route, or one gone with its session (gobgpd drops a lost
-//! neighbor's paths), is gone from the next listing and so from the tables.
+//! What ovrd learns through its gobgpd, installed: the speaker's changes as its
+//! WatchEvent stream brings them, a batch at a time, go through `ovr_bgp::sync`, which
+//! turns a batch of type 2 routes into the changes to the bridge entries and host routes
+//! it touches, applied as one batch through the agent (entry by entry, no copy of the
+//! configuration); what it cannot do that way (the first routes of a VTEP, type 3 and 5,
+//! a VTEP resolved, a new intent) installs the host's whole configuration — its intent
+//! with the reachability learnt (`ovr_bgp::install::layer`) — and the agent applies the
+//! difference. The VTEPs' underlay MACs are resolved with ARP (`arp`). The speaker's table
+//! is listed at the start, whenever the watch starts again, and every `RELIST_EVERY`,
+//! so that anything the watch missed (a withdrawal, a lost neighbor's paths) goes too.
 //!
 //! The intent is the cluster's derived configuration (`--etcd`: the member hands each one
 //! to `Learning::install_intent`) or, without a cluster, the installed configuration
-//! without what this layer added (`install::strip`), so that changes through the API
+//! without what this layer added (`install::strip`), taken again whenever the
+//! configuration changed through the API (the agent's generation), so that such changes
 //! keep what is learnt.
 
 use super::arp::{self, Neighbours, Underlay};
@@ -16,22 +20,22 @@ use ovr_agent::Applied;
 use ovr_agent::api::AppState;
 use ovr_agent::error::ApiError;
 use ovr_bgp::evpn::RouteTarget;
-use ovr_bgp::gobgp::{BgpError, GoBgp};
+use ovr_bgp::gobgp::{BgpError, GoBgp, Learnt};
 use ovr_bgp::install::{self, Layered};
-use ovr_bgp::learnt::{Reach, Rib};
+use ovr_bgp::sync::{Context, Install, Installer};
 use ovr_config::Config;
-use ovr_config::values::Mac;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tracing::{info, warn};
 
-/// The speaker's table is listed again at least this often.
-const RELIST_EVERY: Duration = Duration::from_secs(1);
+/// The speaker's table is listed again at least this often (a safety net: the watch
+/// brings every change).
+const RELIST_EVERY: Duration = Duration::from_secs(5);
 /// How often the VTEPs waiting for a MAC are looked at.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -65,13 +69,12 @@ pub struct Learning {
 struct Inner {
     /// The cluster's derived configuration (None without a cluster, or before the first).
     intent: Option<Config>,
-    reach: Reach,
-    macs: BTreeMap<IpAddr, Mac>,
-    /// What the last layering made (and what was installed).
-    last: Layered,
-    installed: Option<Config>,
-    refused: BTreeMap<&'static str, u64>,
-    learnt: usize,
+    /// The AS route targets are made with, once learning started.
+    asn: Option<u16>,
+    installer: Installer,
+    /// Without a cluster: the agent's generation when this last installed (None: the
+    /// intent is to be taken from the installed configuration again).
+    seen: Option<u64>,
     vteps: Vec<Value>,
 }
 
@@ -87,96 +90,130 @@ impl Learning {
     /// Installs the cluster's derived configuration with what is learnt.
     pub fn install_intent(&self, config: Config) -> Result<Applied, ApiError> {
         let mut g = lock(&self.inner);
-        g.intent = Some(config);
-        let l = layer(&g);
-        let r = self.state.install(l.config.clone());
-        if r.is_ok() {
-            g.installed = Some(l.config.clone());
-        }
-        g.last = l;
-        r
-    }
-
-    /// The intent: the cluster's, or (without a cluster) the installed configuration
-    /// without this layer.
-    fn intent(&self, cluster: bool) -> Option<Config> {
-        if cluster {
-            return lock(&self.inner).intent.clone();
-        }
-        let a = self
-            .state
-            .agent()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Some(install::strip(a.config()))
-    }
-
-    /// Takes new reachability and MACs, and installs the result if it changed.
-    fn follow(&self, cluster: bool, reach: Reach, macs: BTreeMap<IpAddr, Mac>) {
-        let mut g = lock(&self.inner);
-        g.reach = reach;
-        g.macs = macs;
-        if cluster {
-            if g.intent.is_none() {
-                return;
+        g.intent = Some(config.clone());
+        let Some(ctx) = g.asn.and_then(|asn| context(&config, asn)) else {
+            return self.state.install(config);
+        };
+        g.installer.set_intent(config.clone(), ctx);
+        match g.installer.take() {
+            Install::Whole(c) => {
+                let r = self.state.install(*c);
+                if r.is_err() {
+                    g.installer.again();
+                }
+                r
             }
-            let l = layer(&g);
-            if g.installed.as_ref() != Some(&l.config) {
-                match self.state.install(l.config.clone()) {
-                    Ok(a) => {
-                        report(&l, a.table_changes);
-                        g.installed = Some(l.config.clone());
-                    }
-                    Err(e) => warn!(error = %e, "bgp: what is learnt could not be installed"),
+            // Not reached: a new intent goes the whole way.
+            Install::Changes(_) | Install::Nothing => self.state.install(config),
+        }
+    }
+
+    /// Installs what the installer has to install: on the cluster's intent, or (without
+    /// a cluster) on the installed configuration, taking it again as the intent if it
+    /// changed through the API since this last installed.
+    fn follow(&self, g: &mut Inner, cluster: bool) {
+        if cluster {
+            let r = match g.installer.take() {
+                Install::Nothing => return,
+                Install::Whole(c) => self.state.install(*c),
+                Install::Changes(cs) => {
+                    self.state.with_agent(|a| a.apply(cs, true)).and_then(|r| r)
+                }
+            };
+            match r {
+                Ok(a) => report(&g.installer.report(), a.table_changes),
+                Err(e) => {
+                    warn!(error = %e, "bgp: what is learnt could not be installed");
+                    g.installer.again();
                 }
             }
-            g.last = l;
             return;
         }
-        let mut made = None;
-        let r = self.state.update(|installed| {
-            let l = install::layer(&install::strip(installed), &g.reach, &g.macs);
-            let changed = l.config != *installed;
-            let c = changed.then(|| l.config.clone());
-            made = Some(l);
-            c
+        let r = self.state.with_agent(|a| {
+            let next = g.installer.take();
+            let r = match next {
+                Install::Nothing => Ok(None),
+                Install::Whole(c) if *c == *a.config() => Ok(None),
+                Install::Whole(c) => a.replace(*c).map(Some),
+                Install::Changes(cs) => a.apply(cs, true).map(Some),
+            };
+            (r, a.generation())
         });
         match r {
-            Ok(Some(a)) => {
-                if let Some(l) = &made {
-                    report(l, a.table_changes);
+            Ok((Ok(applied), generation)) => {
+                g.seen = Some(generation);
+                if let Some(a) = applied {
+                    report(&g.installer.report(), a.table_changes);
                 }
             }
-            Ok(None) => {}
-            Err(e) => warn!(error = %e, "bgp: what is learnt could not be installed"),
+            Ok((Err(e), _)) | Err(e) => {
+                warn!(error = %e, "bgp: what is learnt could not be installed");
+                g.seen = None;
+            }
         }
-        if let Some(l) = made {
-            g.last = l;
+    }
+
+    /// The intent's underlay and the VTEPs it has tunnels to; a new intent (or one not
+    /// given to the installer yet) goes to the installer. Nothing without an intent or
+    /// an underlay.
+    fn refresh_intent(
+        &self,
+        g: &mut Inner,
+        cluster: bool,
+        asn: u16,
+    ) -> Option<(Underlay, BTreeSet<IpAddr>)> {
+        if cluster {
+            // `install_intent` gives each new one; the first may have come before `asn`.
+            if g.installer.intent().is_none() {
+                let intent = g.intent.clone()?;
+                let ctx = context(&intent, asn)?;
+                g.installer.set_intent(intent, ctx);
+            }
+        } else {
+            let a = self
+                .state
+                .agent()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if g.seen != Some(a.generation()) || g.installer.intent().is_none() {
+                let intent = install::strip(a.config());
+                drop(a);
+                let ctx = context(&intent, asn)?;
+                g.installer.set_intent(intent, ctx);
+                g.seen = None;
+            }
         }
+        let intent = g.installer.intent()?;
+        let underlay = Underlay::of(intent)?;
+        let tunneled = intent.tunnels.iter().map(|t| t.remote).collect();
+        Some((underlay, tunneled))
     }
 
     /// `GET /api/v1/bgp/installed`.
     pub fn report(&self) -> Value {
         let g = lock(&self.inner);
-        let i = g.last.installed;
+        let last = g.installer.report();
+        let i = last.installed;
         json!({
             "source": self.source.name(),
-            "routes_learnt": g.learnt,
+            "routes_learnt": g.installer.rib().len(),
             "installed": { "tunnels": i.tunnels, "flood": i.flood, "macs": i.macs,
                            "hosts": i.hosts, "prefixes": i.prefixes },
             "vteps": g.vteps,
-            "unresolved": g.last.unresolved,
-            "skipped": g.last.skipped,
-            "refused": g.refused,
+            "unresolved": last.unresolved,
+            "skipped": last.skipped,
+            "refused": g.installer.rib().refused,
         })
     }
 }
 
-fn layer(g: &Inner) -> Layered {
-    match &g.intent {
-        Some(i) => install::layer(i, &g.reach, &g.macs),
-        None => Layered::default(),
-    }
+/// What learning needs of an intent: the networks it imports and the host's VTEP.
+fn context(intent: &Config, asn: u16) -> Option<Context> {
+    let underlay = Underlay::of(intent)?;
+    Some(Context {
+        imports: imports(intent, asn),
+        own: IpAddr::V4(underlay.addresses.first()?.0),
+    })
 }
 
 fn report(l: &Layered, changes: usize) {
@@ -205,29 +242,42 @@ fn imports(c: &Config, asn: u16) -> BTreeMap<RouteTarget, String> {
         .collect()
 }
 
+/// What the watch brings: a batch of changes, or word that it started again (what
+/// came before may be missed: list the table).
+enum Watched {
+    Batch(Vec<Learnt>),
+    Started,
+}
+
 /// Follows gobgpd's table until a request fails; the caller connects again.
 pub async fn run(url: &str, asn: u16, learning: &Arc<Learning>, cluster: bool) -> BgpError {
     let bgp = match GoBgp::connect(url).await {
         Ok(b) => b,
         Err(e) => return e,
     };
-    // Changes reported by the speaker wake the loop; the watch runs on its own task (its
-    // first answer comes only with the first event) and starts again if it ends.
-    let changed = Arc::new(Notify::new());
+    lock(&learning.inner).asn = Some(asn);
+    // The watch runs on its own task (its first answer comes only with the first event)
+    // and starts again if it ends; its batches come to the loop in order.
+    let (tx, mut rx) = mpsc::unbounded_channel();
     let watcher = {
-        let (bgp, changed) = (bgp.clone(), Arc::clone(&changed));
+        let bgp = bgp.clone();
         tokio::spawn(async move {
             loop {
                 if let Ok(mut s) = bgp.watch().await {
-                    while let Some(Ok(_)) = s.next().await {
-                        changed.notify_one();
+                    if tx.send(Watched::Started).is_err() {
+                        return;
+                    }
+                    while let Some(Ok(batch)) = s.next().await {
+                        if tx.send(Watched::Batch(batch)).is_err() {
+                            return;
+                        }
                     }
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         })
     };
-    let e = follow(&bgp, asn, learning, cluster, &changed).await;
+    let e = follow(&bgp, asn, learning, cluster, &mut rx).await;
     watcher.abort();
     e
 }
@@ -237,39 +287,58 @@ async fn follow(
     asn: u16,
     learning: &Arc<Learning>,
     cluster: bool,
-    changed: &Notify,
+    rx: &mut mpsc::UnboundedReceiver<Watched>,
 ) -> BgpError {
-    let mut rib = Rib::default();
+    // A new connection: what was learnt before may be stale; the listing says.
+    lock(&learning.inner).installer = Installer::default();
+    lock(&learning.inner).seen = None;
     let mut listed: Option<Instant> = None;
     let mut neighbours = Neighbours::default();
     loop {
-        let woken = tokio::select! {
-            () = changed.notified() => true,
-            () = tokio::time::sleep(TICK) => false,
-        };
-        if woken || listed.is_none_or(|t| t.elapsed() >= RELIST_EVERY) {
+        let mut batches = Vec::new();
+        let mut relist = listed.is_none_or(|t| t.elapsed() >= RELIST_EVERY);
+        tokio::select! {
+            w = rx.recv() => batches.extend(w),
+            () = tokio::time::sleep(TICK) => {}
+        }
+        // Whatever else came meanwhile, in the same round.
+        while let Ok(w) = rx.try_recv() {
+            batches.push(w);
+        }
+        let mut changes = Vec::new();
+        for w in batches {
+            match w {
+                Watched::Batch(b) => changes.push(b),
+                Watched::Started => relist = true,
+            }
+        }
+        let listing = if relist {
             match bgp.routes().await {
                 Ok(routes) => {
-                    rib = Rib::default();
-                    for l in &routes {
-                        rib.apply(l);
-                    }
                     listed = Some(Instant::now());
+                    Some(routes)
                 }
                 Err(e) => return e,
             }
-        }
-        let Some(intent) = learning.intent(cluster) else {
-            continue;
+        } else {
+            None
         };
-        let Some(underlay) = Underlay::of(&intent) else {
-            continue;
+        let (underlay, tunneled, wanted) = {
+            let mut g = lock(&learning.inner);
+            for b in &changes {
+                g.installer.learn(b);
+            }
+            if let Some(l) = &listing {
+                g.installer.resync(l);
+            }
+            let Some((underlay, tunneled)) = learning.refresh_intent(&mut g, cluster, asn) else {
+                continue;
+            };
+            g.installer.refresh();
+            (underlay, tunneled, g.installer.vteps())
         };
-        let own = IpAddr::V4(underlay.addresses[0].0);
-        let reach = rib.reach(&imports(&intent, asn), own);
         // VTEPs the intent has a tunnel to need no MAC from here.
-        let tunneled: BTreeSet<IpAddr> = intent.tunnels.iter().map(|t| t.remote).collect();
-        let wanted: BTreeSet<IpAddr> = install::vteps(&reach)
+        let wanted: BTreeSet<IpAddr> = wanted
             .into_iter()
             .filter(|v| !tunneled.contains(v))
             .collect();
@@ -290,12 +359,9 @@ async fn follow(
             }
             neighbours.answered(&ask, &answers, error.as_deref(), Instant::now());
         }
-        {
-            let mut g = lock(&learning.inner);
-            g.refused = rib.refused.clone();
-            g.learnt = rib.len();
-            g.vteps = neighbours.report();
-        }
-        learning.follow(cluster, reach, neighbours.macs());
+        let mut g = lock(&learning.inner);
+        g.vteps = neighbours.report();
+        g.installer.set_neighbours(neighbours.macs());
+        learning.follow(&mut g, cluster);
     }
 }

@@ -1,0 +1,317 @@
+//! What is learnt, kept installed as it changes: the speaker's changes (`learn`, a batch
+//! as a WatchEvent brings them) go into the `Rib`, and `take` says what to install — the
+//! changes to the tables' entries that the batch makes, or, when it cannot be done entry
+//! by entry, the whole configuration again (`install::layer`).
+//!
+//! Entry by entry: a type 2 route changes the MAC and the address it names, in the
+//! networks that import it, and the host routes of that MAC; each is decided again alone,
+//! as `layer` decides it, from the routes for that MAC or address alone. The whole way:
+//! the first time, after the intent, the VTEPs' MACs or the context change, and for a
+//! change that needs a tunnel or next hop that is not there, removes the last use of one,
+//! adds or removes a VTEP, or touches a type 3 or type 5 route (few: per VTEP and network).
+
+use crate::evpn::{Encap, Mac as EvpnMac, Nlri, Route, RouteTarget};
+use crate::gobgp::Learnt;
+use crate::install::{self, Layered, State};
+use crate::learnt::{Reach, Remote, Rib, importers};
+use core::net::IpAddr;
+use ovr_agent::change::Change;
+use ovr_config::Config;
+use ovr_config::values::Mac;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the intent says about learning: the networks it imports and the host's VTEP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub imports: BTreeMap<RouteTarget, String>,
+    pub own: IpAddr,
+}
+
+/// What to install next.
+#[derive(Debug)]
+pub enum Install {
+    /// Nothing changed (or there is no intent yet).
+    Nothing,
+    /// The whole configuration: the intent with what is learnt.
+    Whole(Box<Config>),
+    /// Changes to bridge entries and routes, to apply as one batch.
+    Changes(Vec<Change>),
+}
+
+/// The learnt routes, what they mean, and what of it is installed.
+#[derive(Debug, Default)]
+pub struct Installer {
+    rib: Rib,
+    intent: Option<Config>,
+    context: Option<Context>,
+    neighbours: BTreeMap<IpAddr, Mac>,
+    reach: Reach,
+    state: Option<State>,
+    /// How many MACs, flood list entries and prefixes each VTEP is used by (VXLAN).
+    vteps: BTreeMap<IpAddr, usize>,
+    /// Routes not ours that no network imports.
+    unimported: u64,
+    /// The whole layering is to be done again.
+    whole: bool,
+    /// `reach` and `vteps` were made again for it already (`refresh`).
+    fresh: bool,
+    changes: Vec<Change>,
+}
+
+impl Installer {
+    pub fn rib(&self) -> &Rib {
+        &self.rib
+    }
+
+    pub fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// The VTEPs what is learnt goes through (VXLAN ones), to resolve (after `refresh`).
+    pub fn vteps(&self) -> BTreeSet<IpAddr> {
+        self.vteps.keys().copied().collect()
+    }
+
+    /// What the layering made: counts, reasons, unresolved VTEPs (no configuration).
+    pub fn report(&self) -> Layered {
+        self.state
+            .as_ref()
+            .map(|s| s.out.clone())
+            .unwrap_or_default()
+    }
+
+    /// A new intent (the whole way follows).
+    pub fn set_intent(&mut self, intent: Config, context: Context) {
+        self.intent = Some(intent);
+        self.context = Some(context);
+        self.whole = true;
+        self.fresh = false;
+    }
+
+    pub fn intent(&self) -> Option<&Config> {
+        self.intent.as_ref()
+    }
+
+    pub fn context(&self) -> Option<&Context> {
+        self.context.as_ref()
+    }
+
+    /// The VTEPs' underlay MACs resolved so far (the whole way follows a change).
+    pub fn set_neighbours(&mut self, neighbours: BTreeMap<IpAddr, Mac>) {
+        if neighbours != self.neighbours {
+            self.neighbours = neighbours;
+            self.whole = true;
+        }
+    }
+
+    /// The speaker's table, listed: what is not in it any more is withdrawn, the rest
+    /// taken as changes. Refusals are counted again from this listing.
+    pub fn resync(&mut self, listed: &[Learnt]) {
+        self.rib.refused.retain(|k, _| *k == "unknown_route_target");
+        let present: BTreeSet<(&str, &Nlri)> = listed
+            .iter()
+            .filter_map(|l| Some((l.neighbor.as_str(), &l.route.as_ref().ok()?.nlri)))
+            .collect();
+        let gone: Vec<Learnt> = self
+            .rib
+            .entries()
+            .filter(|((n, nlri), _)| !present.contains(&(n.as_str(), nlri)))
+            .map(|((n, _), r)| Learnt {
+                route: Ok(r.clone()),
+                withdrawn: true,
+                neighbor: n.clone(),
+            })
+            .collect();
+        self.learn(&gone);
+        self.learn(listed);
+    }
+
+    /// Forgets what came from `neighbor`.
+    pub fn drop_neighbor(&mut self, neighbor: &str) -> usize {
+        let n = self.rib.drop_neighbor(neighbor);
+        if n > 0 {
+            self.whole = true;
+            self.fresh = false;
+        }
+        n
+    }
+
+    /// Takes a batch of changes from the speaker.
+    pub fn learn(&mut self, batch: &[Learnt]) {
+        let mut macs: BTreeSet<(String, EvpnMac)> = BTreeSet::new();
+        let mut hosts: BTreeSet<(String, IpAddr)> = BTreeSet::new();
+        for l in batch {
+            let Some((old, new)) = self.rib.change(l) else {
+                continue;
+            };
+            self.fresh = false;
+            if self.whole {
+                continue;
+            }
+            let Some(ctx) = &self.context else {
+                self.whole = true;
+                continue;
+            };
+            for (r, add) in [(old, false), (new, true)] {
+                let Some(r) = r else { continue };
+                let Nlri::MacIp { mac, ip, .. } = &r.nlri else {
+                    self.whole = true;
+                    break;
+                };
+                if r.next_hop == ctx.own {
+                    continue;
+                }
+                let nets = importers(&ctx.imports, &r);
+                if nets.is_empty() {
+                    if add {
+                        self.unimported += 1;
+                    } else {
+                        self.unimported = self.unimported.saturating_sub(1);
+                    }
+                }
+                for net in nets {
+                    macs.insert((net.clone(), *mac));
+                    if let Some(ip) = ip {
+                        hosts.insert((net.clone(), *ip));
+                    }
+                }
+            }
+        }
+        if self.whole {
+            return;
+        }
+        if self.unimported > 0 {
+            self.rib
+                .refused
+                .insert("unknown_route_target", self.unimported);
+        } else {
+            self.rib.refused.remove("unknown_route_target");
+        }
+        if self.entries(&macs, hosts).is_err() {
+            self.whole = true;
+        }
+    }
+
+    /// Decides the touched MACs and addresses again, entry by entry.
+    fn entries(
+        &mut self,
+        macs: &BTreeSet<(String, EvpnMac)>,
+        mut hosts: BTreeSet<(String, IpAddr)>,
+    ) -> Result<(), install::Whole> {
+        let (Some(ctx), Some(state)) = (&self.context, &mut self.state) else {
+            return Err(install::Whole);
+        };
+        for (net, mac) in macs {
+            let key = (net.clone(), *mac);
+            let new = self.rib.mac_reach(&ctx.imports, ctx.own, net, *mac);
+            let old = self.reach.macs.get(&key).copied();
+            if new == old {
+                continue;
+            }
+            let vxlan = |r: Option<Remote>| r.filter(|r| r.encap == Encap::Vxlan).map(|r| r.vtep);
+            if let Some(v) = vxlan(new) {
+                // A VTEP not used yet needs resolving and a tunnel: the whole way.
+                *self.vteps.get_mut(&v).ok_or(install::Whole)? += 1;
+            }
+            if let Some(v) = vxlan(old) {
+                let n = self.vteps.get_mut(&v).ok_or(install::Whole)?;
+                *n -= 1;
+                if *n == 0 {
+                    return Err(install::Whole);
+                }
+            }
+            match new {
+                Some(r) => self.reach.macs.insert(key, r),
+                None => self.reach.macs.remove(&key),
+            };
+            state.mac(net, *mac, new.as_ref(), &mut self.changes)?;
+            // Its host routes go through it.
+            hosts.extend(self.rib.ips_of(*mac).map(|ip| (net.clone(), ip)));
+        }
+        for (net, ip) in hosts {
+            let key = (net.clone(), ip);
+            let mac = self.rib.host_reach(&ctx.imports, ctx.own, &net, ip);
+            match mac {
+                Some(m) => self.reach.hosts.insert(key, m),
+                None => self.reach.hosts.remove(&key),
+            };
+            let remote = mac.and_then(|m| self.reach.macs.get(&(net.clone(), m)).copied());
+            state.host(&net, ip, remote.as_ref(), &mut self.changes)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the reachability again if the whole way is next (else it is up to date).
+    pub fn refresh(&mut self) {
+        let Some(ctx) = &self.context else {
+            return;
+        };
+        if !self.whole || self.fresh {
+            return;
+        }
+        self.rib.refused.remove("unknown_route_target");
+        self.reach = self.rib.reach(&ctx.imports, ctx.own);
+        self.unimported = self
+            .rib
+            .refused
+            .get("unknown_route_target")
+            .copied()
+            .unwrap_or(0);
+        self.vteps = BTreeMap::new();
+        for r in vxlan_remotes(&self.reach) {
+            *self.vteps.entry(r.vtep).or_default() += 1;
+        }
+        self.fresh = true;
+    }
+
+    /// What to install now: the changes learnt since the last call, or the whole
+    /// configuration.
+    pub fn take(&mut self) -> Install {
+        if self.whole {
+            self.refresh();
+            let Some(intent) = &self.intent else {
+                return Install::Nothing;
+            };
+            self.whole = false;
+            self.fresh = false;
+            self.changes.clear();
+            let (l, state) = install::layer_kept(intent, &self.reach, &self.neighbours);
+            self.state = Some(state);
+            return Install::Whole(Box::new(l.config));
+        }
+        if self.intent.is_none() || self.changes.is_empty() {
+            return Install::Nothing;
+        }
+        Install::Changes(core::mem::take(&mut self.changes))
+    }
+
+    /// The whole way next time (what was installed is not what this made).
+    pub fn again(&mut self) {
+        self.whole = true;
+        self.fresh = false;
+    }
+}
+
+/// Every VXLAN remote of `reach`, once per use.
+fn vxlan_remotes(reach: &Reach) -> impl Iterator<Item = &Remote> {
+    reach
+        .flood
+        .values()
+        .flatten()
+        .chain(reach.macs.values())
+        .chain(reach.prefixes.values().flatten())
+        .filter(|r| r.encap == Encap::Vxlan)
+}
+
+/// A route, for tests and benchmarks: `Learnt` of `route` from `neighbor`.
+pub fn learnt(neighbor: &str, route: Route, withdrawn: bool) -> Learnt {
+    Learnt {
+        route: Ok(route),
+        withdrawn,
+        neighbor: neighbor.into(),
+    }
+}
+
+#[cfg(test)]
+#[path = "sync_tests.rs"]
+mod tests;
