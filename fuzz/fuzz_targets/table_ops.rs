@@ -77,6 +77,7 @@ impl Bytes<'_> {
                     src: "192.0.2.1".parse().ok()?,
                     dst: "192.0.2.2".parse().ok()?,
                     dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                    inner_dst: (self.u8()? & 1 == 1).then_some(MacAddr([2, 0, 0, 0, 0, 3])),
                 }),
             ),
             6 => {
