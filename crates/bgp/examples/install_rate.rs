@@ -21,7 +21,7 @@ use ovr_bgp::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
 use ovr_bgp::gobgp::Learnt;
 use ovr_bgp::install;
 use ovr_bgp::learnt::Rib;
-use ovr_bgp::sync::{Context, Install, Installer};
+use ovr_bgp::sync::{Context, Installer};
 use ovr_config::{Config, Names};
 use ovr_tables::state::new_tables;
 use std::collections::BTreeMap;
@@ -200,12 +200,7 @@ impl Path {
                 };
                 installer.set_intent(install::strip(a.config()), ctx);
             }
-            let r = match installer.take() {
-                Install::Nothing => Ok(None),
-                Install::Whole(c) if *c == *a.config() => Ok(None),
-                Install::Whole(c) => a.replace(*c).map(Some),
-                Install::Changes(cs) => a.apply(cs, true).map(Some),
-            };
+            let r = installer.take().apply(a);
             (r, a.generation())
         });
         match r {

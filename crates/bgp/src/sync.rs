@@ -38,6 +38,22 @@ pub enum Install {
     Changes(Vec<Change>),
 }
 
+impl Install {
+    /// Installs it through the agent: `None` when nothing changed (or the whole
+    /// configuration is the one in force).
+    pub fn apply(
+        self,
+        agent: &mut ovr_agent::Agent,
+    ) -> Result<Option<ovr_agent::Applied>, ovr_agent::error::ApiError> {
+        match self {
+            Install::Nothing => Ok(None),
+            Install::Whole(c) if *c == *agent.config() => Ok(None),
+            Install::Whole(c) => agent.replace(*c).map(Some),
+            Install::Changes(cs) => agent.apply(cs, true).map(Some),
+        }
+    }
+}
+
 /// The learnt routes, what they mean, and what of it is installed.
 #[derive(Debug, Default)]
 pub struct Installer {

@@ -130,13 +130,7 @@ impl Learning {
             return;
         }
         let r = self.state.with_agent(|a| {
-            let next = g.installer.take();
-            let r = match next {
-                Install::Nothing => Ok(None),
-                Install::Whole(c) if *c == *a.config() => Ok(None),
-                Install::Whole(c) => a.replace(*c).map(Some),
-                Install::Changes(cs) => a.apply(cs, true).map(Some),
-            };
+            let r = g.installer.take().apply(a);
             (r, a.generation())
         });
         match r {
