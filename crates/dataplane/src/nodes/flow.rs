@@ -79,18 +79,14 @@ impl Node<Cx, ForwardingState> for Flow {
             // A bridged flow was decided by its destination MAC, which the key does not
             // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
             // host, the two sides of a bump in the wire) takes the decision again for it.
-            let dst = cx
-                .pool
-                .data(p)
-                .first_chunk::<6>()
-                .copied()
-                .unwrap_or_default();
-            let (stale, moved) = cx.flows.get(id).map_or((false, false), |e| {
-                let moved = e.key.bridged && e.dst_mac != dst;
-                (e.epoch != epoch || moved, moved)
-            });
-            if moved && let Some(e) = cx.flows.get_mut(id) {
-                e.dst_mac = dst;
+            let mut stale = false;
+            if let Some(e) = cx.flows.get_mut(id) {
+                let dst = cx.pool.data(p).first_chunk::<6>().copied();
+                if e.key.bridged && dst.is_some_and(|d| d != e.dst_mac) {
+                    e.dst_mac = dst.unwrap_or_default();
+                    stale = true;
+                }
+                stale |= e.epoch != epoch;
             }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
@@ -155,9 +151,15 @@ pub(crate) fn follow(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) -> N
 /// Whether policy is enforced for a packet: always for what arrives in a tunnel, else
 /// as the receiving interface says.
 pub(crate) fn policy_applies(st: &ForwardingState, meta: &crate::meta::Meta) -> bool {
-    meta.has(flags::FROM_TUNNEL)
+    policy_on(st, meta.rx_if, meta.has(flags::FROM_TUNNEL))
+}
+
+/// Whether policy is enforced for what arrives on `rx_if` (`from_tunnel`: decapsulated
+/// there).
+fn policy_on(st: &ForwardingState, rx_if: u32, from_tunnel: bool) -> bool {
+    from_tunnel
         || st
-            .interface(ovr_tables::ids::InterfaceId(meta.rx_if))
+            .interface(ovr_tables::ids::InterfaceId(rx_if))
             .is_none_or(|i| i.policy)
 }
 
@@ -176,13 +178,7 @@ pub fn revalidate_flow(
     match cx.flows.get(id) {
         None => false,
         Some(e) if e.epoch == st.epoch() => true,
-        Some(_) => {
-            let policy = from_tunnel
-                || st
-                    .interface(ovr_tables::ids::InterfaceId(rx_if))
-                    .is_none_or(|i| i.policy);
-            revalidate(cx, st, id, policy)
-        }
+        Some(_) => revalidate(cx, st, id, policy_on(st, rx_if, from_tunnel)),
     }
 }
 
