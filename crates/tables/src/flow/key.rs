@@ -36,9 +36,22 @@ impl FlowKey {
             IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
             IpAddr::V6(a) => a.octets(),
         };
+        Self::mapped(vrf, v6(src), v6(dst), protocol, src_port, dst_port)
+    }
+
+    /// The key of addresses already in their 16-byte (IPv4-mapped) form.
+    #[inline]
+    fn mapped(
+        vrf: VrfId,
+        src: [u8; 16],
+        dst: [u8; 16],
+        protocol: u8,
+        src_port: u16,
+        dst_port: u16,
+    ) -> Self {
         Self {
-            src: v6(src),
-            dst: v6(dst),
+            src,
+            dst,
             vrf: vrf.0,
             src_port,
             dst_port,
@@ -62,16 +75,7 @@ impl FlowKey {
     ) -> Self {
         let mapped =
             |a: [u8; 4]| (0xffff_0000_0000 | u128::from(u32::from_be_bytes(a))).to_be_bytes();
-        Self {
-            src: mapped(src),
-            dst: mapped(dst),
-            vrf: vrf.0,
-            src_port,
-            dst_port,
-            protocol,
-            bridged: false,
-            _pad: [0; 2],
-        }
+        Self::mapped(vrf, mapped(src), mapped(dst), protocol, src_port, dst_port)
     }
 
     /// The same key for a bridged flow.
