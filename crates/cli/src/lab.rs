@@ -211,6 +211,11 @@ pub fn load(p: &Place) -> Result<Option<State>, String> {
     }
 }
 
+/// `ip addr add CIDR dev DEV`, in namespace `ns` (None: the root namespace).
+fn add_address(ns: Option<&str>, cidr: &str, dev: &str) -> Result<(), String> {
+    run(ns, &["ip", "addr", "add", cidr, "dev", dev]).map(|_| ())
+}
+
 /// Runs a command (in a namespace if given), failing with its stderr.
 fn run(ns: Option<&str>, args: &[&str]) -> Result<String, String> {
     let mut c = match ns {

@@ -13,7 +13,7 @@
 //! - Intent: ports `hN/fw-hN-l`, `hN/fw-hN-r`, service `fw`, chain `through-fw`, and
 //!   policy `t1-through-fw` (t1's traffic to ext goes through the chain).
 
-use super::{Place, State, Workload, add_namespace, mac, run, save, veth};
+use super::{Place, State, Workload, add_address, add_namespace, mac, run, save, veth};
 use serde::{Deserialize, Serialize};
 
 /// The network beyond the chain.
@@ -69,17 +69,7 @@ pub(super) fn add_ext_workload(p: &Place, s: &mut State, h: usize) -> Result<(),
         (Some(&host_ns), &w.host_interface(), ""),
         (Some(&ns), "eth0", &wmac),
     )?;
-    run(
-        Some(&ns),
-        &[
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", w.address),
-            "dev",
-            "eth0",
-        ],
-    )?;
+    add_address(Some(&ns), &format!("{}/24", w.address), "eth0")?;
     run(
         Some(&ns),
         &["ip", "route", "add", "default", "via", "10.99.0.1"],
@@ -118,17 +108,7 @@ pub(super) fn add_instance(p: &Place, s: &mut State, h: usize) -> Result<(), Str
             (Some(&host_ns), &x.interface, ""),
             (Some(&ns), what, &x.mac),
         )?;
-        run(
-            Some(&ns),
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{}/24", x.address),
-                "dev",
-                what,
-            ],
-        )?;
+        add_address(Some(&ns), &format!("{}/24", x.address), what)?;
         if !s.settings.workload_offloads {
             run(Some(&ns), &["ethtool", "-K", what, "tx", "off"])?;
         }

@@ -13,7 +13,9 @@
 //! 192.0.2.(100+H), kernel-owned, answering ARP only for its own address).
 
 use super::ovrd::{alive, spawn_in, stop_all};
-use super::{LabEncap, Place, State, Workload, add_namespace, run, save, topology, veth};
+use super::{
+    LabEncap, Place, State, Workload, add_address, add_namespace, run, save, topology, veth,
+};
 use ovr_cluster::etcd::{Endpoints, Etcd};
 use ovr_cluster::keys::{self, Key};
 use ovr_cluster::model::{Network, Port};
@@ -102,17 +104,7 @@ pub(super) fn start(
         add_namespace(p, s, &ns)?;
         topology::bridge_port(p, (&ns, "uplink", ""), ul, &name)?;
         let underlay_ip = format!("192.0.2.{}", 249 + i);
-        run(
-            Some(&ns),
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{underlay_ip}/24"),
-                "dev",
-                "uplink",
-            ],
-        )?;
+        add_address(Some(&ns), &format!("{underlay_ip}/24"), "uplink")?;
         let root_link = format!("{}-{name}", p.prefix);
         s.root_links.push(root_link.clone());
         save(p, s)?;
@@ -121,28 +113,8 @@ pub(super) fn start(
             format!("169.254.{x}.{}", 4 * i - 3),
             format!("169.254.{x}.{}", 4 * i - 2),
         );
-        run(
-            None,
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{root_ip}/30"),
-                "dev",
-                &root_link,
-            ],
-        )?;
-        run(
-            Some(&ns),
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{local_ip}/30"),
-                "dev",
-                "root",
-            ],
-        )?;
+        add_address(None, &format!("{root_ip}/30"), &root_link)?;
+        add_address(Some(&ns), &format!("{local_ip}/30"), "root")?;
         if let Some(c) = s.etcd.as_mut() {
             c.members.push(Member {
                 data_dir: dir.join(&name),

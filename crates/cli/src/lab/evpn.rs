@@ -13,7 +13,7 @@
 //! under /tmp (the lab's directory under /run is root's).
 
 use super::ovrd::{alive, spawn_in, stop_all};
-use super::{Place, State, add_namespace, run, save, topology};
+use super::{Place, State, add_address, add_namespace, run, save, topology};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -92,17 +92,7 @@ pub(super) fn start(p: &Place, s: &mut State, ul: &str, peers: &[String]) -> Res
     let ns = format!("{}-rr", p.prefix);
     add_namespace(p, s, &ns)?;
     topology::bridge_port(p, (&ns, "eth0", ""), ul, "rr")?;
-    run(
-        Some(&ns),
-        &[
-            "ip",
-            "addr",
-            "add",
-            &format!("{REFLECTOR}/24"),
-            "dev",
-            "eth0",
-        ],
-    )?;
+    add_address(Some(&ns), &format!("{REFLECTOR}/24"), "eth0")?;
     let dir = PathBuf::from(format!("/tmp/ovr-lab-{}-frr", p.prefix));
     s.bgp = Some(Bgp {
         reflector: Frr::new(&ns, &dir),

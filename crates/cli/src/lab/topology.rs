@@ -3,7 +3,8 @@
 //! hand in a static lab).
 
 use super::{
-    Host, LabEncap, Place, State, UNDERLAY_MTU, Workload, add_namespace, mac, run, save, veth,
+    Host, LabEncap, Place, State, UNDERLAY_MTU, Workload, add_address, add_namespace, mac, run,
+    save, veth,
 };
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -166,10 +167,7 @@ pub(super) fn add_workload(
         (Some(&host_ns), &host_interface(t, w), ""),
         (Some(&ns), "eth0", &wmac),
     )?;
-    run(
-        Some(&ns),
-        &["ip", "addr", "add", &format!("{address}/24"), "dev", "eth0"],
-    )?;
+    add_address(Some(&ns), &format!("{address}/24"), "eth0")?;
     run(
         Some(&ns),
         &["ip", "route", "add", "default", "via", "10.1.0.1"],
@@ -215,10 +213,7 @@ pub(super) fn kernel_host(
     add_host(p, s, ul, h, true)?;
     let ns = format!("{}-h{h}", p.prefix);
     let ip = format!("192.0.2.{h}");
-    run(
-        Some(&ns),
-        &["ip", "addr", "add", &format!("{ip}/24"), "dev", "uplink"],
-    )?;
+    add_address(Some(&ns), &format!("{ip}/24"), "uplink")?;
     // Over a veth the kernel leaves the outer UDP checksum for the "hardware" to finish;
     // ovr, reading frames as they are, would find it unfinished and drop the packet.
     run(Some(&ns), &["ethtool", "-K", "uplink", "tx", "off"])?;
