@@ -2,7 +2,7 @@
 # memif forwarding rate per ovr core: 64-byte frames looped between one dpdk-testpmd and
 # a switch over two memif interfaces, the switch alone on its CPU.
 #
-#   bench/memif.sh [SECONDS] [ROUNDS] [SWITCH_CPU] [BURSTS]
+#   [OVRD_BIN=path] bench/memif.sh [SECONDS] [ROUNDS] [SWITCH_CPU] [BURSTS]
 #       (default: 10 s, 4 rounds, CPU 1, 16 bursts of 32 frames in flight)
 #
 # The layout (two CPUs, two busy pollers: each has a core of its own):
@@ -29,8 +29,11 @@ rounds=${2:-4}
 cpu=${3:-1}
 bursts=${4:-16}
 other=$((1 - cpu))
-cargo build -q --release -p ovrd
-ovrd_bin=$PWD/target/release/ovrd
+# OVRD_BIN: another ovrd binary to measure (an earlier build, kept aside), not built here.
+if [ -z "${OVRD_BIN:-}" ]; then
+    cargo build -q --release -p ovrd
+fi
+ovrd_bin=${OVRD_BIN:-$PWD/target/release/ovrd}
 dir=$(mktemp -d /tmp/ovr-bench-memif.XXXXXX)
 pids=()
 cleanup() {
