@@ -131,7 +131,7 @@ def run_frames(hook, tmp_path, workers=1):
         sh("python3", "-c", SEND, ns=lab.ns("h1-t1-w1"), timeout=120)
         u, w = [p for p in under.stop() if ours(p[VXLAN].payload)], [
             p for p in work.stop() if ours(p)]
-        shares = (user_space_share(lab, "h1", "t1w1", "ethernet-input"),
+        shares = (user_space_share(lab, "h1", "t1w1", "established"),
                   user_space_share(lab, "h2", "uplink", "underlay-input"))
         flows = {h: lab.json(h, "flows", "--port", "9999")["flows"] +
                  lab.json(h, "flows", "--port", "9998")["flows"] for h in ("h1", "h2")}

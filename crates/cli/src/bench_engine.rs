@@ -48,6 +48,10 @@ pub struct Args {
     /// Also show each node's time per packet on the fast path.
     #[arg(long)]
     pub nodes: bool,
+    /// Every packet through the whole graph, without the one-pass path for
+    /// established flows (to compare the two in one binary).
+    #[arg(long)]
+    pub graph_only: bool,
 }
 
 const WORKLOAD: InterfaceId = InterfaceId(1);
@@ -284,7 +288,12 @@ fn pump(
     sent
 }
 
-fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Result, String> {
+fn measure(
+    scenario: &str,
+    flows: usize,
+    seconds: f64,
+    established_path: bool,
+) -> std::result::Result<Result, String> {
     let (mut w, r) = new_tables();
     w.commit(tables()).map_err(|e| e.to_string())?;
     let (rx, frames) = frames(scenario, flows).ok_or_else(|| {
@@ -299,6 +308,7 @@ fn measure(scenario: &str, flows: usize, seconds: f64) -> std::result::Result<Re
         frames: 2 * VECTOR_SIZE,
         // The slow path's own rate is measured here, so it is not limited.
         setup_rate: None,
+        established_path,
         ..Settings::default()
     };
     let mut pipe = Pipeline::new(settings);
@@ -363,7 +373,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
     }
     for s in &scenarios {
         for &f in &flows {
-            let r = measure(s, f, a.seconds)?;
+            let r = measure(s, f, a.seconds, !a.graph_only)?;
             if a.json {
                 let mut v = serde_json::json!({
                     "scenario": r.scenario,

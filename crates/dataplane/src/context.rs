@@ -25,6 +25,10 @@ pub struct Settings {
     /// How many workers share the daemon's flows: a network's own flow quota (in the
     /// tables, for the whole host) is split evenly between them.
     pub shards: u32,
+    /// Packets of established flows take the one-pass path (`nodes::established`)
+    /// where it applies; off, every packet goes through the whole graph (to compare
+    /// the two: they forward alike).
+    pub established_path: bool,
 }
 
 impl Default for Settings {
@@ -37,6 +41,7 @@ impl Default for Settings {
             setup_rate: Some(DEFAULT_SETUP_RATE),
             frames: 4096,
             shards: 1,
+            established_path: true,
         }
     }
 }

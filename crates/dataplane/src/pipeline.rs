@@ -21,6 +21,7 @@ fn nodes() -> Vec<BoxedNode> {
         Box::new(underlay_input::UnderlayInput),
         Box::new(vxlan_decap::VxlanDecap),
         Box::new(mpls_decap::MplsDecap),
+        Box::new(established::Established::default()),
         Box::new(ethernet_input::EthernetInput),
         Box::new(arp::Arp),
         Box::new(ip_input::IpInput),
@@ -48,7 +49,12 @@ const AGE_MAX_PER_RUN: usize = 256;
 pub struct Pipeline {
     graph: Graph<Cx, ForwardingState>,
     pub cx: Cx,
+    /// Where frames from workloads enter: the one-pass path for established flows, or
+    /// ethernet-input.
     workload_entry: NodeId,
+    /// ethernet-input: where traced frames from workloads enter, so that their trace
+    /// shows every node.
+    ethernet_input: NodeId,
     underlay_entry: NodeId,
     /// Headers of the segment being cut from a large frame (kept to save allocating).
     scratch: Vec<u8>,
@@ -69,8 +75,14 @@ impl Pipeline {
             Err(e) => panic!("ovr's pipeline is miswired: {e}"),
         };
         let id = |name| graph.node_id(name).unwrap_or(NodeId(0));
+        let workload = if settings.established_path {
+            "established"
+        } else {
+            "ethernet-input"
+        };
         Self {
-            workload_entry: id("ethernet-input"),
+            workload_entry: id(workload),
+            ethernet_input: id("ethernet-input"),
             underlay_entry: id("underlay-input"),
             graph,
             cx: Cx::new(settings),
@@ -214,14 +226,25 @@ impl Pipeline {
     /// Copies one packet into a buffer and queues it at its entry node.
     fn admit(&mut self, at: Entry, parts: &[&[u8]]) {
         if let Some(p) = self.alloc(at, parts) {
-            self.graph.enqueue(at.0, &[p]);
+            self.enqueue(at, p);
         }
     }
 
     /// Queues a packet whose transport checksum ovr has just written (nothing to verify).
     fn enqueue_checksum_made(&mut self, at: Entry, p: u32) {
         self.cx.pool.meta_mut(p).flags |= flags::L4_CHECKSUM_MADE;
-        self.graph.enqueue(at.0, &[p]);
+        self.enqueue(at, p);
+    }
+
+    /// Queues a packet at its entry node (a traced one from a workload at
+    /// ethernet-input).
+    fn enqueue(&mut self, (node, _, _): Entry, p: u32) {
+        let node = if node == self.workload_entry && self.cx.pool.meta(p).trace != 0 {
+            self.ethernet_input
+        } else {
+            node
+        };
+        self.graph.enqueue(node, &[p]);
     }
 
     /// Runs everything received through the graph, then ages the slice of the flows that

@@ -13,7 +13,7 @@ pub struct EncapVxlan {
     rewrites: Rewrites,
 }
 
-fn vxlan(e: Encap) -> Option<Shim> {
+pub(super) fn vxlan(e: Encap) -> Option<Shim> {
     let Encap::Vxlan { vni } = e else {
         return None;
     };

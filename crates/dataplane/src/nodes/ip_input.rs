@@ -70,7 +70,7 @@ impl Node<Cx, ForwardingState> for IpInput {
 }
 
 /// The ports of the flow key: TCP/UDP ports, the ICMP echo identifier for both, or 0.
-fn ports(protocol: u8, l4: &[u8]) -> Result<(u16, u16), WireError> {
+pub(super) fn ports(protocol: u8, l4: &[u8]) -> Result<(u16, u16), WireError> {
     let be = |i: usize| u16::from_be_bytes([l4[i], l4[i + 1]]);
     match protocol {
         ip_proto::TCP => {

@@ -8,6 +8,7 @@ pub mod arp;
 pub mod drop;
 pub mod encap_mpls;
 pub mod encap_vxlan;
+pub mod established;
 pub mod ethernet_input;
 pub mod flood;
 pub mod flow;

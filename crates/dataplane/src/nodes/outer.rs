@@ -166,11 +166,7 @@ impl Rewrites {
         v: &mut Vector<'_>,
         shim: impl Fn(Encap) -> Option<Shim>,
     ) {
-        // Templates are valid for one table epoch: checked once per vector, not per packet.
-        if self.epoch != Some(st.epoch()) {
-            self.by_nexthop.clear();
-            self.epoch = Some(st.epoch());
-        }
+        self.follow(st);
         let pkts = v.pkts;
         v.map(|i, p| {
             if let Some(&n) = pkts.get(i + 4) {
@@ -191,8 +187,17 @@ impl Rewrites {
         });
     }
 
+    /// Forgets the templates of an older table epoch: they are valid for one, which is
+    /// checked once per vector, not per packet.
+    pub fn follow(&mut self, st: &ForwardingState) {
+        if self.epoch != Some(st.epoch()) {
+            self.by_nexthop.clear();
+            self.epoch = Some(st.epoch());
+        }
+    }
+
     /// Prepends the outer headers and `shim` to packet `p` for tunnel next hop `nh`.
-    fn encapsulate(
+    pub fn encapsulate(
         &mut self,
         cx: &mut Cx,
         st: &ForwardingState,

@@ -1,0 +1,295 @@
+//! established: packets of established IPv4 flows forwarded in one pass.
+//!
+//! The graph spends about 1,400 instructions on a packet of an established flow:
+//! ethernet-input, ip-input, flow, encap-vxlan and interface-output each take the vector,
+//! read every packet's metadata again and hand it on. This node does the commonest case
+//! (a bridged IPv4 frame of an established flow, out of a local interface or into an
+//! IPv4 VXLAN tunnel) in one pass over the vector, as VPP's feature arcs skip the nodes
+//! a packet does not need: parse, batch flow lookup, the cached action, the tunnel's
+//! header template, the transmit queue.
+//!
+//! It only ever takes a packet it forwards exactly as the graph would (the same bytes
+//! out of the same interface, the same metadata, flow and interface counters); anything
+//! else — a miss, a table change since the flow's decision, ARP, IPv6, VLAN tags,
+//! broadcast, routing, a check that fails — goes on to ethernet-input
+//! untouched, and the graph does what it always did (drops included, under their
+//! reasons). `tests/established.rs` holds the two paths to that, packet for packet.
+//! Traced packets never come here (the pipeline queues them at ethernet-input), so a
+//! trace shows every node.
+
+use super::encap_vxlan::vxlan;
+use super::ip_input::ports;
+use super::outer::Rewrites;
+use crate::context::Cx;
+use crate::drop::Reason;
+use crate::meta::flags;
+use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
+use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
+use ovr_tables::nexthop::{Encap, NextHop};
+use ovr_tables::state::ForwardingState;
+use ovr_wire::ethernet::{HEADER_LEN, ethertype};
+use ovr_wire::ipv4::Ipv4Packet;
+
+next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
+
+/// Outer headers of VXLAN over IPv4: Ethernet, IPv4, UDP, VXLAN.
+const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
+
+/// What the first pass learnt of a packet that may be of an established flow.
+#[derive(Clone, Copy, Default)]
+struct Parsed {
+    /// Its place in the vector.
+    at: u16,
+    /// Offset of the transport header.
+    l4: u16,
+    /// Length without Ethernet padding.
+    len: u16,
+}
+
+pub struct Established {
+    keys: Box<[FlowKey; VECTOR_SIZE]>,
+    found: Box<[Option<FlowId>; VECTOR_SIZE]>,
+    parsed: Box<[Parsed; VECTOR_SIZE]>,
+    /// Flows of this vector one of whose packets went on to the graph after a hit.
+    passed_on: Vec<FlowId>,
+    rewrites: Rewrites,
+}
+
+/// Beyond this many flows passed on in one vector (frames alternating between MACs of
+/// one flow, say), the rest of the vector goes to the graph: the search stays short.
+const MAX_PASSED_ON: usize = 16;
+
+impl Default for Established {
+    fn default() -> Self {
+        Self {
+            keys: Box::new([FlowKey::default(); VECTOR_SIZE]),
+            found: Box::new([None; VECTOR_SIZE]),
+            parsed: Box::new([Parsed::default(); VECTOR_SIZE]),
+            passed_on: Vec::with_capacity(MAX_PASSED_ON),
+            rewrites: Rewrites::default(),
+        }
+    }
+}
+
+impl Node<Cx, ForwardingState> for Established {
+    fn name(&self) -> &'static str {
+        "established"
+    }
+
+    fn next_nodes(&self) -> &'static [&'static str] {
+        Next::NAMES
+    }
+
+    fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        self.rewrites.follow(st);
+        // Pass 1: which packets could be of an established flow, and their keys.
+        let mut n = 0;
+        let mut rx = Receiver::default();
+        for (i, &p) in v.pkts.iter().enumerate() {
+            if let Some(&ahead) = v.pkts.get(i + 4) {
+                cx.pool.prefetch(ahead);
+            }
+            v.next[i] = Next::Ethernet.into();
+            if let Some((key, l4, len)) = candidate(st, &mut rx, cx, p) {
+                self.keys[n] = key;
+                self.parsed[n] = Parsed {
+                    at: i as u16,
+                    l4,
+                    len,
+                };
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        // Pass 2: the flows, their misses overlapped.
+        cx.flows.lookup_batch(&self.keys[..n], &mut self.found[..n]);
+        // Pass 3: the cached action, where it is one this node carries out. Once a
+        // packet of a flow goes on to the graph, so do the flow's later packets in the
+        // vector: the graph may take the flow's decision again for it (another
+        // destination MAC, changed tables), and later packets must see that decision.
+        let epoch = st.epoch();
+        self.passed_on.clear();
+        for j in 0..n {
+            let Some(id) = self.found[j] else { continue };
+            let Parsed { at, l4, len } = self.parsed[j];
+            let p = v.pkts[usize::from(at)];
+            if !self.passed_on.is_empty()
+                && (self.passed_on.len() >= MAX_PASSED_ON || self.passed_on.contains(&id))
+            {
+                continue;
+            }
+            let Some(out) = action(cx, st, p, id, len, epoch) else {
+                self.passed_on.push(id);
+                continue;
+            };
+            let key = self.keys[j];
+            v.next[usize::from(at)] = self.forward(cx, st, p, id, &key, l4, len, out);
+        }
+    }
+}
+
+/// The receiving interface of the packets of a vector, checked once while it stays the
+/// same (a vector mostly comes from one interface).
+#[derive(Default)]
+struct Receiver {
+    id: Option<u32>,
+    /// A network function's port: its packets are flows of their own (`crate::chain`).
+    service: bool,
+}
+
+impl Receiver {
+    fn is_service_port(&mut self, st: &ForwardingState, rx: u32) -> bool {
+        if self.id != Some(rx) {
+            self.id = Some(rx);
+            self.service = st.service_port(InterfaceId(rx)).is_some();
+        }
+        self.service
+    }
+}
+
+/// The flow key of an untagged, unicast, bridged IPv4 frame whose headers pass
+/// ip-input's checks and that ip-input would send to the flow node, with its transport
+/// offset and length without padding; `None` for anything else.
+#[inline]
+fn candidate(
+    st: &ForwardingState,
+    rx: &mut Receiver,
+    cx: &Cx,
+    p: u32,
+) -> Option<(FlowKey, u16, u16)> {
+    let meta = cx.pool.meta(p);
+    let data = cx.pool.data(p);
+    // A multicast or broadcast destination is flooded; a tag is refused by ethernet-input.
+    if meta.trace != 0
+        || data.len() < HEADER_LEN
+        || data[0] & 1 != 0
+        || data[12..14] != ethertype::IPV4.to_be_bytes()
+    {
+        return None;
+    }
+    let vrf = st.vrf(VrfId(meta.vrf))?;
+    if data[..6] == vrf.router_mac.0 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(&data[HEADER_LEN..]).ok()?;
+    if !ip.verify_checksum() {
+        return None;
+    }
+    let (ihl, total) = (ip.header_len(), usize::from(ip.total_len()));
+    let l3 = &data[HEADER_LEN..HEADER_LEN + total];
+    // A non-first fragment has no transport header: ports 0, as ip-input keys it.
+    let (sport, dport) = if !ip.is_fragment() || ip.is_first_fragment() {
+        ports(ip.protocol(), &l3[ihl..]).ok()?
+    } else {
+        (0, 0)
+    };
+    let from_tunnel = meta.has(flags::FROM_TUNNEL);
+    if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
+        return None;
+    }
+    let addr = |o: usize| l3[o..o + 4].try_into().unwrap_or_default();
+    let key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
+    Some((
+        key.into_bridged(),
+        (HEADER_LEN + ihl) as u16,
+        (HEADER_LEN + total) as u16,
+    ))
+}
+
+/// Where a packet of flow `id` leaves, if the flow's decision is current and is one
+/// this node carries out: out of a local interface as it is, or into an IPv4 VXLAN
+/// tunnel; and only if interface-output would let it through.
+#[derive(Clone, Copy)]
+struct Out {
+    next_hop: NextHopId,
+    tx_if: InterfaceId,
+    vxlan: bool,
+}
+
+#[inline]
+fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u32) -> Option<Out> {
+    let e = cx.flows.get(id)?;
+    // A bridged flow was decided by its destination MAC (see the flow node).
+    if e.epoch != epoch || cx.pool.data(p).first_chunk::<6>() != Some(&e.dst_mac) {
+        return None;
+    }
+    let Some(FlowAction::Forward { next_hop }) = e.action else {
+        return None;
+    };
+    let (tx_if, head) = match st.nexthop(next_hop)? {
+        NextHop::Interface { interface, .. } => (*interface, 0),
+        NextHop::Tunnel(t)
+            if matches!(t.encap, Encap::Vxlan { .. }) && t.src.is_ipv4() && t.dst.is_ipv4() =>
+        {
+            (t.underlay, VXLAN4_HEAD)
+        }
+        _ => return None,
+    };
+    let iface = st.interface(tx_if)?;
+    // interface-output's checks, on the length the packet will have (the MTU counts the
+    // L3 packet, not the Ethernet header).
+    let sent = usize::from(len) + head;
+    if !iface.admin_up || sent > usize::from(iface.mtu) + HEADER_LEN {
+        return None;
+    }
+    Some(Out {
+        next_hop,
+        tx_if,
+        vxlan: head != 0,
+    })
+}
+
+impl Established {
+    /// Forwards packet `p` of flow `id` as the graph would: what ip-input, the flow
+    /// node, encap-vxlan and interface-output record and do.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn forward(
+        &mut self,
+        cx: &mut Cx,
+        st: &ForwardingState,
+        p: u32,
+        id: FlowId,
+        key: &FlowKey,
+        l4: u16,
+        len: u16,
+        out: Out,
+    ) -> u16 {
+        // Ethernet padding after the IP packet goes: nothing forwards it.
+        cx.pool.truncate(p, usize::from(len));
+        cx.flows.touch(id, u64::from(len), cx.now);
+        let meta = cx.pool.meta_mut(p);
+        meta.key = *key;
+        meta.hash = key.symmetric_hash();
+        meta.l3 = HEADER_LEN as u16;
+        meta.l4 = l4;
+        meta.flags |= flags::FLOW_HIT;
+        meta.next_hop = out.next_hop.0;
+        meta.tx_if = out.tx_if.0;
+        if out.vxlan {
+            // (`action` found a VXLAN tunnel there.)
+            let Some(NextHop::Tunnel(t)) = st.nexthop(out.next_hop) else {
+                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
+            };
+            let Some(shim) = vxlan(t.encap) else {
+                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
+            };
+            let r = self.rewrites.encapsulate(
+                cx,
+                st,
+                p,
+                (out.next_hop, t),
+                shim.transport,
+                &shim.bytes[..shim.len],
+            );
+            if let Err(e) = r {
+                return super::drop(cx.pool.meta_mut(p), e, Next::Drop).into();
+            }
+        }
+        cx.transmit(p, out.tx_if.0);
+        CONSUMED
+    }
+}

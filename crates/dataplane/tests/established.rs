@@ -1,0 +1,455 @@
+//! The one-pass path for established flows (`nodes::established`) forwards exactly as
+//! the whole graph does: the same frames out of the same interfaces, the same drops,
+//! interface and flow counters, and the same view for the kernel fast path's learning,
+//! for any mix of frames (established or not, well-formed or not) and across table
+//! changes. Each case runs two pipelines on the same tables, one with the path and one
+//! without, and compares everything after every round.
+
+use ovr_dataplane::{Pipeline, Settings};
+use ovr_graph::VECTOR_SIZE;
+use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
+use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
+use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
+use ovr_tables::policy::{Policy, PolicyAction, PolicyRule, PortRange};
+use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
+use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
+use ovr_wire::ethernet::MacAddr;
+use ovr_wire::ip_proto;
+use ovr_wire::ipv4::Ipv4Packet;
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+const UPLINK: InterfaceId = InterfaceId(0);
+const VM1: InterfaceId = InterfaceId(1);
+const VM2: InterfaceId = InterfaceId(2);
+const DOWN: InterfaceId = InterfaceId(3);
+const SMALL_MTU: InterfaceId = InterfaceId(4);
+const RED: VrfId = VrfId(1);
+
+/// Destination MACs of the bridge table, by what their next hop is.
+const LOCAL: MacAddr = MacAddr([2, 0, 0, 0, 2, 1]);
+const VXLAN4: MacAddr = MacAddr([2, 0, 0, 0, 9, 2]);
+const MPLS: MacAddr = MacAddr([2, 0, 0, 0, 9, 3]);
+const VXLAN6: MacAddr = MacAddr([2, 0, 0, 0, 9, 4]);
+const TO_DOWN: MacAddr = MacAddr([2, 0, 0, 0, 3, 1]);
+const TO_SMALL_MTU: MacAddr = MacAddr([2, 0, 0, 0, 4, 1]);
+const TO_DROP: MacAddr = MacAddr([2, 0, 0, 0, 9, 9]);
+const UNKNOWN: MacAddr = MacAddr([2, 0, 0, 0, 7, 7]);
+/// Where a frame may be sent: the bridge entries, the gateway, unknown and broadcast.
+const DESTS: [MacAddr; 10] = [
+    LOCAL,
+    VXLAN4,
+    MPLS,
+    VXLAN6,
+    TO_DOWN,
+    TO_SMALL_MTU,
+    TO_DROP,
+    UNKNOWN,
+    DEFAULT_ROUTER_MAC,
+    MacAddr::BROADCAST,
+];
+
+fn iface(id: InterfaceId, kind: InterfaceKind, mtu: u16, up: bool) -> TableOp {
+    TableOp::UpsertInterface(Interface {
+        id,
+        name: format!("if{}", id.0),
+        kind,
+        vrf: (kind != InterfaceKind::Underlay).then_some(RED),
+        mac: MacAddr([2, 0, 0, 0, 0, id.0 as u8 + 0x10]),
+        addresses: (kind == InterfaceKind::Underlay)
+            .then(|| InterfaceAddress {
+                addr: Ipv4Addr::new(192, 0, 2, 1).into(),
+                prefix_len: 24,
+            })
+            .into_iter()
+            .collect(),
+        mtu,
+        policy: true,
+        admin_up: up,
+        memif: None,
+    })
+}
+
+fn tunnel(encap: Encap, src: IpAddr, dst: IpAddr) -> NextHop {
+    NextHop::Tunnel(Tunnel {
+        encap,
+        underlay: UPLINK,
+        src,
+        dst,
+        dst_mac: MacAddr([2, 0, 0, 0, 0, 0x0b]),
+        inner_dst: None,
+    })
+}
+
+fn setup() -> (TablesWriter, TablesReader) {
+    let (mut w, r) = new_tables();
+    let v4 = |d| IpAddr::V4(Ipv4Addr::new(192, 0, 2, d));
+    let v6 = |d| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, d));
+    let nh = |i, n| TableOp::UpsertNextHop(NextHopId(i), n);
+    let bridge = |mac, i| TableOp::AddBridge {
+        vrf: RED,
+        mac,
+        nh: NextHopId(i),
+    };
+    let deny_telnet = PolicyRule {
+        protocol: Some(ip_proto::TCP),
+        dst_ports: PortRange {
+            first: 23,
+            last: 23,
+        },
+        ..PolicyRule::matching_all(PolicyAction::Deny)
+    };
+    w.commit(vec![
+        TableOp::UpsertVrf {
+            id: RED,
+            name: "red".into(),
+            vni: Some(100),
+        },
+        iface(UPLINK, InterfaceKind::Underlay, 1500, true),
+        iface(VM1, InterfaceKind::Workload, 1500, true),
+        iface(VM2, InterfaceKind::Workload, 1500, true),
+        iface(DOWN, InterfaceKind::Workload, 1500, false),
+        iface(SMALL_MTU, InterfaceKind::Workload, 100, true),
+        nh(
+            10,
+            NextHop::Interface {
+                interface: VM2,
+                dst_mac: LOCAL,
+            },
+        ),
+        nh(11, tunnel(Encap::Vxlan { vni: 100 }, v4(1), v4(2))),
+        nh(12, tunnel(Encap::MplsOverUdp { label: 30 }, v4(1), v4(3))),
+        nh(13, tunnel(Encap::Vxlan { vni: 100 }, v6(1), v6(4))),
+        nh(
+            14,
+            NextHop::Interface {
+                interface: DOWN,
+                dst_mac: TO_DOWN,
+            },
+        ),
+        nh(
+            15,
+            NextHop::Interface {
+                interface: SMALL_MTU,
+                dst_mac: TO_SMALL_MTU,
+            },
+        ),
+        nh(16, NextHop::Drop),
+        bridge(LOCAL, 10),
+        bridge(VXLAN4, 11),
+        bridge(MPLS, 12),
+        bridge(VXLAN6, 13),
+        bridge(TO_DOWN, 14),
+        bridge(TO_SMALL_MTU, 15),
+        bridge(TO_DROP, 16),
+        TableOp::AddRoute {
+            vrf: RED,
+            prefix: "10.4.0.0/16".parse().unwrap(),
+            nh: NextHopId(11),
+        },
+        TableOp::SetFlood {
+            vrf: RED,
+            members: vec![NextHopId(10), NextHopId(11)],
+        },
+        TableOp::SetPolicy {
+            vrf: RED,
+            policy: Arc::new(Policy::new(vec![deny_telnet]).unwrap()),
+        },
+    ])
+    .unwrap();
+    (w, r)
+}
+
+/// A frame from VM1, described by what varies.
+#[derive(Debug, Clone)]
+struct Frame {
+    dst: usize,
+    /// 0 TCP, 1 UDP, 2 ICMP echo, 3 GRE (no ports).
+    proto: u8,
+    flow: u16,
+    payload: usize,
+    /// IPv4 options (in 4-byte words).
+    options: u8,
+    padding: usize,
+    fragment: bool,
+    vlan: bool,
+    ipv6: bool,
+    /// A byte overwritten (offset, value) after the frame is built: bad checksums,
+    /// lengths, versions, ethertypes.
+    corrupt: Option<(usize, u8)>,
+    truncate: Option<usize>,
+}
+
+impl Frame {
+    fn bytes(&self) -> Vec<u8> {
+        let mut f = DESTS[self.dst % DESTS.len()].0.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 1, 5]);
+        if self.vlan {
+            f.extend_from_slice(&[0x81, 0, 0, 7]);
+        }
+        let (protocol, l4) = match self.proto % 4 {
+            0 => {
+                let mut t = vec![0u8; 20];
+                t[0..2].copy_from_slice(&(1000 + self.flow).to_be_bytes());
+                // Port 23 is denied by policy.
+                let dport: u16 = if self.flow.is_multiple_of(7) { 23 } else { 80 };
+                t[2..4].copy_from_slice(&dport.to_be_bytes());
+                t[12] = 5 << 4;
+                (ip_proto::TCP, t)
+            }
+            1 => {
+                let mut u = vec![0u8; 8];
+                u[0..2].copy_from_slice(&(2000 + self.flow).to_be_bytes());
+                u[2..4].copy_from_slice(&53u16.to_be_bytes());
+                u[4..6].copy_from_slice(&((8 + self.payload) as u16).to_be_bytes());
+                (ip_proto::UDP, u)
+            }
+            2 => {
+                let mut i = vec![8u8, 0, 0, 0, 0, 0, 0, 1];
+                i[4..6].copy_from_slice(&self.flow.to_be_bytes());
+                (ip_proto::ICMP, i)
+            }
+            _ => (ip_proto::GRE, vec![0u8; 4]),
+        };
+        let body: Vec<u8> = l4
+            .into_iter()
+            .chain((0..self.payload).map(|i| i as u8))
+            .collect();
+        if self.ipv6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[protocol, 64]);
+            f.extend_from_slice(&Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 5).octets());
+            f.extend_from_slice(&Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 9).octets());
+        } else {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let ihl = 5 + usize::from(self.options % 3);
+            let mut ip = vec![0u8; ihl * 4];
+            ip[0] = 0x40 | ihl as u8;
+            ip[2..4].copy_from_slice(&((ihl * 4 + body.len()) as u16).to_be_bytes());
+            if self.fragment {
+                ip[6] = 0x20; // more fragments
+            }
+            ip[8] = 64;
+            ip[9] = protocol;
+            ip[12..16].copy_from_slice(&[10, 1, 0, 5]);
+            ip[16..20].copy_from_slice(&[10, 1, 0, 9 + (self.flow % 3) as u8]);
+            Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+            f.extend_from_slice(&ip);
+        }
+        f.extend_from_slice(&body);
+        f.extend(std::iter::repeat_n(0xee, self.padding));
+        if let Some((at, b)) = self.corrupt {
+            let at = at % f.len();
+            f[at] = b;
+        }
+        if let Some(n) = self.truncate {
+            f.truncate(n.max(1));
+        }
+        f
+    }
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    (
+        (0..DESTS.len(), 0u8..4, 0u16..300, 0usize..120, 0u8..6),
+        (
+            prop_oneof![8 => Just(0usize), 1 => 1usize..40],
+            prop::bool::weighted(0.05),
+            prop::bool::weighted(0.05),
+            prop::bool::weighted(0.05),
+            prop::option::weighted(0.1, (0usize..60, any::<u8>())),
+            prop::option::weighted(0.05, 0usize..80),
+        ),
+    )
+        .prop_map(
+            |(
+                (dst, proto, flow, payload, options),
+                (padding, fragment, vlan, ipv6, corrupt, truncate),
+            )| {
+                Frame {
+                    dst,
+                    proto,
+                    flow,
+                    payload,
+                    options: if options < 4 { 0 } else { options - 3 },
+                    padding,
+                    fragment,
+                    vlan,
+                    ipv6,
+                    corrupt,
+                    truncate,
+                }
+            },
+        )
+}
+
+/// Everything observable of a pipeline after a round, for comparison.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    /// Frames sent, per interface (sorted unless `ordered`).
+    tx: Vec<(u32, Vec<u8>)>,
+    /// What the kernel fast path would learn from: metadata and bytes of flow packets.
+    learnt: Vec<String>,
+    drops: Vec<u64>,
+    interfaces: Vec<String>,
+    flows: Vec<String>,
+}
+
+/// The first difference between what two pipelines did, readably.
+fn differ(a: &Seen, b: &Seen) -> Option<String> {
+    fn first<T: PartialEq + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) -> Option<String> {
+        if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+            return Some(format!(
+                "{what}[{i}]:\n  one pass {:?}\n  graph    {:?}",
+                a[i], b[i]
+            ));
+        }
+        (a.len() != b.len()).then(|| format!("{what}: {} against {} items", a.len(), b.len()))
+    }
+    first("tx", &a.tx, &b.tx)
+        .or_else(|| first("learnt", &a.learnt, &b.learnt))
+        .or_else(|| first("drops", &a.drops, &b.drops))
+        .or_else(|| first("interfaces", &a.interfaces, &b.interfaces))
+        .or_else(|| first("flows", &a.flows, &b.flows))
+}
+
+fn round(pipe: &mut Pipeline, r: &TablesReader, frames: &[Vec<u8>], vector: usize) -> Seen {
+    let g = r.enter().unwrap();
+    let mut tx = Vec::new();
+    let mut learnt = Vec::new();
+    for chunk in frames.chunks(vector) {
+        pipe.cx.now += 1_000_000;
+        pipe.receive(&g, VM1, chunk.iter().map(|f| f.as_slice()));
+        pipe.run(&g);
+        pipe.for_each_flow_tx(|_, m, head| learnt.push(format!("{m:?} {head:?}")));
+        pipe.drain_tx(|i, b| tx.push((i.0, b.to_vec())));
+    }
+    if vector > 1 {
+        // Across flows, the graph's own order depends on the path each packet took.
+        tx.sort();
+        learnt.sort();
+    }
+    let mut flows: Vec<String> = pipe
+        .cx
+        .flows
+        .iter()
+        .map(|(id, e)| format!("{} {e:?}", id.0))
+        .collect();
+    flows.sort();
+    Seen {
+        tx,
+        learnt,
+        drops: pipe.cx.drops.to_vec(),
+        interfaces: pipe
+            .cx
+            .interfaces
+            .iter()
+            .map(|c| format!("{c:?}"))
+            .collect(),
+        flows,
+    }
+}
+
+fn pipelines() -> (Pipeline, Pipeline) {
+    let settings = |established_path| Settings {
+        flow_capacity: 4096,
+        established_path,
+        ..Settings::default()
+    };
+    (
+        Pipeline::new(settings(true)),
+        Pipeline::new(settings(false)),
+    )
+}
+
+fn packets_at(pipe: &Pipeline, node: &str) -> u64 {
+    pipe.graph()
+        .stats()
+        .find(|(n, _)| *n == node)
+        .map_or(0, |(_, s)| s.packets)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_one_pass_path_forwards_as_the_graph_does(
+        frames in prop::collection::vec(frame(), 1..300),
+        vector in prop_oneof![Just(1usize), Just(VECTOR_SIZE), 2usize..40],
+        rounds in 2usize..4,
+        change in 0usize..4,
+    ) {
+        let (mut w, r) = setup();
+        let (mut one_pass, mut graph) = pipelines();
+        let bytes: Vec<Vec<u8>> = frames.iter().map(Frame::bytes).collect();
+        for i in 0..rounds {
+            // A table change between rounds: established flows take their decision
+            // again (in the graph) before the one-pass path carries them on.
+            if i == 1 {
+                let op = match change {
+                    0 => TableOp::AddBridge { vrf: RED, mac: LOCAL, nh: NextHopId(11) },
+                    1 => TableOp::RemoveBridge { vrf: RED, mac: VXLAN4 },
+                    2 => TableOp::SetPolicy {
+                        vrf: RED,
+                        policy: Arc::new(Policy::new(vec![PolicyRule {
+                            protocol: Some(ip_proto::UDP),
+                            ..PolicyRule::matching_all(PolicyAction::Deny)
+                        }]).unwrap()),
+                    },
+                    _ => iface(VM2, InterfaceKind::Workload, 80, true),
+                };
+                w.commit(vec![op]).unwrap();
+            }
+            let a = round(&mut one_pass, &r, &bytes, vector);
+            let b = round(&mut graph, &r, &bytes, vector);
+            if let Some(d) = differ(&a, &b) {
+                prop_assert!(false, "round {}: {}", i, d);
+            }
+        }
+    }
+}
+
+#[test]
+fn established_flows_skip_the_graph_and_the_rest_take_it() {
+    let (_w, r) = setup();
+    let (mut one_pass, mut graph) = pipelines();
+    let frame = |dst: usize, flow: u16| {
+        Frame {
+            dst,
+            proto: 1,
+            flow,
+            payload: 18,
+            options: 0,
+            padding: 0,
+            fragment: false,
+            vlan: false,
+            ipv6: false,
+            corrupt: None,
+            truncate: None,
+        }
+        .bytes()
+    };
+    // To a local workload and into IPv4 VXLAN: 40 flows each.
+    let frames: Vec<Vec<u8>> = (0..40)
+        .flat_map(|f| [frame(0, f), frame(1, 100 + f)])
+        .collect();
+    let first = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
+    assert_eq!(first, round(&mut graph, &r, &frames, VECTOR_SIZE));
+    // The first round set the flows up through the graph.
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 80);
+    let second = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
+    assert_eq!(second, round(&mut graph, &r, &frames, VECTOR_SIZE));
+    assert_eq!(second.tx.len(), 80);
+    // The second round took none of them through the graph.
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 80);
+    assert_eq!(packets_at(&one_pass, "established"), 160);
+    assert_eq!(packets_at(&graph, "ethernet-input"), 160);
+    // MPLS is the graph's: its packets pass through the node and on.
+    let mpls: Vec<Vec<u8>> = (200..210).map(|f| frame(2, f)).collect();
+    round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
+    let again = round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
+    assert_eq!(again.tx.len(), 10);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 100);
+}
