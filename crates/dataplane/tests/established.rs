@@ -175,6 +175,9 @@ struct Frame {
     fragment: bool,
     vlan: bool,
     ipv6: bool,
+    /// Arrives from the underlay in VXLAN (with an unknown VNI if `vni_unknown`).
+    tunnel: bool,
+    vni_unknown: bool,
     /// A byte overwritten (offset, value) after the frame is built: bad checksums,
     /// lengths, versions, ethertypes.
     corrupt: Option<(usize, u8)>,
@@ -182,7 +185,44 @@ struct Frame {
 }
 
 impl Frame {
-    fn bytes(&self) -> Vec<u8> {
+    /// The interface it arrives on and its bytes.
+    fn bytes(&self) -> (InterfaceId, Vec<u8>) {
+        let mut f = self.inner();
+        let rx = if self.tunnel {
+            let vni: u32 = if self.vni_unknown { 999 } else { 100 };
+            let mut o = vec![2, 0, 0, 0, 0, 0x10, 2, 0, 0, 0, 0, 0x0b, 0x08, 0x00];
+            let mut ip = [0u8; 20];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&((20 + 8 + 8 + f.len()) as u16).to_be_bytes());
+            ip[6] = 0x40;
+            ip[8] = 64;
+            ip[9] = ip_proto::UDP;
+            ip[12..16].copy_from_slice(&[192, 0, 2, 2]);
+            ip[16..20].copy_from_slice(&[192, 0, 2, 1]);
+            Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+            o.extend_from_slice(&ip);
+            o.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb5]);
+            o.extend_from_slice(&((8 + 8 + f.len()) as u16).to_be_bytes());
+            o.extend_from_slice(&[0, 0, 0x08, 0, 0, 0]);
+            o.extend_from_slice(&(vni << 8).to_be_bytes());
+            o.extend_from_slice(&f);
+            f = o;
+            UPLINK
+        } else {
+            VM1
+        };
+        if let Some((at, b)) = self.corrupt {
+            let at = at % f.len();
+            f[at] = b;
+        }
+        if let Some(n) = self.truncate {
+            f.truncate(n.max(1));
+        }
+        (rx, f)
+    }
+
+    /// The frame a workload sends.
+    fn inner(&self) -> Vec<u8> {
         let mut f = DESTS[self.dst % DESTS.len()].0.to_vec();
         f.extend_from_slice(&[2, 0, 0, 0, 1, 5]);
         if self.vlan {
@@ -240,13 +280,6 @@ impl Frame {
         }
         f.extend_from_slice(&body);
         f.extend(std::iter::repeat_n(0xee, self.padding));
-        if let Some((at, b)) = self.corrupt {
-            let at = at % f.len();
-            f[at] = b;
-        }
-        if let Some(n) = self.truncate {
-            f.truncate(n.max(1));
-        }
         f
     }
 }
@@ -262,11 +295,13 @@ fn frame() -> impl Strategy<Value = Frame> {
             prop::option::weighted(0.1, (0usize..60, any::<u8>())),
             prop::option::weighted(0.05, 0usize..80),
         ),
+        (prop::bool::weighted(0.3), prop::bool::weighted(0.05)),
     )
         .prop_map(
             |(
                 (dst, proto, flow, payload, options),
                 (padding, fragment, vlan, ipv6, corrupt, truncate),
+                (tunnel, vni_unknown),
             )| {
                 Frame {
                     dst,
@@ -278,6 +313,8 @@ fn frame() -> impl Strategy<Value = Frame> {
                     fragment,
                     vlan,
                     ipv6,
+                    tunnel,
+                    vni_unknown,
                     corrupt,
                     truncate,
                 }
@@ -315,13 +352,21 @@ fn differ(a: &Seen, b: &Seen) -> Option<String> {
         .or_else(|| first("flows", &a.flows, &b.flows))
 }
 
-fn round(pipe: &mut Pipeline, r: &TablesReader, frames: &[Vec<u8>], vector: usize) -> Seen {
+fn round(
+    pipe: &mut Pipeline,
+    r: &TablesReader,
+    frames: &[(InterfaceId, Vec<u8>)],
+    vector: usize,
+) -> Seen {
     let g = r.enter().unwrap();
     let mut tx = Vec::new();
     let mut learnt = Vec::new();
     for chunk in frames.chunks(vector) {
         pipe.cx.now += 1_000_000;
-        pipe.receive(&g, VM1, chunk.iter().map(|f| f.as_slice()));
+        for rx in [VM1, UPLINK] {
+            let of = chunk.iter().filter(|(i, _)| *i == rx);
+            pipe.receive(&g, rx, of.map(|(_, f)| f.as_slice()));
+        }
         pipe.run(&g);
         pipe.for_each_flow_tx(|_, m, head| learnt.push(format!("{m:?} {head:?}")));
         pipe.drain_tx(|i, b| tx.push((i.0, b.to_vec())));
@@ -383,7 +428,7 @@ proptest! {
     ) {
         let (mut w, r) = setup();
         let (mut one_pass, mut graph) = pipelines();
-        let bytes: Vec<Vec<u8>> = frames.iter().map(Frame::bytes).collect();
+        let bytes: Vec<(InterfaceId, Vec<u8>)> = frames.iter().map(Frame::bytes).collect();
         for i in 0..rounds {
             // A table change between rounds: established flows take their decision
             // again (in the graph) before the one-pass path carries them on.
@@ -415,7 +460,7 @@ proptest! {
 fn established_flows_skip_the_graph_and_the_rest_take_it() {
     let (_w, r) = setup();
     let (mut one_pass, mut graph) = pipelines();
-    let frame = |dst: usize, flow: u16| {
+    let frame = |dst: usize, flow: u16, tunnel: bool| {
         Frame {
             dst,
             proto: 1,
@@ -426,30 +471,39 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
             fragment: false,
             vlan: false,
             ipv6: false,
+            tunnel,
+            vni_unknown: false,
             corrupt: None,
             truncate: None,
         }
         .bytes()
     };
-    // To a local workload and into IPv4 VXLAN: 40 flows each.
-    let frames: Vec<Vec<u8>> = (0..40)
-        .flat_map(|f| [frame(0, f), frame(1, 100 + f)])
+    // To a local workload, into IPv4 VXLAN and out of it to the local workload: 40
+    // flows each.
+    let frames: Vec<(InterfaceId, Vec<u8>)> = (0..40)
+        .flat_map(|f| {
+            [
+                frame(0, f, false),
+                frame(1, 100 + f, false),
+                frame(0, 300 + f, true),
+            ]
+        })
         .collect();
     let first = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
     assert_eq!(first, round(&mut graph, &r, &frames, VECTOR_SIZE));
     // The first round set the flows up through the graph.
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 80);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 120);
     let second = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
     assert_eq!(second, round(&mut graph, &r, &frames, VECTOR_SIZE));
-    assert_eq!(second.tx.len(), 80);
+    assert_eq!(second.tx.len(), 120);
     // The second round took none of them through the graph.
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 80);
-    assert_eq!(packets_at(&one_pass, "established"), 160);
-    assert_eq!(packets_at(&graph, "ethernet-input"), 160);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 120);
+    assert_eq!(packets_at(&one_pass, "established"), 240);
+    assert_eq!(packets_at(&graph, "ethernet-input"), 240);
     // MPLS is the graph's: its packets pass through the node and on.
-    let mpls: Vec<Vec<u8>> = (200..210).map(|f| frame(2, f)).collect();
+    let mpls: Vec<(InterfaceId, Vec<u8>)> = (200..210).map(|f| frame(2, f, false)).collect();
     round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
     let again = round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
     assert_eq!(again.tx.len(), 10);
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 100);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 140);
 }

@@ -1,4 +1,6 @@
-//! vxlan-decap: the VNI names the VRF; the inner frame continues from ethernet-input.
+//! vxlan-decap: the VNI names the VRF; the inner frame continues from ethernet-input,
+//! or first from the one-pass path for established flows (`established`) where that is
+//! on and the packet is not traced.
 
 use super::drop;
 use crate::context::Cx;
@@ -8,7 +10,13 @@ use ovr_graph::{Node, Vector, next_nodes};
 use ovr_tables::state::ForwardingState;
 use ovr_wire::vxlan::{HEADER_LEN, VxlanPacket};
 
-next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
+next_nodes! {
+    pub enum Next {
+        Established = "established",
+        Ethernet = "ethernet-input",
+        Drop = "drop",
+    }
+}
 
 pub struct VxlanDecap;
 
@@ -22,6 +30,7 @@ impl Node<Cx, ForwardingState> for VxlanDecap {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
+        let one_pass = cx.settings.established_path;
         v.map(|_, p| {
             let (meta, data) = cx.pool.split_mut(p);
             let at = usize::from(meta.l4);
@@ -34,8 +43,13 @@ impl Node<Cx, ForwardingState> for VxlanDecap {
             };
             meta.vrf = vrf.id.0;
             meta.flags |= flags::FROM_TUNNEL;
+            let traced = meta.trace != 0;
             cx.pool.pull_front(p, at + HEADER_LEN);
-            Next::Ethernet
+            if one_pass && !traced {
+                Next::Established
+            } else {
+                Next::Ethernet
+            }
         });
     }
 
