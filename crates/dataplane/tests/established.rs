@@ -92,6 +92,11 @@ fn setup() -> (TablesWriter, TablesReader) {
         mac,
         nh: NextHopId(i),
     };
+    let route = |prefix: &str, i| TableOp::AddRoute {
+        vrf: RED,
+        prefix: prefix.parse().unwrap(),
+        nh: NextHopId(i),
+    };
     let deny_telnet = PolicyRule {
         protocol: Some(ip_proto::TCP),
         dst_ports: PortRange {
@@ -136,6 +141,17 @@ fn setup() -> (TablesWriter, TablesReader) {
             },
         ),
         nh(16, NextHop::Drop),
+        nh(
+            17,
+            NextHop::Tunnel(Tunnel {
+                inner_dst: Some(MacAddr([2, 0, 0, 0, 9, 0x17])),
+                ..match tunnel(Encap::Vxlan { vni: 100 }, v4(1), v4(7)) {
+                    NextHop::Tunnel(t) => t,
+                    _ => unreachable!(),
+                }
+            }),
+        ),
+        nh(18, tunnel(Encap::MplsOverGre { label: 31 }, v4(1), v4(8))),
         bridge(LOCAL, 10),
         bridge(VXLAN4, 11),
         bridge(MPLS, 12),
@@ -143,10 +159,20 @@ fn setup() -> (TablesWriter, TablesReader) {
         bridge(TO_DOWN, 14),
         bridge(TO_SMALL_MTU, 15),
         bridge(TO_DROP, 16),
-        TableOp::AddRoute {
+        // Routed: each destination address to another kind of next hop.
+        route("10.1.0.9/32", 10),
+        route("10.1.0.10/32", 12),
+        route("10.1.0.11/32", 11),
+        route("10.1.0.12/32", 17),
+        route("10.1.0.13/32", 18),
+        route("10.1.0.14/32", 13),
+        TableOp::SetGateway {
             vrf: RED,
-            prefix: "10.4.0.0/16".parse().unwrap(),
-            nh: NextHopId(11),
+            mac: DEFAULT_ROUTER_MAC,
+            addresses: vec![InterfaceAddress {
+                addr: Ipv4Addr::new(10, 1, 0, 1).into(),
+                prefix_len: 24,
+            }],
         },
         TableOp::SetFlood {
             vrf: RED,
@@ -173,6 +199,7 @@ struct Frame {
     options: u8,
     padding: usize,
     fragment: bool,
+    ttl_expiring: bool,
     vlan: bool,
     ipv6: bool,
     /// Arrives from the underlay in VXLAN (with an unknown VNI if `vni_unknown`).
@@ -271,10 +298,15 @@ impl Frame {
             if self.fragment {
                 ip[6] = 0x20; // more fragments
             }
-            ip[8] = 64;
+            ip[8] = if self.ttl_expiring { 1 } else { 64 };
             ip[9] = protocol;
             ip[12..16].copy_from_slice(&[10, 1, 0, 5]);
-            ip[16..20].copy_from_slice(&[10, 1, 0, 9 + (self.flow % 3) as u8]);
+            // 10.1.0.9-14 (routed: six kinds of next hop) or the gateway's 10.1.0.1.
+            let dst = match self.flow % 7 {
+                6 => 1,
+                d => 9 + d as u8,
+            };
+            ip[16..20].copy_from_slice(&[10, 1, 0, dst]);
             Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
             f.extend_from_slice(&ip);
         }
@@ -295,13 +327,17 @@ fn frame() -> impl Strategy<Value = Frame> {
             prop::option::weighted(0.1, (0usize..60, any::<u8>())),
             prop::option::weighted(0.05, 0usize..80),
         ),
-        (prop::bool::weighted(0.3), prop::bool::weighted(0.05)),
+        (
+            prop::bool::weighted(0.3),
+            prop::bool::weighted(0.05),
+            prop::bool::weighted(0.05),
+        ),
     )
         .prop_map(
             |(
                 (dst, proto, flow, payload, options),
                 (padding, fragment, vlan, ipv6, corrupt, truncate),
-                (tunnel, vni_unknown),
+                (tunnel, vni_unknown, ttl_expiring),
             )| {
                 Frame {
                     dst,
@@ -311,6 +347,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                     options: if options < 4 { 0 } else { options - 3 },
                     padding,
                     fragment,
+                    ttl_expiring,
                     vlan,
                     ipv6,
                     tunnel,
@@ -469,6 +506,7 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
             options: 0,
             padding: 0,
             fragment: false,
+            ttl_expiring: false,
             vlan: false,
             ipv6: false,
             tunnel,
@@ -478,7 +516,8 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
         }
         .bytes()
     };
-    // To a local workload, into IPv4 VXLAN and out of it to the local workload: 40
+    // Bridged to a local workload, into IPv4 VXLAN and out of it to the local workload;
+    // routed to the local workload (10.1.0.9) and into MPLS over GRE (10.1.0.13): 40
     // flows each.
     let frames: Vec<(InterfaceId, Vec<u8>)> = (0..40)
         .flat_map(|f| {
@@ -486,24 +525,26 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
                 frame(0, f, false),
                 frame(1, 100 + f, false),
                 frame(0, 300 + f, true),
+                frame(8, 490 + 7 * f, false),
+                frame(8, 494 + 7 * f, false),
             ]
         })
         .collect();
     let first = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
     assert_eq!(first, round(&mut graph, &r, &frames, VECTOR_SIZE));
     // The first round set the flows up through the graph.
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 120);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 200);
     let second = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
     assert_eq!(second, round(&mut graph, &r, &frames, VECTOR_SIZE));
-    assert_eq!(second.tx.len(), 120);
+    assert_eq!(second.tx.len(), 200);
     // The second round took none of them through the graph.
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 120);
-    assert_eq!(packets_at(&one_pass, "established"), 240);
-    assert_eq!(packets_at(&graph, "ethernet-input"), 240);
-    // MPLS is the graph's: its packets pass through the node and on.
-    let mpls: Vec<(InterfaceId, Vec<u8>)> = (200..210).map(|f| frame(2, f, false)).collect();
-    round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
-    let again = round(&mut one_pass, &r, &mpls, VECTOR_SIZE);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 200);
+    assert_eq!(packets_at(&one_pass, "established"), 400);
+    assert_eq!(packets_at(&graph, "ethernet-input"), 400);
+    // VXLAN over IPv6 is the graph's: its packets pass through the node and on.
+    let v6: Vec<(InterfaceId, Vec<u8>)> = (200..210).map(|f| frame(3, f, false)).collect();
+    round(&mut one_pass, &r, &v6, VECTOR_SIZE);
+    let again = round(&mut one_pass, &r, &v6, VECTOR_SIZE);
     assert_eq!(again.tx.len(), 10);
-    assert_eq!(packets_at(&one_pass, "ethernet-input"), 140);
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 220);
 }

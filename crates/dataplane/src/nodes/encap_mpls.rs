@@ -18,7 +18,7 @@ pub struct EncapMpls {
 /// TTL of the label entry: the tunnel is one hop of the overlay.
 const LABEL_TTL: u8 = 64;
 
-fn mpls(e: Encap) -> Option<Shim> {
+pub(super) fn mpls(e: Encap) -> Option<Shim> {
     let (label, transport) = match e {
         Encap::MplsOverUdp { label } => (
             label,

@@ -1,22 +1,24 @@
 //! established: packets of established IPv4 flows forwarded in one pass.
 //!
 //! The graph spends about 1,400 instructions on a packet of an established flow:
-//! ethernet-input, ip-input, flow, encap-vxlan and interface-output each take the vector,
-//! read every packet's metadata again and hand it on. This node does the commonest case
-//! (a bridged IPv4 frame of an established flow, out of a local interface or into an
-//! IPv4 VXLAN tunnel) in one pass over the vector, as VPP's feature arcs skip the nodes
-//! a packet does not need: parse, batch flow lookup, the cached action, the tunnel's
-//! header template, the transmit queue.
+//! ethernet-input, ip-input, flow, ip-rewrite, an encapsulation and interface-output
+//! each take the vector, read every packet's metadata again and hand it on. This node
+//! does the commonest case (an IPv4 packet of an established flow, bridged or routed,
+//! from a workload or out of a VXLAN tunnel, to a local interface or into a tunnel over
+//! IPv4) in one pass over the vector, as VPP's feature arcs skip the nodes a packet does
+//! not need: parse, batch flow lookup, the cached action, the TTL and MAC rewrite, the
+//! tunnel's header template, the transmit queue.
 //!
 //! It only ever takes a packet it forwards exactly as the graph would (the same bytes
 //! out of the same interface, the same metadata, flow and interface counters); anything
 //! else — a miss, a table change since the flow's decision, ARP, IPv6, VLAN tags,
-//! broadcast, routing, a check that fails — goes on to ethernet-input
+//! broadcast, the gateway's own addresses, a check that fails — goes on to ethernet-input
 //! untouched, and the graph does what it always did (drops included, under their
 //! reasons). `tests/established.rs` holds the two paths to that, packet for packet.
 //! Traced packets never come here (the pipeline queues them at ethernet-input), so a
 //! trace shows every node.
 
+use super::encap_mpls::mpls;
 use super::encap_vxlan::vxlan;
 use super::ip_input::ports;
 use super::outer::Rewrites;
@@ -28,13 +30,15 @@ use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop};
 use ovr_tables::state::ForwardingState;
-use ovr_wire::ethernet::{HEADER_LEN, ethertype};
+use ovr_wire::ethernet::{EthernetFrame, HEADER_LEN, MacAddr, ethertype};
 use ovr_wire::ipv4::Ipv4Packet;
 
 next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
 
-/// Outer headers of VXLAN over IPv4: Ethernet, IPv4, UDP, VXLAN.
+/// Outer headers over IPv4: Ethernet, IPv4, UDP or GRE, then VXLAN or an MPLS label.
 const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
+const MPLS_UDP4_HEAD: usize = HEADER_LEN + 20 + 8 + 4;
+const MPLS_GRE4_HEAD: usize = HEADER_LEN + 20 + 4 + 4;
 
 /// What the first pass learnt of a packet that may be of an established flow.
 #[derive(Clone, Copy, Default)]
@@ -150,9 +154,9 @@ impl Receiver {
     }
 }
 
-/// The flow key of an untagged, unicast, bridged IPv4 frame whose headers pass
-/// ip-input's checks and that ip-input would send to the flow node, with its transport
-/// offset and length without padding; `None` for anything else.
+/// The flow key of an untagged, unicast IPv4 frame whose headers pass ip-input's
+/// checks and that ip-input would send to the flow node, with its transport offset and
+/// length without padding; `None` for anything else.
 #[inline]
 fn candidate(
     st: &ForwardingState,
@@ -171,9 +175,7 @@ fn candidate(
         return None;
     }
     let vrf = st.vrf(VrfId(meta.vrf))?;
-    if data[..6] == vrf.router_mac.0 {
-        return None;
-    }
+    let routed = data[..6] == vrf.router_mac.0;
     let ip = Ipv4Packet::new_checked(&data[HEADER_LEN..]).ok()?;
     if !ip.verify_checksum() {
         return None;
@@ -190,61 +192,98 @@ fn candidate(
     if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
         return None;
     }
+    // For the gateway itself, or expiring here: ip-input's to sort out.
+    if routed && (vrf.is_gateway(ip.dst().into()) || (!from_tunnel && ip.ttl() <= 1)) {
+        return None;
+    }
     let addr = |o: usize| l3[o..o + 4].try_into().unwrap_or_default();
     let key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
     Some((
-        key.into_bridged(),
+        if routed { key } else { key.into_bridged() },
         (HEADER_LEN + ihl) as u16,
         (HEADER_LEN + total) as u16,
     ))
 }
 
-/// Where a packet of flow `id` leaves, if the flow's decision is current and is one
-/// this node carries out: out of a local interface as it is, or into an IPv4 VXLAN
-/// tunnel; and only if interface-output would let it through.
+/// Where a packet of an established flow leaves.
+#[derive(Clone, Copy)]
+enum Via {
+    /// Out of a local interface (routed: to this MAC, from the interface's).
+    Local { src: MacAddr, dst: MacAddr },
+    /// Into an IPv4 tunnel (routed into VXLAN: between these gateway MACs).
+    Tunnel { src: MacAddr, dst: MacAddr },
+}
+
 #[derive(Clone, Copy)]
 struct Out {
     next_hop: NextHopId,
     tx_if: InterfaceId,
-    vxlan: bool,
+    via: Via,
 }
 
+/// Where a packet of flow `id` leaves, if the flow's decision is current and is one
+/// this node carries out (out of a local interface, or into a tunnel over IPv4), and
+/// only if ip-rewrite and interface-output would let it through.
 #[inline]
 fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u32) -> Option<Out> {
     let e = cx.flows.get(id)?;
     // A bridged flow was decided by its destination MAC (see the flow node).
-    if e.epoch != epoch || cx.pool.data(p).first_chunk::<6>() != Some(&e.dst_mac) {
+    let routed = !e.key.bridged;
+    if e.epoch != epoch || (!routed && cx.pool.data(p).first_chunk::<6>() != Some(&e.dst_mac)) {
         return None;
     }
     let Some(FlowAction::Forward { next_hop }) = e.action else {
         return None;
     };
-    let (tx_if, head) = match st.nexthop(next_hop)? {
-        NextHop::Interface { interface, .. } => (*interface, 0),
-        NextHop::Tunnel(t)
-            if matches!(t.encap, Encap::Vxlan { .. }) && t.src.is_ipv4() && t.dst.is_ipv4() =>
-        {
-            (t.underlay, VXLAN4_HEAD)
+    let none = MacAddr([0; 6]);
+    let (tx_if, via, sent) = match st.nexthop(next_hop)? {
+        NextHop::Interface { interface, dst_mac } => {
+            let src = if routed {
+                st.interface(*interface)?.mac
+            } else {
+                none
+            };
+            let via = Via::Local { src, dst: *dst_mac };
+            (*interface, via, usize::from(len))
+        }
+        NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
+            let (head, macs) = match t.encap {
+                Encap::Vxlan { vni } if routed => {
+                    // Inside VXLAN, between the gateway MACs (ip-rewrite's choice).
+                    let vrf = st.vrf_by_vni(vni).or_else(|| st.vrf(e.key.vrf()))?;
+                    let dst = t.inner_dst.unwrap_or(vrf.router_mac);
+                    (VXLAN4_HEAD, (vrf.router_mac, dst))
+                }
+                Encap::Vxlan { .. } => (VXLAN4_HEAD, (none, none)),
+                // MPLS carries a routed packet without its Ethernet header.
+                Encap::MplsOverUdp { .. } => (MPLS_UDP4_HEAD, (none, none)),
+                Encap::MplsOverGre { .. } => (MPLS_GRE4_HEAD, (none, none)),
+            };
+            let mpls = !matches!(t.encap, Encap::Vxlan { .. });
+            let inner = usize::from(len) - if routed && mpls { HEADER_LEN } else { 0 };
+            let via = Via::Tunnel {
+                src: macs.0,
+                dst: macs.1,
+            };
+            (t.underlay, via, inner + head)
         }
         _ => return None,
     };
+    // interface-output's checks (the MTU counts the L3 packet, not the Ethernet header).
     let iface = st.interface(tx_if)?;
-    // interface-output's checks, on the length the packet will have (the MTU counts the
-    // L3 packet, not the Ethernet header).
-    let sent = usize::from(len) + head;
     if !iface.admin_up || sent > usize::from(iface.mtu) + HEADER_LEN {
         return None;
     }
     Some(Out {
         next_hop,
         tx_if,
-        vxlan: head != 0,
+        via,
     })
 }
 
 impl Established {
     /// Forwards packet `p` of flow `id` as the graph would: what ip-input, the flow
-    /// node, encap-vxlan and interface-output record and do.
+    /// node, ip-rewrite, the encapsulation and interface-output record and do.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn forward(
@@ -261,7 +300,8 @@ impl Established {
         // Ethernet padding after the IP packet goes: nothing forwards it.
         cx.pool.truncate(p, usize::from(len));
         cx.flows.touch(id, u64::from(len), cx.now);
-        let meta = cx.pool.meta_mut(p);
+        let routed = !key.bridged;
+        let (meta, data) = cx.pool.split_mut(p);
         meta.key = *key;
         meta.hash = key.symmetric_hash();
         meta.l3 = HEADER_LEN as u16;
@@ -269,13 +309,48 @@ impl Established {
         meta.flags |= flags::FLOW_HIT;
         meta.next_hop = out.next_hop.0;
         meta.tx_if = out.tx_if.0;
-        if out.vxlan {
-            // (`action` found a VXLAN tunnel there.)
-            let Some(NextHop::Tunnel(t)) = st.nexthop(out.next_hop) else {
-                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
+        if routed {
+            meta.flags |= flags::ROUTED;
+            // The TTL goes down once, where the packet enters the overlay (`candidate`
+            // left only TTLs above 1).
+            if !meta.has(flags::FROM_TUNNEL) {
+                Ipv4Packet::new_unchecked(&mut data[HEADER_LEN..]).decrement_ttl();
+            }
+        }
+        let tunnel = match out.via {
+            Via::Local { src, dst } => {
+                if routed {
+                    let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
+                    eth.set_src(src);
+                    eth.set_dst(dst);
+                }
+                None
+            }
+            Via::Tunnel { src, dst } => match st.nexthop(out.next_hop) {
+                Some(NextHop::Tunnel(t)) => Some((t, src, dst)),
+                _ => return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into(),
+            },
+        };
+        if let Some((t, src, dst)) = tunnel {
+            let shim = match t.encap {
+                Encap::Vxlan { .. } => {
+                    if routed {
+                        let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
+                        eth.set_src(src);
+                        eth.set_dst(dst);
+                    }
+                    vxlan(t.encap)
+                }
+                _ => {
+                    if routed {
+                        cx.pool.pull_front(p, HEADER_LEN);
+                    }
+                    mpls(t.encap)
+                }
             };
-            let Some(shim) = vxlan(t.encap) else {
-                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
+            let Some(shim) = shim else {
+                return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop)
+                    .into();
             };
             let r = self.rewrites.encapsulate(
                 cx,
