@@ -8,9 +8,15 @@
 //! child of slot s is `base1` + the number of children before s: a popcount), `leafvec`
 //! marks where a run of equal leaves starts (leaves are contiguous from `base0`, so a run
 //! of slots sharing a next hop costs one leaf). A lookup reads one node per 6 bits down
-//! to the deepest node on the address's path, then one leaf: for a /48, the direct entry,
-//! five nodes and a leaf, the upper ones shared by every route under the same /24 and so
-//! usually cached.
+//! to the deepest node on the address's path, then one leaf.
+//!
+//! Two additions keep a lookup of a BGP-like table to about four nodes, of which only the
+//! last is usually a cache miss. A node whose leaves are a single next hop (most deep
+//! nodes: one route) keeps it inline, so there is no leaf to read. And a node may skip up
+//! to four levels that would hold no route and a single child (path compression, with
+//! the skipped address bits in the node): a /48 alone below a node at depth 28 is one
+//! node at depth 46, not three (34, 40, 46). An address that differs in the skipped bits resolves to the
+//! node's `default`.
 //!
 //! Unlike the paper, leaves hold only the routes of their own node; a node keeps the
 //! longest route of its ancestors that covers it in `default`, which a leaf of 0 falls
@@ -43,20 +49,31 @@ const LEAF_MASK: u32 = (1 << 24) - 1;
 /// Addresses one batch walks in lockstep.
 const CHUNK: usize = 64;
 
+/// `Node::base0` with this bit set holds the node's one leaf itself (`leafvec` then
+/// marks the slots it covers): no leaf to read for a node with a single next hop.
+const INLINE: u32 = 1 << 31;
+/// The most levels a node skips (`Node::skip`).
+const MAX_SKIP: u32 = 4;
+
 /// One trie node: 32 bytes, two to a cache line.
 #[derive(Clone, Copy, Default, Debug)]
 #[repr(C, align(32))]
 struct Node {
     /// Bit s: slot s continues into a child node.
     vector: u64,
-    /// Bit s: a run of equal leaves starts at slot s (bit 0 is always set).
+    /// Bit s: a run of equal leaves starts at slot s (bit 0 is always set); with an
+    /// `INLINE` leaf, bit s: the slot has that leaf.
     leafvec: u64,
     /// Index of the first child in `nodes`.
     base1: u32,
-    /// Index of the first leaf in `leaves`.
+    /// Index of the first leaf in `leaves`, or `INLINE` | leaf.
     base0: u32,
     /// The leaf for slots that no route of this node covers.
     default: u32,
+    /// Path compression: levels (bits 24-26) between the parent's slot and this node
+    /// that hold no route and a single child, and the address bits they stand for (6 per
+    /// level, bits 0-23). An address that differs there resolves to `default`.
+    skip: u32,
 }
 
 /// The slots up to and including `s`.
@@ -65,7 +82,52 @@ fn upto(s: u32) -> u64 {
     u64::MAX >> (63 - s)
 }
 
+/// What a lookup does after visiting a node.
+enum Step {
+    /// Goes on to this node, at this depth (before its skipped levels).
+    Down(u32, u32),
+    /// Ends with this leaf.
+    Leaf(u32),
+    /// Ends with the leaf at this index in `leaves` (or the node's default if it is 0).
+    Fetch(usize),
+}
+
 impl Node {
+    /// A node with no route and no child.
+    fn empty(default: u32, skip: u32) -> Self {
+        Self {
+            leafvec: 0,
+            base0: INLINE,
+            default,
+            skip,
+            ..Self::default()
+        }
+    }
+
+    /// The step of a lookup for `addr` at this node, reached at `depth`.
+    #[inline(always)]
+    fn step(&self, addr: u128, mut depth: u32) -> Step {
+        if self.skip != 0 {
+            let w = (self.skip >> 24) * STRIDE;
+            if ((addr << depth) >> (128 - w)) as u32 != self.skip & 0xff_ffff {
+                return Step::Leaf(self.default);
+            }
+            depth += w;
+        }
+        let s = slot(addr, depth);
+        if let Some(c) = self.child(s) {
+            return Step::Down(c, depth + STRIDE);
+        }
+        if self.base0 & INLINE == 0 {
+            return Step::Fetch(self.leaf_index(s));
+        }
+        if self.leafvec >> s & 1 != 0 {
+            Step::Leaf(self.base0 & LEAF_MASK)
+        } else {
+            Step::Leaf(self.default)
+        }
+    }
+
     #[inline]
     fn child(&self, s: u32) -> Option<u32> {
         (self.vector >> s & 1 != 0).then(|| self.base1 + (self.vector & upto(s)).count_ones() - 1)
@@ -219,18 +281,17 @@ impl Lpm6 {
         let mut n = &self.nodes[(e & !NODE) as usize];
         let mut depth = DIRECT;
         loop {
-            let s = slot(addr, depth);
-            match n.child(s) {
-                Some(c) => n = &self.nodes[c as usize],
-                None => return resolve(self.leaf(n, s), self.default),
+            match n.step(addr, depth) {
+                Step::Down(c, d) => (n, depth) = (&self.nodes[c as usize], d),
+                Step::Leaf(v) => return resolve(v, self.default),
+                Step::Fetch(l) => return resolve(self.fetched(n, l), self.default),
             }
-            depth += STRIDE;
         }
     }
 
     #[inline]
-    fn leaf(&self, n: &Node, s: u32) -> u32 {
-        match self.leaves[n.leaf_index(s)] {
+    fn fetched(&self, n: &Node, l: usize) -> u32 {
+        match self.leaves[l] {
             0 => n.default,
             v => v,
         }
@@ -266,25 +327,23 @@ impl Lpm6 {
                 w += 1;
             }
         }
+        let mut depth = [DIRECT; CHUNK];
         let mut leaf_at = [0u32; CHUNK];
         let mut ending = [0u8; CHUNK];
         let mut e = 0;
-        let mut depth = DIRECT;
         while w > 0 {
             let mut still = 0;
             for k in 0..w {
                 let i = usize::from(walking[k]);
-                let node = &self.nodes[at[i] as usize];
-                let s = slot(addrs[i], depth);
-                match node.child(s) {
-                    Some(c) => {
-                        at[i] = c;
+                match self.nodes[at[i] as usize].step(addrs[i], depth[i]) {
+                    Step::Down(c, d) => {
+                        (at[i], depth[i]) = (c, d);
                         prefetch(&self.nodes[c as usize]);
                         walking[still] = i as u8;
                         still += 1;
                     }
-                    None => {
-                        let l = node.leaf_index(s);
+                    Step::Leaf(v) => out[i] = resolve(v, self.default),
+                    Step::Fetch(l) => {
                         prefetch(&self.leaves[l]);
                         leaf_at[i] = l as u32;
                         ending[e] = i as u8;
@@ -293,14 +352,10 @@ impl Lpm6 {
                 }
             }
             w = still;
-            depth += STRIDE;
         }
         for &i in &ending[..e] {
             let i = usize::from(i);
-            let v = match self.leaves[leaf_at[i] as usize] {
-                0 => self.nodes[at[i] as usize].default,
-                v => v,
-            };
+            let v = self.fetched(&self.nodes[at[i] as usize], leaf_at[i] as usize);
             out[i] = resolve(v, self.default);
         }
     }

@@ -51,7 +51,10 @@ fn longest_match_and_remove() {
         Err(LpmError::NextHopOutOfRange(LEAF_MASK))
     );
     assert_eq!(t.len(), 3);
-    assert_eq!(t.exact("2001:db8::".parse().unwrap(), 32), Some(NextHopId(2)));
+    assert_eq!(
+        t.exact("2001:db8::".parse().unwrap(), 32),
+        Some(NextHopId(2))
+    );
     assert_eq!(t.exact("2001:db8::".parse().unwrap(), 33), None);
     assert_eq!(t.iter().count(), 3);
 }
@@ -198,4 +201,51 @@ proptest! {
         prop_assert!(t.is_empty());
         assert_all_free(&t);
     }
+}
+
+/// Shape of the trie on the benchmark's table (`cargo test -p ovr-tables lpm6_shape --
+/// --ignored --nocapture`).
+#[test]
+#[ignore]
+fn lpm6_shape() {
+    let routes = crate::synthetic::ipv6_prefixes(200_000, 9);
+    let mut t = Lpm6::new();
+    for (i, (p, l)) in routes.iter().enumerate() {
+        t.insert(*p, *l, NextHopId(i as u32 % 4096)).unwrap();
+    }
+    let mut r = crate::synthetic::Rng::new(5);
+    let (mut steps, mut fetches, mut skips) = (0usize, 0usize, 0usize);
+    let n = 100_000;
+    for _ in 0..n {
+        let (p, l) = routes[r.next_u64() as usize % routes.len()];
+        let noise = (u128::from(r.next_u64()) << 64) | u128::from(r.next_u64());
+        let addr = u128::from(p) | (noise & !mask(u32::from(l)));
+        let e = t.top[top_index(addr)];
+        let mut node = &t.nodes[(e & !NODE) as usize];
+        let mut depth = DIRECT;
+        loop {
+            steps += 1;
+            skips += usize::from(node.skip != 0);
+            match node.step(addr, depth) {
+                Step::Down(c, d) => (node, depth) = (&t.nodes[c as usize], d),
+                Step::Leaf(_) => break,
+                Step::Fetch(_) => {
+                    fetches += 1;
+                    break;
+                }
+            }
+        }
+    }
+    let inline = t.nodes.iter().filter(|n| n.base0 & INLINE != 0).count();
+    eprintln!(
+        "nodes {} ({} inline) leaves {} lookup {} KiB total {} KiB; per routed lookup: {:.2} nodes, {:.2} skipping, {:.2} leaf reads",
+        t.nodes.len(),
+        inline,
+        t.leaves.len(),
+        t.lookup_bytes() >> 10,
+        t.memory_bytes() >> 10,
+        steps as f64 / n as f64,
+        skips as f64 / n as f64,
+        fetches as f64 / n as f64
+    );
 }
