@@ -208,15 +208,21 @@ proptest! {
 #[test]
 #[ignore]
 fn lpm6_shape() {
-    let routes = crate::synthetic::ipv6_prefixes(200_000, 9);
+    for n in [200_000, 500_000] {
+        shape(n);
+    }
+}
+
+fn shape(n: usize) {
+    let routes = crate::synthetic::ipv6_prefixes(n, 9);
     let mut t = Lpm6::new();
     for (i, (p, l)) in routes.iter().enumerate() {
         t.insert(*p, *l, NextHopId(i as u32 % 4096)).unwrap();
     }
     let mut r = crate::synthetic::Rng::new(5);
     let (mut steps, mut fetches, mut skips) = (0usize, 0usize, 0usize);
-    let n = 100_000;
-    for _ in 0..n {
+    let probes = 100_000;
+    for _ in 0..probes {
         let (p, l) = routes[r.next_u64() as usize % routes.len()];
         let noise = (u128::from(r.next_u64()) << 64) | u128::from(r.next_u64());
         let addr = u128::from(p) | (noise & !mask(u32::from(l)));
@@ -238,14 +244,14 @@ fn lpm6_shape() {
     }
     let inline = t.nodes.iter().filter(|n| n.base0 & INLINE != 0).count();
     eprintln!(
-        "nodes {} ({} inline) leaves {} lookup {} KiB total {} KiB; per routed lookup: {:.2} nodes, {:.2} skipping, {:.2} leaf reads",
+        "{n} routes: nodes {} ({} inline) leaves {} lookup {} KiB total {} KiB; per routed lookup: {:.2} nodes, {:.2} skipping, {:.2} leaf reads",
         t.nodes.len(),
         inline,
         t.leaves.len(),
         t.lookup_bytes() >> 10,
         t.memory_bytes() >> 10,
-        steps as f64 / n as f64,
-        skips as f64 / n as f64,
-        fetches as f64 / n as f64
+        steps as f64 / probes as f64,
+        skips as f64 / probes as f64,
+        fetches as f64 / probes as f64
     );
 }
