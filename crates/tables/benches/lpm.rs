@@ -1,5 +1,5 @@
-//! LPM lookups: IPv4 with 1M BGP-like prefixes, IPv6 with 500K; single and in batches of
-//! 64 over more random addresses than any cache holds; and raw update cost.
+//! LPM lookups: IPv4 with 1M BGP-like prefixes, IPv6 with 200K and 500K; single and in
+//! batches of 64 over more random addresses than any cache holds; and raw update cost.
 //!
 //! `cargo bench -p ovr-tables --bench lpm`
 
@@ -77,15 +77,21 @@ fn ipv4(c: &mut Criterion) {
 }
 
 fn ipv6(c: &mut Criterion) {
-    let routes = ipv6_prefixes(500_000, 9);
+    ipv6_at(c, 200_000, "lpm6_200K");
+    ipv6_at(c, 500_000, "lpm6_500K");
+}
+
+fn ipv6_at(c: &mut Criterion, n: usize, name: &str) {
+    let routes = ipv6_prefixes(n, 9);
     let mut t = Lpm6::new();
     let start = Instant::now();
     for (i, (p, l)) in routes.iter().enumerate() {
         t.insert(*p, *l, NextHopId(i as u32 % 4096)).unwrap();
     }
+    let took = start.elapsed().as_secs_f64();
     eprintln!(
-        "lpm6: 500K prefixes built in {:.2} s, ~{} MiB",
-        start.elapsed().as_secs_f64(),
+        "{name}: built in {took:.2} s ({:.2} M inserts/s), ~{} MiB",
+        n as f64 / took / 1e6,
         t.memory_bytes() >> 20
     );
     // Half the addresses inside routed prefixes, half random (mostly unrouted).
@@ -101,8 +107,22 @@ fn ipv6(c: &mut Criterion) {
             }
         })
         .collect();
-    let mut g = c.benchmark_group("lpm6_500K");
+    let mut g = c.benchmark_group(name);
     lookups(&mut g, &addrs, |a| t.lookup(a), |a, o| t.lookup_batch(a, o));
+    // An insert and a remove of a /48 not in the table, under the /24 of a routed prefix:
+    // what one route update costs.
+    g.throughput(Throughput::Elements(2));
+    let mut k = 0u64;
+    g.bench_function("insert_remove_48", |b| {
+        b.iter(|| {
+            k = k.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let base = u128::from(routes[(k >> 40) as usize % routes.len()].0);
+            let p = ((base >> 104) << 104 | u128::from(k & 0xff_ffff) << 80).into();
+            if t.insert(p, 48, NextHopId(1)).unwrap().is_none() {
+                t.remove(p, 48);
+            }
+        })
+    });
     g.finish();
 }
 
