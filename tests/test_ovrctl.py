@@ -61,6 +61,20 @@ def test_local_verbs_print_json(pcap, tmp_path):
                     json.loads(line)
 
 
+def test_bench_engine_spreads_flows_over_many_vteps_and_networks():
+    """The scale options build the tunnels, networks, bridge entries and routes, and every
+    flow is forwarded: through all of them, since flows spread over every VTEP."""
+    r = ovrctl("bench", "engine", "--scenario", "vxlan-l2-encap", "--flows", "2048",
+               "--vteps", "64", "--networks", "8", "--seconds", "0.05", "--json")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert (v["vteps"], v["networks"], v["flows"]) == (64, 8, 2048)
+    assert v["forwarded"] == v["packets"] > 0 and v["dropped"] == 0, v
+    assert v["tables_mib"] is not None and v["tables_mib"] >= 0
+    bad = ovrctl("bench", "engine", "--scenario", "l2-local", "--vteps", "4", "--json")
+    assert bad.returncode == 1 and "vxlan-l2-encap" in json.loads(bad.stderr)["error"]
+
+
 def test_lab_status_json_without_a_lab():
     v = json.loads(ovrctl("--json", "lab", "--prefix", "ovrlnone", "status").stdout)
     assert v["up"] is False and v["hosts"] == [] and v["workloads"] == [] and v["prefix"] == "ovrlnone"

@@ -11,6 +11,7 @@ use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule, PortRange};
+use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::{ForwardingState, TableOp, new_tables};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
 use ovr_wire::ethernet::MacAddr;
@@ -52,6 +53,133 @@ pub struct Args {
     /// established flows (to compare the two in one binary).
     #[arg(long)]
     pub graph_only: bool,
+    /// vxlan-l2-encap at scale: remote VTEPs the flows spread over, each with its
+    /// tunnel, a bridge entry and a /32 route.
+    #[arg(long, default_value_t = 1)]
+    pub vteps: usize,
+    /// vxlan-l2-encap at scale: networks (VNIs), each with a workload; VTEP j is in
+    /// network j mod networks.
+    #[arg(long, default_value_t = 1)]
+    pub networks: usize,
+}
+
+/// The size of the vxlan-l2-encap scenario's overlay (1 and 1: the plain scenario).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scale {
+    pub vteps: usize,
+    pub networks: usize,
+}
+
+impl Scale {
+    const PLAIN: Scale = Scale {
+        vteps: 1,
+        networks: 1,
+    };
+
+    /// Checks the scale against the scenario.
+    fn check(self, scenario: &str) -> std::result::Result<Self, String> {
+        if self == Self::PLAIN {
+            return Ok(self);
+        }
+        if scenario != "vxlan-l2-encap" {
+            return Err("--vteps and --networks apply to --scenario vxlan-l2-encap".into());
+        }
+        if self.networks == 0 || self.vteps < self.networks || self.vteps > 1 << 20 {
+            return Err("need 1 <= networks <= vteps <= 1048576".into());
+        }
+        Ok(self)
+    }
+
+    /// The workload interface of network `k`.
+    fn workload(k: usize) -> InterfaceId {
+        if k == 0 {
+            WORKLOAD
+        } else {
+            InterfaceId(16 + k as u32)
+        }
+    }
+
+    /// Remote VTEP `j`'s tunnel next hop and its workload's MAC.
+    fn tunnel(j: usize) -> (NextHopId, MacAddr) {
+        let b = (j as u32).to_be_bytes();
+        (
+            NextHopId(16 + j as u32),
+            MacAddr([2, 1, b[0], b[1], b[2], b[3]]),
+        )
+    }
+
+    /// The networks, workloads, tunnels, bridge entries and routes beyond the plain
+    /// scenario's network 0.
+    fn tables(self) -> Vec<TableOp> {
+        let mut ops = Vec::new();
+        if self == Self::PLAIN {
+            return ops;
+        }
+        let vrf = |k: usize| VrfId(1 + k as u32);
+        for k in 1..self.networks {
+            ops.push(TableOp::UpsertVrf {
+                id: vrf(k),
+                name: format!("n{k}"),
+                vni: Some(VNI + k as u32),
+            });
+            ops.push(workload(Self::workload(k), &format!("vm-n{k}"), vrf(k)));
+        }
+        for j in 0..self.vteps {
+            let k = j % self.networks;
+            let (nh, mac) = Self::tunnel(j);
+            let remote = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + j as u32);
+            ops.push(TableOp::UpsertNextHop(
+                nh,
+                NextHop::Tunnel(Tunnel {
+                    encap: Encap::Vxlan {
+                        vni: VNI + k as u32,
+                    },
+                    underlay: UPLINK,
+                    src: LOCAL_VTEP.into(),
+                    dst: remote.into(),
+                    dst_mac: REMOTE_MAC,
+                    inner_dst: None,
+                }),
+            ));
+            ops.push(TableOp::AddBridge {
+                vrf: vrf(k),
+                mac,
+                nh,
+            });
+            let host = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 0)) + j as u32);
+            ops.push(TableOp::AddRoute {
+                vrf: vrf(k),
+                prefix: IpPrefix::new(host.into(), 32).unwrap_or_else(|_| unreachable!()),
+                nh,
+            });
+        }
+        ops
+    }
+
+    /// Flow `i`'s workload interface and destination MAC: a vector's worth of flows
+    /// per network in turn, each network's flows spread over its VTEPs.
+    fn flow(self, i: usize) -> (InterfaceId, MacAddr) {
+        let k = (i / VECTOR_SIZE) % self.networks;
+        let tunnels = (self.vteps - k).div_ceil(self.networks);
+        let j = k + self.networks * (i % tunnels);
+        (Self::workload(k), Self::tunnel(j).1)
+    }
+}
+
+/// A workload interface of network `vrf`.
+fn workload(id: InterfaceId, name: &str, vrf: VrfId) -> TableOp {
+    TableOp::UpsertInterface(Interface {
+        id,
+        name: name.into(),
+        kind: InterfaceKind::Workload,
+        vrf: Some(vrf),
+        mac: DEFAULT_ROUTER_MAC,
+        addresses: vec![],
+        mtu: 1500,
+        policy: true,
+        admin_up: true,
+        memif: None,
+    })
 }
 
 const WORKLOAD: InterfaceId = InterfaceId(1);
@@ -98,20 +226,6 @@ fn tables() -> Vec<TableOp> {
         },
     ])
     .unwrap_or_default();
-    let workload = |id, name: &str| {
-        TableOp::UpsertInterface(Interface {
-            id,
-            name: name.into(),
-            kind: InterfaceKind::Workload,
-            vrf: Some(vrf),
-            mac: DEFAULT_ROUTER_MAC,
-            addresses: vec![],
-            mtu: 1500,
-            policy: true,
-            admin_up: true,
-            memif: None,
-        })
-    };
     vec![
         TableOp::UpsertVrf {
             id: vrf,
@@ -133,8 +247,8 @@ fn tables() -> Vec<TableOp> {
             admin_up: true,
             memif: None,
         }),
-        workload(WORKLOAD, "vm1"),
-        workload(WORKLOAD2, "vm2"),
+        workload(WORKLOAD, "vm1", vrf),
+        workload(WORKLOAD2, "vm2", vrf),
         TableOp::UpsertNextHop(
             NextHopId(1),
             NextHop::Interface {
@@ -185,48 +299,46 @@ fn flow(i: usize) -> (Ipv4Addr, u16) {
     )
 }
 
-/// The frames of a scenario, one per flow, and the interface they arrive on.
-fn frames(scenario: &str, flows: usize) -> Option<(InterfaceId, Vec<Vec<u8>>)> {
-    let build = |f: &dyn Fn(usize) -> Vec<u8>| (0..flows).map(f).collect::<Vec<_>>();
+/// The frames of a scenario, one per flow, each with the interface it arrives on.
+fn frames(scenario: &str, flows: usize, scale: Scale) -> Option<Vec<(InterfaceId, Vec<u8>)>> {
+    let build = |rx: InterfaceId, f: &dyn Fn(usize) -> Vec<u8>| {
+        (0..flows).map(|i| (rx, f(i))).collect::<Vec<_>>()
+    };
     Some(match scenario {
-        "vxlan-l2-encap" => (
-            WORKLOAD,
-            build(&|i| {
+        "vxlan-l2-encap" if scale != Scale::PLAIN => (0..flows)
+            .map(|i| {
                 let (src, sport) = flow(i);
-                inner_frame(
-                    REMOTE_VM_MAC,
-                    src,
-                    Ipv4Addr::new(10, 1, 200, 6),
-                    sport,
-                    5000,
-                )
-            }),
-        ),
-        "mplsudp-l3-encap" => (
-            WORKLOAD,
-            build(&|i| {
-                let (src, sport) = flow(i);
-                let dst = Ipv4Addr::new(10, 2, (i % 251) as u8, 9);
-                inner_frame(DEFAULT_ROUTER_MAC, src, dst, sport, 5000)
-            }),
-        ),
-        "vxlan-decap" => (
-            UPLINK,
-            build(&|i| {
-                let (src, sport) = flow(i);
-                let inner = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
-                vxlan_frame(&inner, sport)
-            }),
-        ),
-        "l2-local" => (
-            WORKLOAD2,
-            build(&|i| {
-                let (src, sport) = flow(i);
-                let mut f = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
-                f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 6]);
-                f
-            }),
-        ),
+                let (rx, mac) = scale.flow(i);
+                let dst = Ipv4Addr::new(10, 1, 200, 6);
+                (rx, inner_frame(mac, src, dst, sport, 5000))
+            })
+            .collect(),
+        "vxlan-l2-encap" => build(WORKLOAD, &|i| {
+            let (src, sport) = flow(i);
+            inner_frame(
+                REMOTE_VM_MAC,
+                src,
+                Ipv4Addr::new(10, 1, 200, 6),
+                sport,
+                5000,
+            )
+        }),
+        "mplsudp-l3-encap" => build(WORKLOAD, &|i| {
+            let (src, sport) = flow(i);
+            let dst = Ipv4Addr::new(10, 2, (i % 251) as u8, 9);
+            inner_frame(DEFAULT_ROUTER_MAC, src, dst, sport, 5000)
+        }),
+        "vxlan-decap" => build(UPLINK, &|i| {
+            let (src, sport) = flow(i);
+            let inner = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
+            vxlan_frame(&inner, sport)
+        }),
+        "l2-local" => build(WORKLOAD2, &|i| {
+            let (src, sport) = flow(i);
+            let mut f = inner_frame(VM_MAC, src, Ipv4Addr::new(10, 1, 0, 5), sport, 5000);
+            f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 6]);
+            f
+        }),
         _ => return None,
     })
 }
@@ -260,15 +372,16 @@ struct Result {
     packets: u64,
     /// Per node of the fast path: (name, ns per packet through it, packets per vector).
     nodes: Vec<(&'static str, f64, f64)>,
+    /// Resident memory the tables took when committed (both copies).
+    tables_bytes: Option<u64>,
 }
 
-/// Sends `frames` in vectors, `count` packets from `start`, cycling; returns packets
-/// transmitted (the sink's count).
+/// Sends `frames` in vectors (each from one interface), `count` packets from `start`,
+/// cycling; returns packets transmitted (the sink's count).
 fn pump(
     pipe: &mut Pipeline,
     st: &ForwardingState,
-    rx: InterfaceId,
-    frames: &[Vec<u8>],
+    frames: &[(InterfaceId, Vec<u8>)],
     start: usize,
     count: usize,
 ) -> u64 {
@@ -276,8 +389,11 @@ fn pump(
     let mut at = start;
     let mut left = count;
     while left > 0 {
-        let n = left.min(VECTOR_SIZE);
-        let batch = (0..n).map(|k| frames[(at + k) % frames.len()].as_slice());
+        let rx = frames[at].0;
+        let n = (0..left.min(VECTOR_SIZE))
+            .take_while(|k| frames[(at + k) % frames.len()].0 == rx)
+            .count();
+        let batch = (0..n).map(|k| frames[(at + k) % frames.len()].1.as_slice());
         pipe.cx.now += 1_000;
         pipe.receive(st, rx, batch);
         pipe.run(st);
@@ -288,15 +404,30 @@ fn pump(
     sent
 }
 
+/// This process's resident memory, in bytes.
+fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
 fn measure(
     scenario: &str,
     flows: usize,
     seconds: f64,
     established_path: bool,
+    scale: Scale,
 ) -> std::result::Result<Result, String> {
+    let scale = scale.check(scenario)?;
+    let before = resident_bytes();
     let (mut w, r) = new_tables();
-    w.commit(tables()).map_err(|e| e.to_string())?;
-    let (rx, frames) = frames(scenario, flows).ok_or_else(|| {
+    let mut ops = tables();
+    ops.extend(scale.tables());
+    w.commit(ops).map_err(|e| e.to_string())?;
+    let tables_bytes = resident_bytes()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(b));
+    let frames = frames(scenario, flows, scale).ok_or_else(|| {
         format!(
             "unknown scenario '{scenario}' (known: {})",
             SCENARIOS.join(", ")
@@ -316,7 +447,7 @@ fn measure(
     let st = &*guard;
     // Slow path: every flow once.
     let t = Instant::now();
-    pump(&mut pipe, st, rx, &frames, 0, flows);
+    pump(&mut pipe, st, &frames, 0, flows);
     let setup = t.elapsed().as_secs_f64();
     let created = pipe.cx.flow_counters.created;
     pipe.graph_mut().reset_stats();
@@ -328,7 +459,7 @@ fn measure(
     let t = Instant::now();
     let budget = Duration::from_secs_f64(seconds);
     while t.elapsed() < budget {
-        forwarded += pump(&mut pipe, st, rx, &frames, packets as usize % flows, round);
+        forwarded += pump(&mut pipe, st, &frames, packets as usize % flows, round);
         packets += round as u64;
     }
     let took = t.elapsed().as_secs_f64();
@@ -353,6 +484,7 @@ fn measure(
         dropped,
         packets,
         nodes,
+        tables_bytes,
     })
 }
 
@@ -373,7 +505,11 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
     }
     for s in &scenarios {
         for &f in &flows {
-            let r = measure(s, f, a.seconds, !a.graph_only)?;
+            let scale = Scale {
+                vteps: a.vteps,
+                networks: a.networks,
+            };
+            let r = measure(s, f, a.seconds, !a.graph_only, scale)?;
             if a.json {
                 let mut v = serde_json::json!({
                     "scenario": r.scenario,
@@ -385,6 +521,9 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     "packets": r.packets,
                     "forwarded": r.forwarded,
                     "dropped": r.dropped,
+                    "vteps": a.vteps,
+                    "networks": a.networks,
+                    "tables_mib": r.tables_bytes.map(|b| round(b as f64 / (1 << 20) as f64, 1)),
                 });
                 if a.nodes {
                     v["nodes"] = r
