@@ -167,7 +167,9 @@ fn resolve(leaf: u32, default: Option<NextHopId>) -> Option<NextHopId> {
 /// An IPv6 FIB.
 #[derive(Clone)]
 pub struct Lpm6 {
-    /// Per /16: `NODE` | root node index, or a leaf. Allocated zeroed.
+    /// Per /16: `NODE` | root node index, or a leaf. Allocated zeroed at the first
+    /// route longer than /0 (empty until then: a network without IPv6 routes costs
+    /// nothing, and a host may have thousands of networks).
     top: Vec<u32>,
     /// Routes of length 1-16 expanded over the /16s as in `Lpm4`'s first level (length
     /// << 24 | leaf): what a /16 resolves to, or its root node's `default`.
@@ -205,8 +207,8 @@ impl core::fmt::Debug for Lpm6 {
 impl Lpm6 {
     pub fn new() -> Self {
         Self {
-            top: vec![0; 1 << DIRECT],
-            short: vec![0; 1 << DIRECT],
+            top: Vec::new(),
+            short: Vec::new(),
             nodes: Vec::new(),
             owned: Vec::new(),
             leaves: vec![0],
@@ -274,7 +276,9 @@ impl Lpm6 {
     /// The longest-prefix match for `addr`.
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<NextHopId> {
-        let e = self.top[top_index(addr)];
+        let Some(&e) = self.top.get(top_index(addr)) else {
+            return self.default;
+        };
         if e & NODE == 0 {
             return resolve(e, self.default);
         }
@@ -308,6 +312,10 @@ impl Lpm6 {
 
     fn lookup_chunk(&self, addrs: &[u128], out: &mut [Option<NextHopId>]) {
         let n = addrs.len().min(out.len());
+        if self.top.is_empty() {
+            out[..n].fill(self.default);
+            return;
+        }
         for a in &addrs[..n] {
             prefetch(&self.top[top_index(*a)]);
         }
@@ -371,6 +379,10 @@ impl Lpm6 {
         check_route(len, 128, || p & !mask(u32::from(len)) != 0, nh)?;
         if len == 0 {
             return Ok(self.default.replace(nh));
+        }
+        if self.top.is_empty() {
+            self.top = vec![0; 1 << DIRECT];
+            self.short = vec![0; 1 << DIRECT];
         }
         let old = self.rib.insert((p, len), nh);
         if old != Some(nh) {

@@ -255,3 +255,22 @@ fn shape(n: usize) {
         fetches as f64 / probes as f64
     );
 }
+
+#[test]
+fn a_table_without_routes_beyond_the_default_holds_no_direct_table() {
+    let mut t = Lpm6::new();
+    assert!(t.memory_bytes() < 1024 && t.top.is_empty());
+    assert_eq!(t.lookup(1), None);
+    t.insert(Ipv6Addr::UNSPECIFIED, 0, NextHopId(7)).unwrap();
+    assert!(t.memory_bytes() < 1024 && t.top.is_empty());
+    let mut out = [None; 3];
+    t.lookup_batch(&[0, 1, u128::MAX], &mut out);
+    assert_eq!(out, [Some(NextHopId(7)); 3]);
+    assert_eq!(t.lookup(u128::MAX), Some(NextHopId(7)));
+    // The first longer route brings the direct table; lookups go on as before.
+    t.insert("2001:db8::".parse().unwrap(), 32, NextHopId(8))
+        .unwrap();
+    assert!(t.memory_bytes() >= 4096);
+    assert_eq!(t.lookup(0x2001_0db8_u128 << 96), Some(NextHopId(8)));
+    assert_eq!(t.lookup(1), Some(NextHopId(7)));
+}
