@@ -20,10 +20,12 @@ use crate::reconcile::{Desired, Entry, diff};
 use crate::store::{SavedIds, Source, Start, Store, StoreError};
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
+use ovr_tables::fasthash::FastHasher;
 use ovr_tables::ids::{InterfaceId, NextHopId};
 use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::TablesWriter;
 use std::collections::{BTreeMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,6 +85,8 @@ fn lap(t: &mut Instant) -> u64 {
     *t = now;
     us
 }
+
+type FastSet<T> = HashSet<T, BuildHasherDefault<FastHasher>>;
 
 /// The next hop an entry should have, and the document path that says so (`None`: no
 /// entry).
@@ -306,70 +310,48 @@ impl Agent {
     fn translate_entry(
         &self,
         key: &Key,
-        prefix: &str,
+        origin: Origin,
     ) -> Result<Option<(Entry, Wanted)>, ApiError> {
         let network = |name: &str| self.names.networks.get(name).copied();
         let nexthop = |name: &str| {
             self.names.nexthops.get(name).copied().ok_or_else(|| {
                 ApiError::invalid(
-                    field(prefix, "nexthop"),
+                    field(&origin.prefix(), "nexthop"),
                     format!("no next hop named '{name}'"),
                 )
             })
         };
         let no_network = |name: &str| {
             ApiError::invalid(
-                field(prefix, "network"),
+                field(&origin.prefix(), "network"),
                 format!("no network named '{name}'"),
             )
         };
-        let at = self.model.find(key);
-        let doc = |section: &str| at.map(|i| format!("{section}[{i}]"));
-        let obj = self.model.get(key);
-        Ok(match (key, obj) {
-            (
-                Key::Route {
-                    network: n,
-                    prefix: p,
-                },
-                o,
-            ) => {
-                let vrf = match (network(n), &o) {
-                    (Some(v), _) => v,
-                    (None, None) => return Ok(None),
-                    (None, Some(_)) => return Err(no_network(n)),
-                };
-                let want = match o {
-                    Some(Object::Route(r)) => {
-                        Some((nexthop(&r.nexthop)?, doc("routes").unwrap_or_default()))
-                    }
-                    _ => None,
-                };
-                Some((Entry::Route(vrf, p.0), want))
-            }
-            (Key::Bridge { network: n, mac }, o) => {
-                let vrf = match (network(n), &o) {
-                    (Some(v), _) => v,
-                    (None, None) => return Ok(None),
-                    (None, Some(_)) => return Err(no_network(n)),
-                };
-                let want = match o {
-                    Some(Object::Bridge(b)) => {
-                        Some((nexthop(&b.nexthop)?, doc("bridge").unwrap_or_default()))
-                    }
-                    _ => None,
-                };
-                Some((Entry::Bridge(vrf, mac.0), want))
-            }
-            (Key::Label { label }, o) => {
-                let want = match o {
-                    Some(Object::Label(l)) => {
-                        Some((nexthop(&l.nexthop)?, doc("labels").unwrap_or_default()))
-                    }
-                    _ => None,
-                };
-                Some((Entry::Label(*label), want))
-            }
+        // The entry's place and next hop in the model, if it is there.
+        let found = self.model.entry_nexthop(key);
+        let want = |section: &str| -> Result<Wanted, ApiError> {
+            found
+                .map(|(i, nh)| Ok((nexthop(nh)?, format!("{section}[{i}]"))))
+                .transpose()
+        };
+        let vrf = |n: &str| match (network(n), found) {
+            (Some(v), _) => Ok(Some(v)),
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(no_network(n)),
+        };
+        Ok(match key {
+            Key::Route {
+                network: n,
+                prefix: p,
+            } => match vrf(n)? {
+                Some(v) => Some((Entry::Route(v, p.0), want("routes")?)),
+                None => None,
+            },
+            Key::Bridge { network: n, mac } => match vrf(n)? {
+                Some(v) => Some((Entry::Bridge(v, mac.0), want("bridge")?)),
+                None => None,
+            },
+            Key::Label { label } => Some((Entry::Label(*label), want("labels")?)),
             _ => None,
         })
     }
@@ -382,7 +364,7 @@ impl Agent {
         let mut log = Vec::new();
         let mut touched = Vec::with_capacity(changes.len());
         for (k, c) in changes.into_iter().enumerate() {
-            let prefix = prefix(&c, k, batch);
+            let origin = Origin::of(&c, k, batch);
             let key = match &c {
                 Change::Create(o) | Change::Replace(o) => o.key(),
                 Change::Delete(k) => k.clone(),
@@ -390,20 +372,21 @@ impl Agent {
             };
             if let Err(e) = self.model.apply(c, &mut log) {
                 self.model.undo(log);
-                return Err(if batch { e.under(&prefix) } else { e });
+                return Err(if batch { e.under(&origin.prefix()) } else { e });
             }
-            touched.push((key, prefix));
+            touched.push((key, origin));
         }
         spent.model = lap(&mut t);
         // Each entry once, as the last change to it left it.
-        let mut seen = HashSet::with_capacity(touched.len());
+        let mut seen: FastSet<&Key> = FastSet::default();
+        seen.reserve(touched.len());
         let mut wanted = Vec::with_capacity(touched.len());
-        for (key, prefix) in touched.iter().rev() {
+        for (key, origin) in touched.iter().rev() {
             if !seen.insert(key) {
                 continue;
             }
-            match self.translate_entry(key, prefix) {
-                Ok(Some((entry, want))) => wanted.push((entry, want, prefix)),
+            match self.translate_entry(key, *origin) {
+                Ok(Some((entry, want))) => wanted.push((entry, want, *origin)),
                 Ok(None) => {}
                 Err(e) => {
                     self.model.undo(log);
@@ -414,17 +397,13 @@ impl Agent {
         spent.translate = lap(&mut t);
         let (mut ops, mut back, mut origins) = (Vec::new(), Vec::new(), Vec::new());
         let mut installs = Vec::new();
-        for (entry, want, prefix) in wanted {
+        for (entry, want, origin) in wanted {
             let old = self.installed.entry(entry);
             let new = want.as_ref().map(|w| w.0);
             if old != new {
                 ops.push(entry.op(new));
                 back.push(entry.op(old));
-                origins.push(if prefix.is_empty() {
-                    "(body)".to_string()
-                } else {
-                    prefix.clone()
-                });
+                origins.push(origin);
                 installs.push((entry, want));
             }
         }
@@ -435,7 +414,11 @@ impl Agent {
         {
             self.model.undo(log);
             // Each origin is an object of the request (or its body).
-            let origin = origins.get(e.index).map_or("", String::as_str);
+            let origin = origins.get(e.index).map(Origin::prefix);
+            let origin = match origin.as_deref() {
+                Some("") => "(body)",
+                o => o.unwrap_or(""),
+            };
             let path = ovr_config::refused_at(origin, true, &e.error);
             return Err(ApiError::invalid(path, e.error.to_string()));
         }
@@ -541,29 +524,53 @@ fn not_saved(e: StoreError, undo: Option<ovr_tables::state::BatchError>) -> ApiE
 
 /// Where errors of the `k`th change are named.
 fn prefix(c: &Change, k: usize, batch: bool) -> String {
-    match (batch, c) {
-        (true, _) => format!("changes[{k}].{}", variant_path(c)),
-        (false, Change::SetPolicy(_)) => "rules".to_string(),
-        (false, _) => String::new(),
-    }
+    Origin::of(c, k, batch).prefix()
 }
 
-/// The JSON path of a change's object in a batch.
-fn variant_path(c: &Change) -> String {
-    let v = |o: &Object| match o {
-        Object::Interface(_) => "interface",
-        Object::Network(_) => "network",
-        Object::Tunnel(_) => "tunnel",
-        Object::Nexthop(_) => "nexthop",
-        Object::Route(_) => "route",
-        Object::Bridge(_) => "bridge",
-        Object::Label(_) => "label",
-    };
-    match c {
-        Change::Create(o) => format!("create.{}", v(o)),
-        Change::Replace(o) => format!("replace.{}", v(o)),
-        Change::Delete(_) => "delete".into(),
-        Change::SetPolicy(_) => "set_policy.rules".into(),
+/// Where errors of one change are named, kept unformatted until an error needs it (a
+/// batch of entry changes makes none, mostly).
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    k: usize,
+    batch: bool,
+    /// The JSON path of the change's object in a batch.
+    path: &'static str,
+}
+
+impl Origin {
+    fn of(c: &Change, k: usize, batch: bool) -> Self {
+        let path = match c {
+            Change::Create(o) => match o {
+                Object::Interface(_) => "create.interface",
+                Object::Network(_) => "create.network",
+                Object::Tunnel(_) => "create.tunnel",
+                Object::Nexthop(_) => "create.nexthop",
+                Object::Route(_) => "create.route",
+                Object::Bridge(_) => "create.bridge",
+                Object::Label(_) => "create.label",
+            },
+            Change::Replace(o) => match o {
+                Object::Interface(_) => "replace.interface",
+                Object::Network(_) => "replace.network",
+                Object::Tunnel(_) => "replace.tunnel",
+                Object::Nexthop(_) => "replace.nexthop",
+                Object::Route(_) => "replace.route",
+                Object::Bridge(_) => "replace.bridge",
+                Object::Label(_) => "replace.label",
+            },
+            Change::Delete(_) => "delete",
+            Change::SetPolicy(_) => "set_policy.rules",
+        };
+        Self { k, batch, path }
+    }
+
+    /// "changes[2].create.route" in a batch; "rules" for a policy alone, else empty.
+    fn prefix(&self) -> String {
+        match (self.batch, self.path) {
+            (true, p) => format!("changes[{}].{p}", self.k),
+            (false, "set_policy.rules") => "rules".to_string(),
+            (false, _) => String::new(),
+        }
     }
 }
 

@@ -11,19 +11,20 @@ use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
 use crate::refs::referrer;
 use ovr_config::model::*;
-use std::collections::HashMap;
+use ovr_tables::fasthash::FastMap;
 use std::hash::Hash;
 
 type RouteKey = (String, Prefix);
 type BridgeKey = (String, Mac);
 
-/// The configuration and the position of every entry by key.
+/// The configuration and the position of every entry by key (hashed with the fast
+/// hasher: the incremental path reads these for every entry a batch changes).
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     config: Config,
-    routes: HashMap<RouteKey, usize>,
-    bridge: HashMap<BridgeKey, usize>,
-    labels: HashMap<u32, usize>,
+    routes: FastMap<RouteKey, usize>,
+    bridge: FastMap<BridgeKey, usize>,
+    labels: FastMap<u32, usize>,
 }
 
 /// How to take one applied change back.
@@ -39,7 +40,7 @@ pub enum Undo {
     Policy(usize, Option<Vec<RuleConfig>>),
 }
 
-fn index<K: Hash + Eq, T>(v: &[T], key: impl Fn(&T) -> K) -> HashMap<K, usize> {
+fn index<K: Hash + Eq, T>(v: &[T], key: impl Fn(&T) -> K) -> FastMap<K, usize> {
     v.iter().enumerate().map(|(i, x)| (key(x), i)).collect()
 }
 
@@ -54,7 +55,7 @@ fn bridge_key(b: &BridgeConfig) -> BridgeKey {
 /// An indexed section: its entries and where each key is.
 struct Indexed<'a, K, T> {
     v: &'a mut Vec<T>,
-    at: &'a mut HashMap<K, usize>,
+    at: &'a mut FastMap<K, usize>,
     key: fn(&T) -> K,
 }
 
@@ -122,6 +123,20 @@ impl Model {
             Key::Label { label } => self.labels.get(label).copied(),
             _ => key.find(&self.config),
         }
+    }
+
+    /// Where a route, bridge entry or label is in its section, and its next hop (a
+    /// borrow: the incremental path reads it for every entry it changes).
+    pub fn entry_nexthop(&self, key: &Key) -> Option<(usize, &str)> {
+        let i = self.find(key)?;
+        let c = &self.config;
+        let nh = match key {
+            Key::Route { .. } => &c.routes[i].nexthop,
+            Key::Bridge { .. } => &c.bridge[i].nexthop,
+            Key::Label { .. } => &c.labels[i].nexthop,
+            _ => return None,
+        };
+        Some((i, nh))
     }
 
     /// The object with this key, if any.
@@ -322,6 +337,23 @@ mod tests {
             network: "red".into(),
             prefix: p.parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn an_entrys_place_and_next_hop_are_read_without_a_copy() {
+        let mut m = Model::default();
+        let mut log = Vec::new();
+        for (p, nh) in [("10.0.0.0/24", "a"), ("10.0.1.0/24", "b")] {
+            m.apply(Change::Create(route(p, nh)), &mut log).unwrap();
+        }
+        assert_eq!(m.entry_nexthop(&key("10.0.1.0/24")), Some((1, "b")));
+        assert_eq!(m.entry_nexthop(&key("10.0.9.0/24")), None);
+        m.apply(Change::Delete(key("10.0.0.0/24")), &mut log)
+            .unwrap();
+        assert_eq!(m.entry_nexthop(&key("10.0.1.0/24")), Some((0, "b")));
+        // Not an entry: no next hop of its own.
+        let net = Key::Network { name: "red".into() };
+        assert_eq!(m.entry_nexthop(&net), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use crate::evpn::{Encap, Mac as EvpnMac};
 use crate::learnt::{Reach, Remote};
+use crate::pernet::{PerNet, PerNetSet};
 use core::net::IpAddr;
 use ovr_agent::change::{Change, Key, Object};
 use ovr_config::model::{
@@ -87,35 +88,30 @@ pub fn layer_kept(
     reach: &Reach,
     neighbours: &BTreeMap<IpAddr, Mac>,
 ) -> (Layered, State) {
-    let local = |f: &dyn Fn(&ovr_config::model::InterfaceConfig) -> Vec<LocalKey>| {
-        intent.interfaces.iter().flat_map(f).collect::<HashSet<_>>()
+    let workloads = || {
+        intent
+            .interfaces
+            .iter()
+            .filter_map(|i| Some((i.network.as_ref()?, i)))
     };
     let state = State {
         networks: intent.networks.iter().map(|n| n.name.clone()).collect(),
         bridge: intent
             .bridge
             .iter()
-            .map(|b| (b.network.clone(), LocalKey::Mac(b.mac.0.0)))
+            .map(|b| (b.network.clone(), b.mac.0.0))
             .collect(),
         routes: intent
             .routes
             .iter()
             .map(|r| (r.network.clone(), r.prefix.0))
             .collect(),
-        local: local(&|i| {
-            let Some(net) = &i.network else {
-                return Vec::new();
-            };
-            let mut v: Vec<LocalKey> = i
-                .peer_addresses
-                .iter()
-                .map(|a| LocalKey::Ip(net.clone(), *a))
-                .collect();
-            if let Some(m) = i.peer_mac {
-                v.push(LocalKey::NetMac(net.clone(), m.0.0));
-            }
-            v
-        }),
+        local_macs: workloads()
+            .filter_map(|(net, i)| Some((net.clone(), i.peer_mac?.0.0)))
+            .collect(),
+        local_ips: workloads()
+            .flat_map(|(net, i)| i.peer_addresses.iter().map(|a| (net.clone(), *a)))
+            .collect(),
         type5: reach
             .prefixes
             .keys()
@@ -152,13 +148,6 @@ pub fn layer_kept(
     (out, s)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum LocalKey {
-    Mac([u8; 6]),
-    NetMac(String, [u8; 6]),
-    Ip(String, IpAddr),
-}
-
 /// What was decided for one MAC or address: installed through a next hop, or skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
@@ -177,25 +166,33 @@ pub struct Whole;
 pub struct State {
     networks: HashSet<String>,
     /// The intent's bridge entries and routes.
-    bridge: HashSet<(String, LocalKey)>,
-    routes: HashSet<(String, IpPrefix)>,
+    bridge: PerNetSet<[u8; 6]>,
+    routes: PerNetSet<IpPrefix>,
     /// The MACs and addresses of the host's workloads.
-    local: HashSet<LocalKey>,
+    local_macs: PerNetSet<[u8; 6]>,
+    local_ips: PerNetSet<IpAddr>,
     /// The prefixes of type 5 routes (a host route with one of them depends on it).
-    type5: HashSet<(String, IpPrefix)>,
+    type5: PerNetSet<IpPrefix>,
     /// This layer's next hops, and how many entries use each.
     uses: BTreeMap<String, usize>,
+    /// The names of next hops through a VTEP with a VNI, made once (`via`).
+    names: HashMap<(IpAddr, u32), String>,
     /// The VTEPs without a MAC, and how many entries wait for each.
     waiting: BTreeMap<IpAddr, usize>,
-    macs: HashMap<(String, EvpnMac), Outcome>,
-    hosts: HashMap<(String, IpAddr), Outcome>,
+    macs: PerNet<EvpnMac, Outcome>,
+    hosts: PerNet<IpAddr, Outcome>,
     /// The counts and reasons, as `layer` reports them (without the configuration).
     pub out: Layered,
 }
 
 impl State {
     fn use_nexthop(&mut self, name: &str) {
-        *self.uses.entry(name.to_string()).or_default() += 1;
+        match self.uses.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                self.uses.insert(name.to_string(), 1);
+            }
+        }
     }
 
     /// Counts `o` (`add`) or takes it off the counts; Err when a next hop or a waiting
@@ -247,13 +244,16 @@ impl State {
     }
 
     /// The next hop through `r` if it is there already.
-    fn via(&self, r: &Remote) -> Result<Outcome, Whole> {
+    fn via(&mut self, r: &Remote) -> Result<Outcome, Whole> {
         if r.encap != Encap::Vxlan {
             return Ok(Outcome::Skip("mpls_not_installed", None));
         }
-        let name = format!("{PREFIX}{}:{}", r.vtep, r.label);
-        if self.uses.contains_key(&name) {
-            return Ok(Outcome::Via(name));
+        let name = self
+            .names
+            .entry((r.vtep, r.label))
+            .or_insert_with(|| nexthop_name(r));
+        if self.uses.contains_key(name.as_str()) {
+            return Ok(Outcome::Via(name.clone()));
         }
         if self.waiting.contains_key(&r.vtep) {
             return Ok(Outcome::Skip("vtep_unresolved", Some(r.vtep)));
@@ -261,23 +261,17 @@ impl State {
         Err(Whole)
     }
 
-    fn decide_mac(&self, net: &str, mac: EvpnMac, r: &Remote) -> Result<Outcome, Whole> {
+    fn decide_mac(&mut self, net: &str, mac: EvpnMac, r: &Remote) -> Result<Outcome, Whole> {
         if !self.networks.contains(net) {
             return Ok(Outcome::Skip("no_such_network", None));
         }
-        if self
-            .bridge
-            .contains(&(net.to_string(), LocalKey::Mac(mac.0)))
-            || self
-                .local
-                .contains(&LocalKey::NetMac(net.to_string(), mac.0))
-        {
+        if self.bridge.contains(net, &mac.0) || self.local_macs.contains(net, &mac.0) {
             return Ok(Outcome::Skip("known_from_intent", None));
         }
         self.via(r)
     }
 
-    fn decide_host(&self, net: &str, ip: IpAddr, r: &Remote) -> Result<Outcome, Whole> {
+    fn decide_host(&mut self, net: &str, ip: IpAddr, r: &Remote) -> Result<Outcome, Whole> {
         let len = if ip.is_ipv4() { 32 } else { 128 };
         let Ok(p) = IpPrefix::new(ip, len) else {
             return Ok(Outcome::Skip("bad_prefix", None));
@@ -285,9 +279,7 @@ impl State {
         if !self.networks.contains(net) {
             return Ok(Outcome::Skip("no_such_network", None));
         }
-        if self.routes.contains(&(net.to_string(), p))
-            || self.local.contains(&LocalKey::Ip(net.to_string(), ip))
-        {
+        if self.routes.contains(net, &p) || self.local_ips.contains(net, &ip) {
             return Ok(Outcome::Skip("known_from_intent", None));
         }
         self.via(r)
@@ -303,17 +295,17 @@ impl State {
         out: &mut Vec<Change>,
     ) -> Result<(), Whole> {
         let new = r.map(|r| self.decide_mac(net, mac, r)).transpose()?;
-        let key = (net.to_string(), mac);
-        let old = self.macs.get(&key).cloned();
-        if old == new {
+        let old = self.macs.get(net, &mac);
+        if old == new.as_ref() {
             return Ok(());
         }
-        if let Some(n) = &new {
-            self.count(n, true, true)?;
-            self.macs.insert(key, n.clone());
-        } else {
-            self.macs.remove(&key);
-        }
+        let old = match &new {
+            Some(n) => {
+                self.count(n, true, true)?;
+                self.macs.insert(net, mac, n.clone())
+            }
+            None => self.macs.remove(net, &mac),
+        };
         if let Some(o) = &old {
             self.count(o, false, true)?;
         }
@@ -345,22 +337,22 @@ impl State {
     ) -> Result<(), Whole> {
         let len = if ip.is_ipv4() { 32 } else { 128 };
         if let Ok(p) = IpPrefix::new(ip, len)
-            && self.type5.contains(&(net.to_string(), p))
+            && self.type5.contains(net, &p)
         {
             return Err(Whole);
         }
         let new = r.map(|r| self.decide_host(net, ip, r)).transpose()?;
-        let key = (net.to_string(), ip);
-        let old = self.hosts.get(&key).cloned();
-        if old == new {
+        let old = self.hosts.get(net, &ip);
+        if old == new.as_ref() {
             return Ok(());
         }
-        if let Some(n) = &new {
-            self.count(n, true, false)?;
-            self.hosts.insert(key, n.clone());
-        } else {
-            self.hosts.remove(&key);
-        }
+        let old = match &new {
+            Some(n) => {
+                self.count(n, true, false)?;
+                self.hosts.insert(net, ip, n.clone())
+            }
+            None => self.hosts.remove(net, &ip),
+        };
         if let Some(o) = &old {
             self.count(o, false, false)?;
         }
@@ -388,6 +380,11 @@ impl State {
     pub fn unresolved(&self) -> &BTreeSet<IpAddr> {
         &self.out.unresolved
     }
+}
+
+/// The name of the next hop through `r`'s VTEP with its VNI.
+fn nexthop_name(r: &Remote) -> String {
+    format!("{PREFIX}{}:{}", r.vtep, r.label)
 }
 
 /// The change from an entry installed through `old` to one through `new`.
@@ -461,7 +458,7 @@ impl Builder<'_> {
             return Err("mpls_not_installed");
         }
         let tunnel = self.tunnel(r.vtep).ok_or("vtep_unresolved")?;
-        let name = format!("{PREFIX}{}:{}", r.vtep, r.label);
+        let name = nexthop_name(r);
         if !self.s.uses.contains_key(&name) {
             self.c.nexthops.push(NextHopConfig {
                 tunnel: Some(tunnel),
@@ -542,7 +539,7 @@ impl Builder<'_> {
                 });
                 self.out.installed.macs += 1;
             }
-            self.s.macs.insert((net.clone(), *mac), o);
+            self.s.macs.insert(net, *mac, o);
         }
     }
 
@@ -569,19 +566,15 @@ impl Builder<'_> {
                     self.out.installed.hosts += 1;
                 }
             }
-            self.s.hosts.insert((net.clone(), *ip), o);
+            self.s.hosts.insert(net, *ip, o);
         }
     }
 
     /// Whether the intent, or a host route made here, has a route to `p`.
     fn has_route(&self, net: &str, p: &IpPrefix) -> bool {
         let host = p.prefix_len() == if p.addr().is_ipv4() { 32 } else { 128 };
-        self.s.routes.contains(&(net.to_string(), *p))
-            || (host
-                && matches!(
-                    self.s.hosts.get(&(net.to_string(), p.addr())),
-                    Some(Outcome::Via(_))
-                ))
+        self.s.routes.contains(net, p)
+            || (host && matches!(self.s.hosts.get(net, &p.addr()), Some(Outcome::Via(_))))
     }
 
     fn prefixes(&mut self, reach: &Reach) {

@@ -8,7 +8,10 @@
 use crate::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use core::net::IpAddr;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use ovr_tables::fasthash::FastMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A remote VTEP as a network reaches it: where, how, with which VNI or label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,16 +34,21 @@ pub struct Reach {
     pub prefixes: BTreeMap<(String, IpAddr, u8), BTreeSet<Remote>>,
 }
 
-/// A route as the Rib keeps it: the neighbor it came from and its NLRI.
-type Key = (String, Nlri);
+/// A route as the indexes name it: the neighbor it came from and its NLRI.
+type Key = (Arc<str>, Nlri);
 
 /// The routes learnt, and the refusals counted by reason.
+///
+/// Routes are hashed by NLRI under their neighbor (a batch of 64 changes in a table of
+/// 100,000 costs 64 lookups, not 64 searches comparing NLRIs); what depends on their
+/// order (`reach`, the indexes) reads them sorted by neighbor, then NLRI.
 #[derive(Debug, Default)]
 pub struct Rib {
-    routes: BTreeMap<Key, Route>,
-    /// The type 2 routes by MAC and by address: what one MAC or address depends on.
-    by_mac: HashMap<Mac, BTreeSet<Key>>,
-    by_ip: HashMap<IpAddr, BTreeSet<Key>>,
+    routes: BTreeMap<Arc<str>, FastMap<Nlri, Route>>,
+    /// The type 2 routes by MAC and by address, sorted: what one MAC or address depends
+    /// on (one or two routes each, mostly).
+    by_mac: FastMap<Mac, Vec<Key>>,
+    by_ip: FastMap<IpAddr, Vec<Key>>,
     /// Routes refused (`gobgp::decode`) or imported by no network, by reason.
     pub refused: BTreeMap<&'static str, u64>,
 }
@@ -65,57 +73,87 @@ impl Rib {
                 return None;
             }
         };
-        let key = (l.neighbor.clone(), route.nlri.clone());
         if l.withdrawn {
-            let old = self.routes.remove(&key)?;
-            self.unindex(&key);
+            let table = self.routes.get_mut(l.neighbor.as_str())?;
+            let old = table.remove(&route.nlri)?;
+            if table.is_empty() {
+                self.routes.remove(l.neighbor.as_str());
+            }
+            self.unindex(l.neighbor.as_str(), &route.nlri);
             Some((Some(old), None))
         } else {
-            if self.routes.get(&key) == Some(route) {
-                return None;
+            if !self.routes.contains_key(l.neighbor.as_str()) {
+                self.routes
+                    .insert(Arc::from(l.neighbor.as_str()), FastMap::default());
             }
-            self.index(&key);
-            let old = self.routes.insert(key, route.clone());
+            let (neighbor, _) = self.routes.get_key_value(l.neighbor.as_str())?;
+            let neighbor = Arc::clone(neighbor);
+            let table = self.routes.get_mut(l.neighbor.as_str())?;
+            let old = match table.entry(route.nlri.clone()) {
+                Entry::Occupied(mut o) => {
+                    if o.get() == route {
+                        return None;
+                    }
+                    Some(o.insert(route.clone()))
+                }
+                Entry::Vacant(v) => {
+                    v.insert(route.clone());
+                    None
+                }
+            };
+            if old.is_none() {
+                self.index(&neighbor, &route.nlri);
+            }
             Some((old, Some(route.clone())))
         }
     }
 
-    fn index(&mut self, key: &Key) {
-        if let Nlri::MacIp { mac, ip, .. } = &key.1 {
-            self.by_mac.entry(*mac).or_default().insert(key.clone());
+    fn index(&mut self, neighbor: &Arc<str>, nlri: &Nlri) {
+        if let Nlri::MacIp { mac, ip, .. } = nlri {
+            let key = (Arc::clone(neighbor), nlri.clone());
             if let Some(ip) = ip {
-                self.by_ip.entry(*ip).or_default().insert(key.clone());
+                remember(self.by_ip.entry(*ip).or_default(), key.clone());
             }
+            remember(self.by_mac.entry(*mac).or_default(), key);
         }
     }
 
-    fn unindex(&mut self, key: &Key) {
-        if let Nlri::MacIp { mac, ip, .. } = &key.1 {
-            forget(&mut self.by_mac, mac, key);
+    fn unindex(&mut self, neighbor: &str, nlri: &Nlri) {
+        if let Nlri::MacIp { mac, ip, .. } = nlri {
+            forget(&mut self.by_mac, mac, neighbor, nlri);
             if let Some(ip) = ip {
-                forget(&mut self.by_ip, ip, key);
+                forget(&mut self.by_ip, ip, neighbor, nlri);
             }
         }
     }
 
     /// Forgets what came from `neighbor` (its session went down): how many routes.
     pub fn drop_neighbor(&mut self, neighbor: &str) -> usize {
-        let gone: Vec<Key> = self
-            .routes
-            .keys()
-            .filter(|(n, _)| n == neighbor)
-            .cloned()
-            .collect();
-        for k in &gone {
-            self.routes.remove(k);
-            self.unindex(k);
+        let Some(gone) = self.routes.remove(neighbor) else {
+            return 0;
+        };
+        for nlri in gone.keys() {
+            self.unindex(neighbor, nlri);
         }
         gone.len()
     }
 
-    /// The routes learnt, by the neighbor they came from and their NLRI.
-    pub fn entries(&self) -> impl Iterator<Item = (&(String, Nlri), &Route)> {
-        self.routes.iter()
+    /// The routes learnt, by the neighbor they came from and their NLRI (in no order).
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Nlri, &Route)> {
+        self.routes
+            .iter()
+            .flat_map(|(n, t)| t.iter().map(move |(nlri, r)| (&**n, nlri, r)))
+    }
+
+    /// The routes sorted by neighbor, then NLRI (the order `reach` decides in).
+    fn sorted(&self) -> Vec<&Route> {
+        let mut v = Vec::with_capacity(self.len());
+        for t in self.routes.values() {
+            let mut rs: Vec<(&Nlri, &Route)> = t.iter().collect();
+            rs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            v.extend(rs.into_iter().map(|(_, r)| r));
+        }
+        v
     }
 
     /// The addresses type 2 routes give MAC `mac` (with repeats).
@@ -181,7 +219,7 @@ impl Rib {
     /// The routes of `index[k]` that network `net` imports, not ours, in the Rib's order.
     fn candidates<'a, K: core::hash::Hash + Eq>(
         &'a self,
-        index: &'a HashMap<K, BTreeSet<Key>>,
+        index: &'a FastMap<K, Vec<Key>>,
         k: &K,
         imports: &'a BTreeMap<RouteTarget, String>,
         own: IpAddr,
@@ -191,7 +229,7 @@ impl Rib {
             .get(k)
             .into_iter()
             .flatten()
-            .filter_map(|key| self.routes.get(key))
+            .filter_map(|(n, nlri)| self.routes.get(n)?.get(nlri))
             .filter(move |r| r.next_hop != own)
             .filter(move |r| {
                 r.targets
@@ -201,7 +239,7 @@ impl Rib {
     }
 
     pub fn len(&self) -> usize {
-        self.routes.len()
+        self.routes.values().map(FastMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -216,7 +254,7 @@ impl Rib {
         // A MAC's best route so far: (sequence, lowest VTEP wins a tie) per network.
         let mut best: BTreeMap<(String, Mac), (u32, Remote)> = BTreeMap::new();
         let mut unimported = 0;
-        for route in self.routes.values() {
+        for route in self.sorted() {
             if route.next_hop == own {
                 continue;
             }
@@ -283,10 +321,23 @@ impl Rib {
     }
 }
 
-fn forget<K: core::hash::Hash + Eq>(index: &mut HashMap<K, BTreeSet<Key>>, k: &K, key: &Key) {
-    if let Some(set) = index.get_mut(k) {
-        set.remove(key);
-        if set.is_empty() {
+/// Adds `key` to a sorted list of keys (once).
+fn remember(keys: &mut Vec<Key>, key: Key) {
+    if let Err(at) = keys.binary_search(&key) {
+        keys.insert(at, key);
+    }
+}
+
+/// Takes `neighbor`'s `nlri` off `index[k]`, and `k` off the index with its last key.
+fn forget<K: core::hash::Hash + Eq>(
+    index: &mut FastMap<K, Vec<Key>>,
+    k: &K,
+    neighbor: &str,
+    nlri: &Nlri,
+) {
+    if let Some(keys) = index.get_mut(k) {
+        keys.retain(|(n, x)| !(**n == *neighbor && x == nlri));
+        if keys.is_empty() {
             index.remove(k);
         }
     }

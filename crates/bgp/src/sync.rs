@@ -131,11 +131,11 @@ impl Installer {
         let gone: Vec<Learnt> = self
             .rib
             .entries()
-            .filter(|((n, nlri), _)| !present.contains(&(n.as_str(), nlri)))
-            .map(|((n, _), r)| Learnt {
+            .filter(|(n, nlri, _)| !present.contains(&(*n, *nlri)))
+            .map(|(n, _, r)| Learnt {
                 route: Ok(r.clone()),
                 withdrawn: true,
-                neighbor: n.clone(),
+                neighbor: n.to_string(),
             })
             .collect();
         self.learn(&gone);
