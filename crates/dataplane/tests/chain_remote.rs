@@ -246,7 +246,7 @@ fn pass(
         if iface == UPLINK {
             let outer = Ipv4Packet::new_checked(&bytes[14..]).unwrap();
             let vni = VxlanPacket::new_checked(&bytes[42..]).unwrap().vni();
-            out.push(Err((outer.dst_addr().octets()[3], vni)));
+            out.push(Err((outer.dst().octets()[3], vni)));
         } else {
             out.push(Ok(iface));
         }
