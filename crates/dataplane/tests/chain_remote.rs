@@ -274,7 +274,19 @@ fn session(
 fn a_reply_goes_back_to_the_host_of_the_instance_its_request_came_through() {
     let (_w, r) = setup();
     let mut pipe = Pipeline::new(Settings::default());
+    pipe.graph_mut().trace_mut().add(1);
     assert_eq!(session(&mut pipe, &r, 1, HI), vec![Err((HI, VNI_B))]);
+    // The request's trace says where the replies go.
+    let t = pipe.graph().trace();
+    let setup = t
+        .steps_of(1)
+        .find(|s| s.node == "flow-setup")
+        .and_then(|s| s.detail.clone())
+        .unwrap();
+    assert!(
+        setup.contains("with its reverse (back to the instance's host it came from)"),
+        "{setup}"
+    );
     // Later replies hit the reverse flow: the same way.
     assert_eq!(
         pass(&mut pipe, &r, WB, &inner(1, true, B_MAC)),

@@ -99,10 +99,13 @@ impl Node<Cx, ForwardingState> for FlowSetup {
             .and_then(|i| Some((i, cx.flows.get(i)?)));
         Some(match entry {
             Some((id, e)) => {
-                let pair = if e.reverse.is_some() {
-                    " with its reverse"
-                } else {
-                    ""
+                let back = e.reverse.and_then(|r| cx.flows.get(r));
+                let pair = match back {
+                    Some(r) if r.flags & flow_flags::TO_SENDER != 0 => {
+                        " with its reverse (back to the instance's host it came from)"
+                    }
+                    Some(_) => " with its reverse",
+                    None => "",
                 };
                 let how = if m.has(flags::FLOW_CREATED) {
                     "created"
