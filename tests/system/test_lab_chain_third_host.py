@@ -10,6 +10,8 @@ same way back, h2 → h3 → h1, not straight from h2 to h1:
 - a drop rule in the instance for the replies alone stops the ping and the TCP
   connection (so the replies do cross it), and one for the requests alone stops the
   ping too;
+- a new session traced on each host shows that host's hop (h1 into the instance, h3 out
+  of it, h2 sending the reply back to h3);
 - `lab down` leaves nothing behind (OverlayLab checks it).
 
 One lab for the module (prefix `ovrc3<pid>`), always taken down."""
@@ -173,3 +175,17 @@ def test_dropping_the_requests_in_the_instance_stops_the_ping(lab):
     code = with_rule(lab, "saddr", lambda: ping(lab, dst, count=2).returncode)
     assert code != 0, "the ping's requests went around the instance"
     assert reached(lab, dst, 5)
+
+
+def test_each_hosts_trace_shows_its_hop_of_the_session(lab):
+    """A new ping session traced on every host: h1 steers it into the instance on h3,
+    h3 takes it out of the instance's right port, and h2 sends the reply back to h3."""
+    dst = ext_on(lab, "h2")["address"]
+    for h in ("h1", "h2", "h3"):
+        lab.api(h, "trace", "clear")
+        lab.api(h, "trace", "add", "20")
+    assert ping(lab, dst, count=1).returncode == 0
+    shown = {h: lab.api(h, "trace", "show") for h in ("h1", "h2", "h3")}
+    assert "instance fw-h3, left" in shown["h1"], shown["h1"]
+    assert "from service port fwr (chain through-fw" in shown["h3"], shown["h3"]
+    assert "back to the instance's host it came from" in shown["h2"], shown["h2"]
