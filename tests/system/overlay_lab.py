@@ -20,19 +20,22 @@ def sh(*args, ns=None, check=True, timeout=60, **kw):
 
 
 class OverlayLab:
-    """`with OverlayLab(prefix, *up_args) as lab`: `ovrctl lab up --hosts 2 --tenants 1`."""
+    """`with OverlayLab(prefix, *up_args) as lab`: `ovrctl lab up --hosts 2 --tenants 1`
+    (`hosts=3`: three hosts)."""
 
-    def __init__(self, prefix, *up_args):
+    def __init__(self, prefix, *up_args, hosts=2):
         self.prefix = prefix
         self.dir = f"/run/{self.prefix}-lab"
         self.up_args = up_args
+        self.hosts = hosts
 
     def ctl(self, *args, check=True):
         return sh(OVRCTL, "lab", "--prefix", self.prefix, "--dir", self.dir, *args,
                   check=check, timeout=120)
 
     def __enter__(self):
-        r = self.ctl("up", "--hosts", "2", "--tenants", "1", *self.up_args, check=False)
+        r = self.ctl("up", "--hosts", str(self.hosts), "--tenants", "1", *self.up_args,
+                     check=False)
         if r.returncode != 0:
             self.ctl("down", check=False)
             pytest.fail(r.stdout + r.stderr)

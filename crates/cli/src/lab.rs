@@ -353,6 +353,11 @@ pub struct Up {
     /// `services`), and tenant 1's traffic to `ext` steered through it (docs/chains.md).
     #[arg(long)]
     pub service_chain: bool,
+    /// With --service-chain: the hosts that run an instance of the firewall (`fw-hN`
+    /// on host N), e.g. `--instance-hosts 3` for a single instance on h3.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2], requires = "service_chain",
+          value_parser = one_to_nine())]
+    pub instance_hosts: Vec<usize>,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -382,9 +387,22 @@ impl Up {
             && (self.static_ || self.evpn || self.encap != LabEncap::Vxlan || self.hosts < 2)
         {
             return Err(
-                "--service-chain needs a cluster (no --static, no --evpn) over --encap vxlan                  and --hosts 2 or more (an instance on h1 and one on h2)"
+                "--service-chain needs a cluster (no --static, no --evpn) over --encap vxlan \
+                 and --hosts 2 or more"
                     .into(),
             );
+        }
+        if let Some(h) = self.instance_hosts.iter().find(|h| **h > self.hosts) {
+            return Err(format!(
+                "--instance-hosts: there is no host {h} (--hosts {})",
+                self.hosts
+            ));
+        }
+        let mut hosts = self.instance_hosts.clone();
+        hosts.sort_unstable();
+        hosts.dedup();
+        if hosts.len() != self.instance_hosts.len() {
+            return Err("--instance-hosts: a host is named twice".into());
         }
         Ok(())
     }
@@ -440,8 +458,8 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         for h in 1..=a.hosts {
             chain::add_ext_workload(p, s, h)?;
         }
-        for h in 1..=2 {
-            chain::add_instance(p, s, h)?;
+        for h in &a.instance_hosts {
+            chain::add_instance(p, s, *h)?;
         }
     }
     if a.kernel_host {

@@ -108,6 +108,9 @@ pub fn derive(view: &View, me: &Local) -> Derived {
     }
     let local_nets: BTreeSet<&str> = d.local_ports.values().map(|p| p.network.as_str()).collect();
     d.labels = allocate_labels(&local_nets, &networks, me.labels);
+    // The endpoints this host needs: its networks', and its chains' instances' ports'.
+    let mut endpoint_nets = crate::service::instance_networks(view, &local_nets, &accepted);
+    endpoint_nets.extend(local_nets.iter().copied());
 
     // Endpoints of the other live hosts in the local networks; the newest claim wins.
     let hosts: BTreeMap<&str, &Host> = view
@@ -124,7 +127,7 @@ pub fn derive(view: &View, me: &Local) -> Derived {
                 if me.endpoints
                     && host != me.host
                     && hosts.contains_key(host.as_str())
-                    && local_nets.contains(x.network.as_str()) =>
+                    && endpoint_nets.contains(x.network.as_str()) =>
             {
                 Some((e.mod_revision, host.as_str(), x))
             }
@@ -316,6 +319,10 @@ fn build(
     for &(host, net) in remote.keys() {
         let (h, n) = (hosts[host], networks[net]);
         let Some(underlay) = &underlay else { continue };
+        // An instance on another host is reached through VXLAN only.
+        if n.encap != EncapConfig::Vxlan && !local.contains(net) {
+            continue;
+        }
         let (l2, l3) = match n.encap {
             EncapConfig::Vxlan => ((None, Some(n.vni)), None),
             _ => match h.labels.get(net) {
@@ -378,7 +385,11 @@ fn build(
         });
     }
     for ((host, net), list) in remote {
-        let Some((l2, l3)) = reachable.get(&(*host, *net)) else {
+        // (Instances' ports in a network without a port here: only their next hops.)
+        let Some((l2, l3)) = reachable
+            .get(&(*host, *net))
+            .filter(|_| local.contains(net))
+        else {
             continue;
         };
         for (mac, ips) in list {

@@ -150,6 +150,56 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
     }
 }
 
+/// The ports (host, name) of the instances of the chains that the policies of networks
+/// `local` name: a host needs their endpoints (its view keeps them, see `View`) to reach
+/// the instances, even with no port of its own in their network.
+pub(crate) fn instance_ports<'v>(
+    view: &'v View,
+    local: &BTreeSet<&str>,
+) -> BTreeSet<(&'v str, &'v str)> {
+    let mut named: BTreeSet<&str> = BTreeSet::new();
+    for (_, _, v) in view.valid() {
+        if let Value::Policy(p) = v
+            && local.contains(p.network.as_str())
+        {
+            named.extend(p.rules.iter().filter_map(|r| r.chain.as_deref()));
+        }
+    }
+    let functions: BTreeSet<&str> = view
+        .valid()
+        .filter_map(|(k, _, v)| match (k, v) {
+            (Key::Chain(name), Value::Chain(ch)) if named.contains(name.as_str()) => {
+                Some(ch.functions.iter().map(String::as_str))
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    view.valid()
+        .filter_map(|(k, _, v)| match (k, v) {
+            (Key::Service(f), Value::Service(s)) if functions.contains(f.as_str()) => Some(
+                s.instances
+                    .iter()
+                    .flat_map(|i| [&i.left, &i.right].map(|p| (i.host.as_str(), p.as_str()))),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// The networks of those ports among `ports` (the accepted ones).
+pub(crate) fn instance_networks<'v>(
+    view: &'v View,
+    local: &BTreeSet<&str>,
+    ports: &BTreeMap<(&'v str, &'v str), &'v Port>,
+) -> BTreeSet<&'v str> {
+    instance_ports(view, local)
+        .into_iter()
+        .filter_map(|k| ports.get(&k).map(|p| p.network.as_str()))
+        .collect()
+}
+
 /// The policy key that holds a network's rule naming `chain` (for the report).
 fn policy_key(view: &View, network: &str, chain: &str) -> String {
     view.valid()

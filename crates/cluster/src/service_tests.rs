@@ -279,3 +279,33 @@ fn bad_services_chains_and_chain_rules_are_refused_at_their_field() {
     );
     assert!(matches!(ok, Ok(Value::Policy(_))), "{ok:?}");
 }
+
+#[test]
+fn a_host_with_no_port_in_the_instances_network_still_reaches_an_instance_elsewhere() {
+    // The only instance is on h2; h1 has no port in svc.
+    let kvs: Vec<_> = intent()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("ports/h1/fw-"))
+        .map(|(k, v)| match k.as_str() {
+            "services/fw" => (
+                k,
+                r#"{"instances": [{"name": "fw-h2", "host": "h2", "left": "fw-l", "right": "fw-r"}]}"#
+                    .to_string(),
+            ),
+            _ => (k, v),
+        })
+        .collect();
+    let d = derive_h1(&kvs);
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let c = &d.config;
+    let fw = &c.services[0];
+    assert_eq!(fw.instances.len(), 1);
+    assert_eq!(fw.instances[0].left.via.as_deref(), Some("h2:svc"));
+    // svc is no network of this host: the next hops to h2 in it, no routes or bridge
+    // entries there.
+    assert!(c.networks.iter().all(|n| n.name != "svc"));
+    assert!(c.routes.iter().all(|r| r.network != "svc"));
+    assert!(c.bridge.iter().all(|b| b.network != "svc"));
+    let t = c.translate().unwrap();
+    assert!(t.names.nexthops.contains_key("fw/fw-h2/left"));
+}

@@ -27,7 +27,8 @@ pub struct View {
     focus: Option<Focus>,
 }
 
-/// A host's view keeps the endpoints of its own networks only (those it has a port in):
+/// A host's view keeps the endpoints of its own networks only (those it has a port in),
+/// and of the networks of its chains' instances' ports (which it reaches through them):
 /// the rest of a large cluster's endpoints would cost memory and never be installed
 /// there. A network that becomes the host's needs its endpoints: `stale` says so, and the
 /// member lists again.
@@ -35,6 +36,8 @@ pub struct View {
 struct Focus {
     host: String,
     networks: BTreeSet<String>,
+    /// The ports of the chains' instances (a change to one may change `networks`).
+    instance_ports: BTreeSet<(String, String)>,
     stale: bool,
 }
 
@@ -49,14 +52,15 @@ impl View {
             }),
             ..View::default()
         };
-        let own = format!("{}ports/{host}/", crate::keys::PREFIX);
-        let (ports, rest): (Vec<&Kv>, Vec<&Kv>) =
-            s.kvs.iter().partition(|kv| kv.key.starts_with(&own));
-        for kv in ports {
+        // Everything but the endpoints first: the host's networks follow from it.
+        let prefix = format!("{}endpoints/", crate::keys::PREFIX);
+        let (endpoints, intent): (Vec<&Kv>, Vec<&Kv>) =
+            s.kvs.iter().partition(|kv| kv.key.starts_with(&prefix));
+        for kv in intent {
             v.put(kv);
         }
         v.refocus(true);
-        for kv in rest {
+        for kv in endpoints {
             v.put(kv);
         }
         v
@@ -72,7 +76,7 @@ impl View {
     /// (`listed` false) makes the view stale.
     fn refocus(&mut self, listed: bool) {
         let Some(f) = &self.focus else { return };
-        let now: BTreeSet<String> = self
+        let mut now: BTreeSet<String> = self
             .entries
             .iter()
             .filter_map(|(k, e)| match (k, &e.value) {
@@ -82,10 +86,25 @@ impl View {
                 _ => None,
             })
             .collect();
+        let own: BTreeSet<&str> = now.iter().map(String::as_str).collect();
+        let instance_ports: BTreeSet<(String, String)> = crate::service::instance_ports(self, &own)
+            .into_iter()
+            .map(|(h, p)| (h.to_string(), p.to_string()))
+            .collect();
+        for (host, name) in &instance_ports {
+            let key = Key::Port {
+                host: host.clone(),
+                name: name.clone(),
+            };
+            if let Some(Ok(Value::Port(p))) = self.entries.get(&key).map(|e| &e.value) {
+                now.insert(p.network.clone());
+            }
+        }
         let gained = !now.is_subset(&f.networks);
         if let Some(f) = &mut self.focus {
             f.stale |= gained && !listed;
             f.networks = now;
+            f.instance_ports = instance_ports;
         }
     }
 
@@ -153,10 +172,19 @@ impl View {
                     }
                 },
             }
-            let own_port = self.focus.as_ref().is_some_and(
-                |f| matches!(Key::parse(e.key()), Ok(Key::Port { host, .. }) if host == f.host),
-            );
-            if own_port {
+            // What the host's networks follow: its own ports, the chains' intent and
+            // their instances' ports.
+            let refocus = self
+                .focus
+                .as_ref()
+                .is_some_and(|f| match Key::parse(e.key()) {
+                    Ok(Key::Port { host, name }) => {
+                        host == f.host || f.instance_ports.contains(&(host, name))
+                    }
+                    Ok(Key::Policy(_) | Key::Chain(_) | Key::Service(_)) => true,
+                    _ => false,
+                });
+            if refocus {
                 self.refocus(false);
             }
         }
@@ -268,5 +296,42 @@ mod tests {
         // A port of h1's in blue: blue's endpoints are not here; list again.
         v.apply(&[Event::Put(kv("/ovr/v1/ports/h1/y", &port("blue"), 8))]);
         assert!(v.stale());
+    }
+
+    #[test]
+    fn a_host_keeps_the_endpoints_of_its_chains_instances_ports() {
+        let port = |net: &str| {
+            format!(r#"{{"network": "{net}", "mac": "02:00:00:00:00:0a", "interface": "v"}}"#)
+        };
+        let ep = |net: &str| format!(r#"{{"network": "{net}", "mac": "02:00:00:00:00:0b"}}"#);
+        let policy = r#"{"network": "red", "rules": [{"action": "chain", "chain": "c", "dst_network": "blue"}]}"#;
+        let service =
+            r#"{"instances": [{"name": "fw-h2", "host": "h2", "left": "l", "right": "r"}]}"#;
+        let mut kvs = vec![
+            kv("/ovr/v1/ports/h1/a", &port("red"), 1),
+            kv("/ovr/v1/ports/h2/l", &port("svc"), 2),
+            kv("/ovr/v1/ports/h2/r", &port("svc"), 3),
+            kv("/ovr/v1/policies/p", policy, 4),
+            kv("/ovr/v1/chains/c", r#"{"functions": ["fw"]}"#, 5),
+            kv("/ovr/v1/endpoints/h2/l", &ep("svc"), 6),
+            kv("/ovr/v1/endpoints/h2/x", &ep("green"), 7),
+        ];
+        let has = |v: &View, k: &str| v.entries.keys().any(|x| x.to_string() == k);
+        // No service yet: svc is not h1's concern.
+        let mut v = View::for_host(
+            &Snapshot {
+                revision: 7,
+                kvs: kvs.clone(),
+            },
+            "h1",
+        );
+        assert!(!has(&v, "/ovr/v1/endpoints/h2/l"));
+        // The service arrives: svc's endpoints are missing, list again.
+        v.apply(&[Event::Put(kv("/ovr/v1/services/fw", service, 8))]);
+        assert!(v.stale());
+        kvs.push(kv("/ovr/v1/services/fw", service, 8));
+        let v = View::for_host(&Snapshot { revision: 8, kvs }, "h1");
+        assert!(has(&v, "/ovr/v1/endpoints/h2/l"));
+        assert!(!has(&v, "/ovr/v1/endpoints/h2/x"));
     }
 }

@@ -12,7 +12,8 @@
 
 use crate::decide::{self, Lookup, Route};
 use crate::drop::Reason;
-use ovr_tables::chain::{ChainId, ServicePort, Side, key_port, key_vrf};
+use core::net::IpAddr;
+use ovr_tables::chain::{ChainId, ServicePort, Side, is_service_key, key_port, key_vrf};
 use ovr_tables::flow::FlowKey;
 use ovr_tables::ids::NextHopId;
 use ovr_tables::nexthop::NextHop;
@@ -120,6 +121,66 @@ pub fn from_port(
         }),
         Route::Flood => Err(Reason::ChainUnplaced),
     }
+}
+
+/// Whether `vtep` is the host of an instance of some chain here (one reached through a
+/// tunnel to it).
+fn hosts_instance(st: &ForwardingState, vtep: IpAddr) -> bool {
+    st.chains().chains().iter().any(|c| {
+        c.functions.iter().flat_map(|f| &f.instances).any(|i| {
+            [i.left_nh, i.right_nh]
+                .iter()
+                .any(|nh| matches!(st.nexthop(*nh), Some(NextHop::Tunnel(t)) if t.dst == vtep))
+        })
+    })
+}
+
+/// The routed tunnel back to `vtep` in the flow's network, if that host runs an instance
+/// of a chain.
+fn to_instance_host(st: &ForwardingState, key: &FlowKey, vtep: IpAddr) -> Option<NextHopId> {
+    let vni = st.vrf(key.vrf())?.vni?;
+    if !hosts_instance(st, vtep) {
+        return None;
+    }
+    st.routed_tunnel(vni, vtep)
+}
+
+/// The reverse of a routed flow that arrived from another host (`sender`, the outer
+/// source), when that host runs a chain's instance and the route back (`rev_nh`) does
+/// not lead there: a session whose instance is on a third host reaches the destination
+/// from the instance's host, and its replies must go back through the instance (that
+/// host holds the pair out of it, whose reverse sends them in), not straight to the
+/// source. `None`: the route's own way back stands.
+pub fn reply_to_sender(
+    st: &ForwardingState,
+    key: &FlowKey,
+    sender: IpAddr,
+    rev_nh: Option<NextHopId>,
+) -> Option<NextHopId> {
+    if key.bridged || is_service_key(key.vrf) {
+        return None;
+    }
+    if let Some(NextHop::Tunnel(t)) = rev_nh.and_then(|n| st.nexthop(n))
+        && t.dst == sender
+    {
+        return None;
+    }
+    to_instance_host(st, key, sender)
+}
+
+/// A reverse flow sent back to its sender, decided again after a table change: the same
+/// next hop while it still goes to an instance's host in the flow's network; `None`: it
+/// does not any more, and the flow is routed as any other.
+pub fn keep_sender(
+    st: &ForwardingState,
+    key: &FlowKey,
+    previous: Option<NextHopId>,
+) -> Option<NextHopId> {
+    let p = previous?;
+    let Some(NextHop::Tunnel(t)) = st.nexthop(p) else {
+        return None;
+    };
+    (to_instance_host(st, key, t.dst) == Some(p)).then_some(p)
 }
 
 /// The service port a flow key came from, if it came from one.

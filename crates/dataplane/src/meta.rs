@@ -27,6 +27,9 @@ pub mod flags {
     /// to the NIC, finished or cut by `receive_offloaded`): there is nothing to verify,
     /// as the kernel trusts a `CHECKSUM_PARTIAL` packet.
     pub const L4_CHECKSUM_MADE: u16 = 1 << 9;
+    /// `Meta::sender` holds the outer source address of the VXLAN packet this one was
+    /// decapsulated from (the host that sent it on).
+    pub const SENDER: u16 = 1 << 10;
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,11 +56,21 @@ pub struct Meta {
     /// The drop reason index when the packet goes to drop.
     pub drop: u16,
     pub flags: u16,
+    /// With `flags::SENDER`: the VTEP that sent it, IPv4-mapped as in flow keys. A flow
+    /// that came through a service instance on another host sends its replies back
+    /// there (`chain::reply_to_sender`).
+    pub sender: [u8; 16],
 }
 
 impl Meta {
     #[inline]
     pub fn has(&self, f: u16) -> bool {
         self.flags & f != 0
+    }
+
+    /// The VTEP that sent this packet on, if it came out of a VXLAN tunnel.
+    pub fn sender(&self) -> Option<core::net::IpAddr> {
+        self.has(flags::SENDER)
+            .then(|| core::net::Ipv6Addr::from(self.sender).to_canonical())
     }
 }

@@ -268,9 +268,21 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         },
         (_, Ok(Route::Flood)) => return false,
     };
+    // A reply sent back through the instance's host stays so while that host runs one.
+    let to_sender = e.flags & flow_flags::TO_SENDER != 0;
+    let kept = to_sender
+        .then(|| chain::keep_sender(st, &e.key, previous))
+        .flatten();
+    let action = match kept {
+        Some(nh) if allowed => FlowAction::Forward { next_hop: nh },
+        _ => action,
+    };
     if let Some(m) = cx.flows.get_mut(id) {
         m.action = Some(action);
         m.epoch = st.epoch();
+        if kept.is_none() {
+            m.flags &= !flow_flags::TO_SENDER;
+        }
         if allowed {
             m.flags &= !flow_flags::DENIED;
         } else {

@@ -13,7 +13,7 @@ use crate::drop::{DropReason, Reason};
 use crate::forward::dest;
 use crate::meta::{Meta, flags};
 use ovr_graph::{Node, Vector};
-use ovr_tables::flow::{FlowAction, FlowInsertError, FlowKey};
+use ovr_tables::flow::{FlowAction, FlowInsertError, FlowKey, flags as flow_flags};
 use ovr_tables::ids::NextHopId;
 use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::ForwardingState;
@@ -99,10 +99,13 @@ impl Node<Cx, ForwardingState> for FlowSetup {
             .and_then(|i| Some((i, cx.flows.get(i)?)));
         Some(match entry {
             Some((id, e)) => {
-                let pair = if e.reverse.is_some() {
-                    " with its reverse"
-                } else {
-                    ""
+                let back = e.reverse.and_then(|r| cx.flows.get(r));
+                let pair = match back {
+                    Some(r) if r.flags & flow_flags::TO_SENDER != 0 => {
+                        " with its reverse (back to the instance's host it came from)"
+                    }
+                    Some(_) => " with its reverse",
+                    None => "",
                 };
                 let how = if m.has(flags::FLOW_CREATED) {
                     "created"
@@ -137,35 +140,20 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
         return follow(cx, st, p, id);
     }
     let key = meta.key;
-    let (nh, rev_key, rev_lookup) = match steer(cx, st, &meta, dst_mac, src_mac, admit) {
-        Ok(Steer::Forward(nh, rev_key, rev_lookup)) => (nh, rev_key, rev_lookup),
+    let (nh, rev_key, back) = match steer(cx, st, &meta, dst_mac, src_mac, admit) {
+        Ok(Steer::Forward { nh, rev_key, back }) => (nh, rev_key, back),
+        Ok(Steer::Deny) => return deny(cx, st, p, key),
         Ok(Steer::Flood) => return Next::Flood,
         Err(r) => return drop(cx.pool.meta_mut(p), r, Next::Drop),
     };
     let now = cx.now;
     let epoch = st.epoch();
-    let Some(nh) = nh else {
-        let reason = DropReason::from(Reason::PolicyDenied).0;
-        if let Ok(id) = cx.flows.insert(key, FlowAction::Drop { reason }, now) {
-            if let Some(e) = cx.flows.get_mut(id) {
-                e.epoch = epoch;
-            }
-            // The packet that set the flow up is the flow's first.
-            cx.flows.touch(id, cx.pool.len(p) as u64, now);
-            cx.flow_counters.created += 1;
-        }
-        return drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop);
-    };
     // A reverse flow left from earlier (say, denied) gives way to this pair.
     if let Some(old) = cx.flows.lookup(&rev_key) {
         cx.flows.remove(old);
     }
     let fwd = (key, FlowAction::Forward { next_hop: nh });
-    let rev_route = match rev_lookup {
-        Ok(l) => decide::route(st, &l),
-        Err(rev_nh) => Ok(Route::NextHop(rev_nh)),
-    };
-    let installed = match rev_route {
+    let installed = match back.route {
         Ok(Route::NextHop(rev_nh)) => cx
             .flows
             .insert_pair(
@@ -185,6 +173,11 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
                     e.dst_mac = mac.0;
                 }
             }
+            if back.to_sender
+                && let Some(e) = r.and_then(|id| cx.flows.get_mut(id))
+            {
+                e.flags |= flow_flags::TO_SENDER;
+            }
             cx.flows.touch(f, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
             cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
@@ -197,13 +190,50 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
     Next::from_dest(d, meta)
 }
 
+/// Installs a flow the policy denied, as a drop that ages out quickly.
+fn deny(cx: &mut Cx, st: &ForwardingState, p: u32, key: FlowKey) -> Next {
+    let now = cx.now;
+    let reason = DropReason::from(Reason::PolicyDenied).0;
+    if let Ok(id) = cx.flows.insert(key, FlowAction::Drop { reason }, now) {
+        if let Some(e) = cx.flows.get_mut(id) {
+            e.epoch = st.epoch();
+        }
+        // The packet that set the flow up is the flow's first.
+        cx.flows.touch(id, cx.pool.len(p) as u64, now);
+        cx.flow_counters.created += 1;
+    }
+    drop(cx.pool.meta_mut(p), Reason::PolicyDenied, Next::Drop)
+}
+
 /// What the slow path decided for a new flow.
 enum Steer {
-    /// To this next hop (`None`: denied by the policy), with the reverse flow's key and
-    /// either the lookup that finds its next hop or the next hop itself.
-    Forward(Option<NextHopId>, FlowKey, Result<Lookup, NextHopId>),
+    /// To this next hop, with the reverse flow's key and the way back.
+    Forward {
+        nh: NextHopId,
+        rev_key: FlowKey,
+        back: Back,
+    },
+    /// Denied by the policy.
+    Deny,
     /// Bridged to an unknown MAC.
     Flood,
+}
+
+/// Where the reverse flow of a new pair goes.
+struct Back {
+    /// Its next hop (an error or a flood: none known yet, the reply sets up its own).
+    route: Result<Route, Reason>,
+    /// Back to the host the flow came from rather than where the route says.
+    to_sender: bool,
+}
+
+impl Back {
+    fn to(nh: NextHopId) -> Self {
+        Back {
+            route: Ok(Route::NextHop(nh)),
+            to_sender: false,
+        }
+    }
 }
 
 /// Route, admission, policy and service chains for a packet without a flow.
@@ -224,7 +254,11 @@ fn steer(
             return Err(Reason::FlowSetupLimited);
         }
         rev_key.vrf = s.rev_vrf;
-        return Ok(Steer::Forward(Some(s.nh), rev_key, Err(s.rev_nh)));
+        return Ok(Steer::Forward {
+            nh: s.nh,
+            rev_key,
+            back: Back::to(s.rev_nh),
+        });
     }
     let lookup = Lookup {
         key,
@@ -256,17 +290,44 @@ fn steer(
         hash: meta.hash,
     };
     let nh = match verdict {
-        PolicyAction::Deny => None,
-        PolicyAction::Allow => Some(nh),
+        PolicyAction::Deny => return Ok(Steer::Deny),
+        PolicyAction::Allow => nh,
         // Into the chain; its first function's reply comes back out of the port, and
         // is routed back here in the source network.
-        PolicyAction::Chain(_) if key.bridged => None,
+        PolicyAction::Chain(_) if key.bridged => return Ok(Steer::Deny),
         PolicyAction::Chain(c) => {
             let (first, rev_vrf) = chain::enter(st, c, meta.hash, None)?;
             rev_lookup.key.vrf = key.vrf;
             rev_key.vrf = rev_vrf;
-            Some(first)
+            first
         }
     };
-    Ok(Steer::Forward(nh, rev_key, Ok(rev_lookup)))
+    let route = decide::route(st, &rev_lookup);
+    // Sent on by a service instance's host: the replies go back through it.
+    if verdict == PolicyAction::Allow
+        && let Some(sender) = meta.sender()
+    {
+        let rev_nh = match route {
+            Ok(Route::NextHop(n)) => Some(n),
+            _ => None,
+        };
+        if let Some(via) = chain::reply_to_sender(st, &rev_key, sender, rev_nh) {
+            return Ok(Steer::Forward {
+                nh,
+                rev_key,
+                back: Back {
+                    route: Ok(Route::NextHop(via)),
+                    to_sender: true,
+                },
+            });
+        }
+    }
+    Ok(Steer::Forward {
+        nh,
+        rev_key,
+        back: Back {
+            route,
+            to_sender: false,
+        },
+    })
 }

@@ -7,6 +7,7 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::ip::{self, IpHeader};
 use crate::meta::{Meta, flags};
+use core::net::IpAddr;
 use ovr_graph::{Node, Vector, next_nodes};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::Interface;
@@ -113,7 +114,15 @@ fn tunnel(meta: &mut Meta, rx: &Interface, o: &IpHeader, ip: &[u8]) -> Next {
             }
             meta.l4 = (l3 + o.transport + 8) as u16;
             match udp.dst_port() {
-                udp_port::VXLAN => Next::Vxlan,
+                udp_port::VXLAN => {
+                    // Kept for flow setup: a reply may have to go back to the sender.
+                    meta.sender = match o.src {
+                        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+                        IpAddr::V6(a) => a.octets(),
+                    };
+                    meta.flags |= flags::SENDER;
+                    Next::Vxlan
+                }
                 udp_port::MPLS_IN_UDP => Next::Mpls,
                 _ => drop(meta, Reason::UnderlayUnsupported, Next::Drop),
             }

@@ -60,6 +60,9 @@ pub mod flags {
     /// A fast path below the pipeline carries this flow now (its owner marks it when the
     /// flows are read; the table itself never looks at it).
     pub const OFFLOADED: u8 = 0x04;
+    /// A reverse flow that goes back to the host its forward direction came from (a
+    /// service instance there), not where the route would send it.
+    pub const TO_SENDER: u8 = 0x08;
 }
 
 /// One flow: two cache lines, aligned together (the CPU's adjacent-line prefetch brings

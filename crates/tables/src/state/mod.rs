@@ -47,6 +47,8 @@ pub struct ForwardingState {
     chains: ChainTable,
     /// Service ports whose link is down.
     ports_down: std::collections::BTreeSet<InterfaceId>,
+    /// The routed VXLAN next hops (no inner destination MAC) by (VNI, remote VTEP).
+    routed_tunnels: HashMap<(u32, IpAddr), std::collections::BTreeSet<NextHopId>>,
 }
 
 /// Who refers to what, so that nothing in use is removed.
@@ -107,6 +109,29 @@ impl ForwardingState {
             .iter()
             .enumerate()
             .filter_map(|(i, n)| Some((NextHopId(i as u32), n.as_ref()?)))
+    }
+
+    /// A VXLAN next hop that sends routed packets to `vtep` in network `vni` (the
+    /// lowest id if several do).
+    pub fn routed_tunnel(&self, vni: u32, vtep: IpAddr) -> Option<NextHopId> {
+        self.routed_tunnels.get(&(vni, vtep))?.first().copied()
+    }
+
+    /// Keeps `routed_tunnels` as next hop `id` comes (`up`) or goes.
+    fn index_tunnel(&mut self, id: NextHopId, nh: &NextHop, up: bool) {
+        let NextHop::Tunnel(t) = nh else { return };
+        let (crate::nexthop::Encap::Vxlan { vni }, None) = (t.encap, t.inner_dst) else {
+            return;
+        };
+        let k = (vni, t.dst);
+        if up {
+            self.routed_tunnels.entry(k).or_default().insert(id);
+        } else if let Some(s) = self.routed_tunnels.get_mut(&k) {
+            s.remove(&id);
+            if s.is_empty() {
+                self.routed_tunnels.remove(&k);
+            }
+        }
     }
 
     /// How many routes, labels, bridge entries and composites use this next hop.
@@ -240,6 +265,7 @@ impl ForwardingState {
                 let old = self.nexthops[i].take();
                 if let Some(o) = &old {
                     self.count_nexthop_refs(o, false);
+                    self.index_tunnel(*id, o, false);
                 }
                 let new = match (old, nh) {
                     // Keep the bucket assignment so that only moved members' flows move.
@@ -250,11 +276,13 @@ impl ForwardingState {
                     _ => nh.clone(),
                 };
                 self.count_nexthop_refs(&new, true);
+                self.index_tunnel(*id, &new, true);
                 self.nexthops[i] = Some(new);
             }
             TableOp::RemoveNextHop(id) => {
                 if let Some(old) = self.nexthops.get_mut(id.0 as usize).and_then(Option::take) {
                     self.count_nexthop_refs(&old, false);
+                    self.index_tunnel(*id, &old, false);
                 }
             }
             TableOp::AddRoute { vrf, prefix, nh } => {

@@ -624,3 +624,56 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn routed_tunnels_are_found_by_vni_and_vtep() {
+    let (mut w, _r) = new_tables();
+    let underlay = InterfaceId(0);
+    let tunnel = |vni, last, inner_dst| {
+        NextHop::Tunnel(Tunnel {
+            encap: Encap::Vxlan { vni },
+            underlay,
+            src: "192.0.2.1".parse().unwrap(),
+            dst: IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last)),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, last]),
+            inner_dst,
+        })
+    };
+    let vtep = |last| IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last));
+    let mut ops = vec![TableOp::UpsertInterface(Interface {
+        id: underlay,
+        name: "uplink".into(),
+        kind: InterfaceKind::Underlay,
+        vrf: None,
+        mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        addresses: vec![],
+        mtu: 1500,
+        policy: false,
+        admin_up: true,
+        memif: None,
+    })];
+    ops.extend([
+        TableOp::UpsertNextHop(NextHopId(1), tunnel(200, 3, None)),
+        // Bridged to a function's MAC: not a routed one.
+        TableOp::UpsertNextHop(NextHopId(2), tunnel(200, 4, Some(MacAddr([2; 6])))),
+    ]);
+    w.commit(ops).unwrap();
+    let st = w.read().unwrap();
+    assert_eq!(st.routed_tunnel(200, vtep(3)), Some(NextHopId(1)));
+    assert_eq!(st.routed_tunnel(100, vtep(3)), None);
+    assert_eq!(st.routed_tunnel(200, vtep(4)), None);
+    drop(st);
+    // Moved to another VTEP, then removed.
+    w.commit(vec![TableOp::UpsertNextHop(
+        NextHopId(1),
+        tunnel(200, 5, None),
+    )])
+    .unwrap();
+    let st = w.read().unwrap();
+    assert_eq!(st.routed_tunnel(200, vtep(3)), None);
+    assert_eq!(st.routed_tunnel(200, vtep(5)), Some(NextHopId(1)));
+    drop(st);
+    w.commit(vec![TableOp::RemoveNextHop(NextHopId(1))])
+        .unwrap();
+    assert_eq!(w.read().unwrap().routed_tunnel(200, vtep(5)), None);
+}
