@@ -6,6 +6,8 @@
 //! port goes down gives up its sessions and only those, and that with none left the
 //! chain drops, counted as chain_no_instance.
 
+mod common;
+
 use ovr_dataplane::{DropReason, Pipeline, Reason, Settings};
 use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
@@ -14,10 +16,8 @@ use ovr_tables::nexthop::NextHop;
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
-use ovr_wire::ethernet::{EthernetFrame, EthernetRepr, MacAddr, ethertype};
-use ovr_wire::ip_proto;
-use ovr_wire::ipv4::{Ipv4Packet, Ipv4Repr};
-use ovr_wire::udp::UdpRepr;
+use ovr_wire::ethernet::{EthernetFrame, MacAddr};
+use ovr_wire::ipv4::Ipv4Packet;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -126,38 +126,12 @@ fn setup() -> (TablesWriter, TablesReader) {
 
 /// A UDP packet of session `i`, A → B (`reply`: B → A), between the given MACs.
 fn packet(i: u16, reply: bool, src_mac: MacAddr, dst_mac: MacAddr) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + 8 + 4];
-    EthernetRepr {
-        dst: dst_mac,
-        src: src_mac,
-        tags: [None, None],
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f);
-    let (src, dst, sport, dport) = if reply {
-        (B, A, 7, 1000 + i)
+    let (ips, ports) = if reply {
+        ((B, A), (7, 1000 + i))
     } else {
-        (A, B, 1000 + i, 7)
+        ((A, B), (1000 + i, 7))
     };
-    Ipv4Repr {
-        src,
-        dst,
-        protocol: ip_proto::UDP,
-        ttl: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: i,
-        dont_frag: false,
-        payload_len: 12,
-    }
-    .emit(&mut f[14..]);
-    UdpRepr {
-        src_port: sport,
-        dst_port: dport,
-        payload_len: 4,
-    }
-    .emit(&mut f[34..]);
-    f
+    common::udp_frame((src_mac, dst_mac), ips, ports, i)
 }
 
 /// Frames received on `rx`; returns (session, interface, destination MAC) of each sent.

@@ -7,6 +7,8 @@
 //! is taken again, and that everything else (a sender with no instance, a sender the
 //! route leads to anyway, the instance gone) is routed as before.
 
+mod common;
+
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
@@ -162,38 +164,12 @@ fn setup() -> (TablesWriter, TablesReader) {
 
 /// An inner UDP packet of session `i` (a → b, or b → a for `reply`).
 fn inner(i: u16, reply: bool, src_mac: MacAddr) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + 8 + 4];
-    EthernetRepr {
-        dst: DEFAULT_ROUTER_MAC,
-        src: src_mac,
-        tags: [None, None],
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f);
-    let (src, dst, sport, dport) = if reply {
-        (B, A, 7, 1000 + i)
+    let (ips, ports) = if reply {
+        ((B, A), (7, 1000 + i))
     } else {
-        (A, B, 1000 + i, 7)
+        ((A, B), (1000 + i, 7))
     };
-    Ipv4Repr {
-        src,
-        dst,
-        protocol: ip_proto::UDP,
-        ttl: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: i,
-        dont_frag: false,
-        payload_len: 12,
-    }
-    .emit(&mut f[14..]);
-    UdpRepr {
-        src_port: sport,
-        dst_port: dport,
-        payload_len: 4,
-    }
-    .emit(&mut f[34..]);
-    f
+    common::udp_frame((src_mac, DEFAULT_ROUTER_MAC), ips, ports, i)
 }
 
 /// `frame` in VXLAN (VNI of B) from host `last` to Hb.

@@ -3,6 +3,8 @@
 //! behaviour is checked against scapy in tests/golden; these check what a capture
 //! replay cannot: changes to the tables while flows exist.)
 
+mod common;
+
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
@@ -15,7 +17,6 @@ use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
 use ovr_wire::ip_proto;
 use ovr_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use ovr_wire::offload::{self, VNET_HDR_LEN, VnetHdr};
-use ovr_wire::udp::UdpRepr;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -105,33 +106,12 @@ fn setup() -> (TablesWriter, TablesReader) {
 
 /// A routed UDP packet from the workload to 10.4.0.9, flow `i`.
 fn packet(i: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + 8 + 4];
-    EthernetRepr {
-        dst: DEFAULT_ROUTER_MAC,
-        src: VM_MAC,
-        tags: [None, None],
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f);
-    Ipv4Repr {
-        src: Ipv4Addr::new(10, 1, 0, 5),
-        dst: Ipv4Addr::new(10, 4, 0, 9),
-        protocol: ip_proto::UDP,
-        ttl: 64,
-        dscp: 0,
-        ecn: 0,
-        ident: i,
-        dont_frag: false,
-        payload_len: 12,
-    }
-    .emit(&mut f[14..]);
-    UdpRepr {
-        src_port: 1000 + i,
-        dst_port: 7,
-        payload_len: 4,
-    }
-    .emit(&mut f[34..]);
-    f
+    common::udp_frame(
+        (VM_MAC, DEFAULT_ROUTER_MAC),
+        (Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 4, 0, 9)),
+        (1000 + i, 7),
+        i,
+    )
 }
 
 /// Sends flows `0..n` once each; returns each flow's outer destination (the VTEP's last
