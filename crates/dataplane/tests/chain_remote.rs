@@ -12,7 +12,7 @@ mod common;
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
+use ovr_tables::interface::InterfaceKind;
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
@@ -94,25 +94,8 @@ fn setup() -> (TablesWriter, TablesReader) {
             vni: Some(vni),
         });
     }
-    let iface = |id, kind, vrf, mac, addr: Option<Ipv4Addr>| {
-        TableOp::UpsertInterface(Interface {
-            id,
-            name: format!("if{}", id.0),
-            kind,
-            vrf,
-            mac,
-            addresses: addr
-                .map(|a| InterfaceAddress {
-                    addr: a.into(),
-                    prefix_len: 24,
-                })
-                .into_iter()
-                .collect(),
-            mtu: 1500,
-            policy: true,
-            admin_up: true,
-            memif: None,
-        })
+    let iface = |id: InterfaceId, kind, vrf, mac, addr| {
+        common::interface(id, &format!("if{}", id.0), kind, vrf, mac, addr)
     };
     ops.extend([
         iface(UPLINK, InterfaceKind::Underlay, None, UPLINK_MAC, Some(HB)),

@@ -7,7 +7,7 @@ mod common;
 
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
+use ovr_tables::interface::{Interface, InterfaceKind};
 use ovr_tables::nexthop::{Ecmp, Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
@@ -47,26 +47,7 @@ fn ecmp(members: &[u32]) -> TableOp {
 
 fn setup() -> (TablesWriter, TablesReader) {
     let (mut w, r) = new_tables();
-    let iface = |id, name: &str, kind, vrf, mac, addr: Option<Ipv4Addr>| {
-        TableOp::UpsertInterface(Interface {
-            id,
-            name: name.into(),
-            kind,
-            vrf,
-            mac,
-            addresses: addr
-                .map(|a| InterfaceAddress {
-                    addr: a.into(),
-                    prefix_len: 24,
-                })
-                .into_iter()
-                .collect(),
-            mtu: 1500,
-            policy: true,
-            admin_up: true,
-            memif: None,
-        })
-    };
+    let iface = common::interface;
     w.commit(vec![
         TableOp::UpsertVrf {
             id: RED,

@@ -1,5 +1,11 @@
-//! What the pipeline tests share: a small UDP packet built field by field.
+//! What the pipeline tests share: an interface with its address, and a small UDP packet
+//! built field by field.
+// Each test crate compiles this module and uses only part of it.
+#![allow(dead_code)]
 
+use ovr_tables::ids::{InterfaceId, VrfId};
+use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
+use ovr_tables::state::TableOp;
 use ovr_wire::ethernet::{EthernetRepr, MacAddr, ethertype};
 use ovr_wire::ip_proto;
 use ovr_wire::ipv4::Ipv4Repr;
@@ -41,4 +47,33 @@ pub fn udp_frame(
     }
     .emit(&mut f[34..]);
     f
+}
+
+/// An interface (MTU 1500, policy on, up) with at most one address, in a /24.
+pub fn interface(
+    id: InterfaceId,
+    name: &str,
+    kind: InterfaceKind,
+    vrf: Option<VrfId>,
+    mac: MacAddr,
+    addr: Option<Ipv4Addr>,
+) -> TableOp {
+    TableOp::UpsertInterface(Interface {
+        id,
+        name: name.into(),
+        kind,
+        vrf,
+        mac,
+        addresses: addr
+            .map(|a| InterfaceAddress {
+                addr: a.into(),
+                prefix_len: 24,
+            })
+            .into_iter()
+            .collect(),
+        mtu: 1500,
+        policy: true,
+        admin_up: true,
+        memif: None,
+    })
 }
