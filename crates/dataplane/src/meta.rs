@@ -30,6 +30,10 @@ pub mod flags {
     /// `Meta::sender` holds the outer source address of the VXLAN packet this one was
     /// decapsulated from (the host that sent it on).
     pub const SENDER: u16 = 1 << 10;
+    /// The one-pass path looked the flow up in this run and found none (the flow node
+    /// clears it): nothing is installed before flow-setup, so the flow node need not
+    /// look again.
+    pub const FLOW_MISSED: u16 = 1 << 11;
 }
 
 #[derive(Debug, Clone, Copy, Default)]

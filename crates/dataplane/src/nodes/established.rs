@@ -117,9 +117,12 @@ impl Node<Cx, ForwardingState> for Established {
         let epoch = st.epoch();
         self.passed_on.clear();
         for j in 0..n {
-            let Some(id) = self.found[j] else { continue };
             let Parsed { at, l4, len } = self.parsed[j];
             let p = v.pkts[usize::from(at)];
+            let Some(id) = self.found[j] else {
+                cx.pool.meta_mut(p).flags |= flags::FLOW_MISSED;
+                continue;
+            };
             if !self.passed_on.is_empty()
                 && (self.passed_on.len() >= MAX_PASSED_ON || self.passed_on.contains(&id))
             {

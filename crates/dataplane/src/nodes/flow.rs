@@ -66,10 +66,20 @@ impl Node<Cx, ForwardingState> for Flow {
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         let n = v.pkts.len();
+        // A vector the one-pass path has just looked up in vain (a new-flow flood) is
+        // not looked up twice; flow-setup looks each packet up again anyway.
+        let mut all_missed = true;
         for (k, &p) in self.keys.iter_mut().zip(v.pkts) {
-            *k = cx.pool.meta(p).key;
+            let meta = cx.pool.meta_mut(p);
+            all_missed &= meta.has(flags::FLOW_MISSED);
+            meta.flags &= !flags::FLOW_MISSED;
+            *k = meta.key;
         }
-        cx.flows.lookup_batch(&self.keys[..n], &mut self.found[..n]);
+        if all_missed {
+            self.found[..n].fill(None);
+        } else {
+            cx.flows.lookup_batch(&self.keys[..n], &mut self.found[..n]);
+        }
         let epoch = st.epoch();
         for (i, &p) in v.pkts.iter().enumerate() {
             let Some(id) = self.found[i] else {
