@@ -208,20 +208,17 @@ fn candidate(
     ))
 }
 
-/// Where a packet of an established flow leaves.
-#[derive(Clone, Copy)]
-enum Via {
-    /// Out of a local interface (routed: to this MAC, from the interface's).
-    Local { src: MacAddr, dst: MacAddr },
-    /// Into an IPv4 tunnel (routed into VXLAN: between these gateway MACs).
-    Tunnel { src: MacAddr, dst: MacAddr },
-}
-
+/// Where a packet of an established flow leaves, and what routing writes over its
+/// Ethernet header there.
 #[derive(Clone, Copy)]
 struct Out {
     next_hop: NextHopId,
     tx_if: InterfaceId,
-    via: Via,
+    /// Into a tunnel over IPv4 (else out of a local interface as it is).
+    tunnel: bool,
+    /// Routed out of a local interface (from its MAC to the next hop's) or into VXLAN
+    /// (between gateway MACs): the new source and destination MACs.
+    macs: Option<(MacAddr, MacAddr)>,
 }
 
 /// Where a packet of flow `id` leaves, if the flow's decision is current and is one
@@ -238,16 +235,13 @@ fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u3
     let Some(FlowAction::Forward { next_hop }) = e.action else {
         return None;
     };
-    let none = MacAddr([0; 6]);
-    let (tx_if, via, sent) = match st.nexthop(next_hop)? {
+    let (tx_if, tunnel, macs, sent) = match st.nexthop(next_hop)? {
         NextHop::Interface { interface, dst_mac } => {
-            let src = if routed {
-                st.interface(*interface)?.mac
-            } else {
-                none
+            let macs = match routed {
+                true => Some((st.interface(*interface)?.mac, *dst_mac)),
+                false => None,
             };
-            let via = Via::Local { src, dst: *dst_mac };
-            (*interface, via, usize::from(len))
+            (*interface, false, macs, usize::from(len))
         }
         NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
             let (head, macs) = match t.encap {
@@ -255,20 +249,16 @@ fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u3
                     // Inside VXLAN, between the gateway MACs (ip-rewrite's choice).
                     let vrf = st.vrf_by_vni(vni).or_else(|| st.vrf(e.key.vrf()))?;
                     let dst = t.inner_dst.unwrap_or(vrf.router_mac);
-                    (VXLAN4_HEAD, (vrf.router_mac, dst))
+                    (VXLAN4_HEAD, Some((vrf.router_mac, dst)))
                 }
-                Encap::Vxlan { .. } => (VXLAN4_HEAD, (none, none)),
-                // MPLS carries a routed packet without its Ethernet header.
-                Encap::MplsOverUdp { .. } => (MPLS_UDP4_HEAD, (none, none)),
-                Encap::MplsOverGre { .. } => (MPLS_GRE4_HEAD, (none, none)),
+                Encap::Vxlan { .. } => (VXLAN4_HEAD, None),
+                Encap::MplsOverUdp { .. } => (MPLS_UDP4_HEAD, None),
+                Encap::MplsOverGre { .. } => (MPLS_GRE4_HEAD, None),
             };
+            // MPLS carries a routed packet without its Ethernet header.
             let mpls = !matches!(t.encap, Encap::Vxlan { .. });
             let inner = usize::from(len) - if routed && mpls { HEADER_LEN } else { 0 };
-            let via = Via::Tunnel {
-                src: macs.0,
-                dst: macs.1,
-            };
-            (t.underlay, via, inner + head)
+            (t.underlay, true, macs, inner + head)
         }
         _ => return None,
     };
@@ -280,7 +270,8 @@ fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u3
     Some(Out {
         next_hop,
         tx_if,
-        via,
+        tunnel,
+        macs,
     })
 }
 
@@ -320,30 +311,18 @@ impl Established {
                 Ipv4Packet::new_unchecked(&mut data[HEADER_LEN..]).decrement_ttl();
             }
         }
-        let tunnel = match out.via {
-            Via::Local { src, dst } => {
-                if routed {
-                    let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
-                    eth.set_src(src);
-                    eth.set_dst(dst);
-                }
-                None
-            }
-            Via::Tunnel { src, dst } => match st.nexthop(out.next_hop) {
-                Some(NextHop::Tunnel(t)) => Some((t, src, dst)),
-                _ => return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into(),
-            },
-        };
-        if let Some((t, src, dst)) = tunnel {
+        if let Some((src, dst)) = out.macs {
+            let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
+            eth.set_src(src);
+            eth.set_dst(dst);
+        }
+        if out.tunnel {
+            // (`action` found a tunnel there.)
+            let Some(NextHop::Tunnel(t)) = st.nexthop(out.next_hop) else {
+                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
+            };
             let shim = match t.encap {
-                Encap::Vxlan { .. } => {
-                    if routed {
-                        let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
-                        eth.set_src(src);
-                        eth.set_dst(dst);
-                    }
-                    vxlan(t.encap)
-                }
+                Encap::Vxlan { .. } => vxlan(t.encap),
                 _ => {
                     if routed {
                         cx.pool.pull_front(p, HEADER_LEN);
