@@ -203,17 +203,35 @@ proptest! {
     }
 }
 
-/// Shape of the trie on the benchmark's table (`cargo test -p ovr-tables lpm6_shape --
-/// --ignored --nocapture`).
+/// What a routed lookup costs on the benchmark's tables, as docs/dataplane.md says:
+/// about four nodes, few of them leaf reads, most nodes with their next hop inline.
+/// (`--nocapture` prints the shape.)
 #[test]
-#[ignore]
-fn lpm6_shape() {
+fn a_routed_lookup_reads_about_four_nodes_and_rarely_a_leaf() {
     for n in [200_000, 500_000] {
-        shape(n);
+        let s = shape(n);
+        eprintln!("{n} routes: {s:?}");
+        assert!(s.nodes_per_lookup < 4.5, "{n}: {s:?}");
+        assert!(s.leaf_reads_per_lookup < 0.1, "{n}: {s:?}");
+        assert!(s.inline_share > 0.9, "{n}: {s:?}");
+        // Lookups read part of the table; path compression serves some of the walk.
+        assert!(s.nodes > n / 2 && s.lookup_kib < s.total_kib, "{n}: {s:?}");
+        assert!(s.skipping_per_lookup > 0.0 && s.skipping_per_lookup < s.nodes_per_lookup);
     }
 }
 
-fn shape(n: usize) {
+#[derive(Debug)]
+struct Shape {
+    nodes: usize,
+    inline_share: f64,
+    lookup_kib: usize,
+    total_kib: usize,
+    nodes_per_lookup: f64,
+    skipping_per_lookup: f64,
+    leaf_reads_per_lookup: f64,
+}
+
+fn shape(n: usize) -> Shape {
     let routes = crate::synthetic::ipv6_prefixes(n, 9);
     let mut t = Lpm6::new();
     for (i, (p, l)) in routes.iter().enumerate() {
@@ -243,17 +261,15 @@ fn shape(n: usize) {
         }
     }
     let inline = t.nodes.iter().filter(|n| n.base0 & INLINE != 0).count();
-    eprintln!(
-        "{n} routes: nodes {} ({} inline) leaves {} lookup {} KiB total {} KiB; per routed lookup: {:.2} nodes, {:.2} skipping, {:.2} leaf reads",
-        t.nodes.len(),
-        inline,
-        t.leaves.len(),
-        t.lookup_bytes() >> 10,
-        t.memory_bytes() >> 10,
-        steps as f64 / probes as f64,
-        skips as f64 / probes as f64,
-        fetches as f64 / probes as f64
-    );
+    Shape {
+        nodes: t.nodes.len(),
+        inline_share: inline as f64 / t.nodes.len() as f64,
+        lookup_kib: t.lookup_bytes() >> 10,
+        total_kib: t.memory_bytes() >> 10,
+        nodes_per_lookup: steps as f64 / probes as f64,
+        skipping_per_lookup: skips as f64 / probes as f64,
+        leaf_reads_per_lookup: fetches as f64 / probes as f64,
+    }
 }
 
 #[test]
