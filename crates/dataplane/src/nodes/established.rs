@@ -28,7 +28,7 @@ use crate::meta::flags;
 use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::nexthop::{Encap, NextHop};
+use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::{EthernetFrame, HEADER_LEN, MacAddr, ethertype};
 use ovr_wire::ipv4::Ipv4Packet;
@@ -211,11 +211,11 @@ fn candidate(
 /// Where a packet of an established flow leaves, and what routing writes over its
 /// Ethernet header there.
 #[derive(Clone, Copy)]
-struct Out {
+struct Out<'a> {
     next_hop: NextHopId,
     tx_if: InterfaceId,
-    /// Into a tunnel over IPv4 (else out of a local interface as it is).
-    tunnel: bool,
+    /// Into this tunnel over IPv4 (else out of a local interface as it is).
+    tunnel: Option<&'a Tunnel>,
     /// Routed out of a local interface (from its MAC to the next hop's) or into VXLAN
     /// (between gateway MACs): the new source and destination MACs.
     macs: Option<(MacAddr, MacAddr)>,
@@ -225,7 +225,14 @@ struct Out {
 /// this node carries out (out of a local interface, or into a tunnel over IPv4), and
 /// only if ip-rewrite and interface-output would let it through.
 #[inline]
-fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u32) -> Option<Out> {
+fn action<'a>(
+    cx: &Cx,
+    st: &'a ForwardingState,
+    p: u32,
+    id: FlowId,
+    len: u16,
+    epoch: u32,
+) -> Option<Out<'a>> {
     let e = cx.flows.get(id)?;
     // A bridged flow was decided by its destination MAC (see the flow node).
     let routed = !e.key.bridged;
@@ -241,7 +248,7 @@ fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u3
                 true => Some((st.interface(*interface)?.mac, *dst_mac)),
                 false => None,
             };
-            (*interface, false, macs, usize::from(len))
+            (*interface, None, macs, usize::from(len))
         }
         NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
             let (head, macs) = match t.encap {
@@ -258,7 +265,7 @@ fn action(cx: &Cx, st: &ForwardingState, p: u32, id: FlowId, len: u16, epoch: u3
             // MPLS carries a routed packet without its Ethernet header.
             let mpls = !matches!(t.encap, Encap::Vxlan { .. });
             let inner = usize::from(len) - if routed && mpls { HEADER_LEN } else { 0 };
-            (t.underlay, true, macs, inner + head)
+            (t.underlay, Some(t), macs, inner + head)
         }
         _ => return None,
     };
@@ -316,11 +323,7 @@ impl Established {
             eth.set_src(src);
             eth.set_dst(dst);
         }
-        if out.tunnel {
-            // (`action` found a tunnel there.)
-            let Some(NextHop::Tunnel(t)) = st.nexthop(out.next_hop) else {
-                return super::drop(meta, Reason::NextHopUnsupported, Next::Drop).into();
-            };
+        if let Some(t) = out.tunnel {
             let shim = match t.encap {
                 Encap::Vxlan { .. } => vxlan(t.encap),
                 _ => {
