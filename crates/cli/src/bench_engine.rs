@@ -128,19 +128,10 @@ impl Scale {
             let k = j % self.networks;
             let (nh, mac) = Self::tunnel(j);
             let remote = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + j as u32);
-            ops.push(TableOp::UpsertNextHop(
-                nh,
-                NextHop::Tunnel(Tunnel {
-                    encap: Encap::Vxlan {
-                        vni: VNI + k as u32,
-                    },
-                    underlay: UPLINK,
-                    src: LOCAL_VTEP.into(),
-                    dst: remote.into(),
-                    dst_mac: REMOTE_MAC,
-                    inner_dst: None,
-                }),
-            ));
+            let encap = Encap::Vxlan {
+                vni: VNI + k as u32,
+            };
+            ops.push(TableOp::UpsertNextHop(nh, tunnel(encap, remote)));
             ops.push(TableOp::AddBridge {
                 vrf: vrf(k),
                 mac,
@@ -164,6 +155,18 @@ impl Scale {
         let j = k + self.networks * (i % tunnels);
         (Self::workload(k), Self::tunnel(j).1)
     }
+}
+
+/// A tunnel from this host's VTEP to `remote` over the uplink.
+fn tunnel(encap: Encap, remote: Ipv4Addr) -> NextHop {
+    NextHop::Tunnel(Tunnel {
+        encap,
+        underlay: UPLINK,
+        src: LOCAL_VTEP.into(),
+        dst: remote.into(),
+        dst_mac: REMOTE_MAC,
+        inner_dst: None,
+    })
 }
 
 /// A workload interface of network `vrf`.
@@ -198,16 +201,7 @@ const VNI: u32 = 100;
 /// and bridge entries, and a policy of a few rules (which the slow path evaluates).
 fn tables() -> Vec<TableOp> {
     let vrf = VrfId(1);
-    let tunnel = |encap| {
-        NextHop::Tunnel(Tunnel {
-            encap,
-            underlay: UPLINK,
-            src: LOCAL_VTEP.into(),
-            dst: REMOTE_VTEP.into(),
-            dst_mac: REMOTE_MAC,
-            inner_dst: None,
-        })
-    };
+    let tunnel = |encap| tunnel(encap, REMOTE_VTEP);
     let rule = |protocol, port: u16, action| PolicyRule {
         protocol: Some(protocol),
         dst_ports: PortRange {
