@@ -7,6 +7,7 @@
 
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_graph::VECTOR_SIZE;
+use ovr_tables::hugemem::Pages;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
@@ -53,6 +54,10 @@ pub struct Args {
     /// established flows (to compare the two in one binary).
     #[arg(long)]
     pub graph_only: bool,
+    /// The flow table on 4 KiB pages instead of huge pages (to compare the two in one
+    /// binary).
+    #[arg(long)]
+    pub small_pages: bool,
     /// vxlan-l2-encap at scale: remote VTEPs the flows spread over, each with its
     /// tunnel, a bridge entry and a /32 route.
     #[arg(long, default_value_t = 1)]
@@ -368,6 +373,8 @@ struct Result {
     nodes: Vec<(&'static str, f64, f64)>,
     /// Resident memory the tables took when committed (both copies).
     tables_bytes: Option<u64>,
+    /// What backs the flow table.
+    pages: Pages,
 }
 
 /// Sends `frames` in vectors (each from one interface), `count` packets from `start`,
@@ -409,7 +416,7 @@ fn measure(
     scenario: &str,
     flows: usize,
     seconds: f64,
-    established_path: bool,
+    a: &Args,
     scale: Scale,
 ) -> std::result::Result<Result, String> {
     let scale = scale.check(scenario)?;
@@ -433,7 +440,8 @@ fn measure(
         frames: 2 * VECTOR_SIZE,
         // The slow path's own rate is measured here, so it is not limited.
         setup_rate: None,
-        established_path,
+        established_path: !a.graph_only,
+        huge_pages: !a.small_pages,
         ..Settings::default()
     };
     let mut pipe = Pipeline::new(settings);
@@ -452,7 +460,9 @@ fn measure(
     let cpu_before = on_cpu_ns();
     let t = Instant::now();
     let budget = Duration::from_secs_f64(seconds);
-    while t.elapsed() < budget {
+    // At least one round unless none was asked for (under valgrind a millisecond passes
+    // before the first check).
+    while (packets == 0 && seconds > 0.0) || t.elapsed() < budget {
         forwarded += pump(&mut pipe, st, &frames, packets as usize % flows, round);
         packets += round as u64;
     }
@@ -479,6 +489,7 @@ fn measure(
         packets,
         nodes,
         tables_bytes,
+        pages: pipe.cx.flows.pages(),
     })
 }
 
@@ -503,7 +514,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                 vteps: a.vteps,
                 networks: a.networks,
             };
-            let r = measure(s, f, a.seconds, !a.graph_only, scale)?;
+            let r = measure(s, f, a.seconds, a, scale)?;
             if a.json {
                 let mut v = serde_json::json!({
                     "scenario": r.scenario,
@@ -517,6 +528,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                     "dropped": r.dropped,
                     "vteps": a.vteps,
                     "networks": a.networks,
+                    "flow_table_pages": format!("{:?}", r.pages).to_lowercase(),
                     "tables_mib": r.tables_bytes.map(|b| round(b as f64 / (1 << 20) as f64, 1)),
                 });
                 if a.nodes {

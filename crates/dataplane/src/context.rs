@@ -29,6 +29,9 @@ pub struct Settings {
     /// where it applies; off, every packet goes through the whole graph (to compare
     /// the two: they forward alike).
     pub established_path: bool,
+    /// The flow table on 2 MiB pages where the system has them (`ovr_tables::hugemem`);
+    /// off, on 4 KiB pages (to compare).
+    pub huge_pages: bool,
 }
 
 impl Default for Settings {
@@ -42,6 +45,7 @@ impl Default for Settings {
             frames: 4096,
             shards: 1,
             established_path: true,
+            huge_pages: true,
         }
     }
 }
@@ -175,7 +179,7 @@ pub struct Cx {
 
 impl Cx {
     pub fn new(settings: Settings) -> Self {
-        let mut flows = FlowTable::new(settings.flow_capacity);
+        let mut flows = FlowTable::with_pages(settings.flow_capacity, settings.huge_pages);
         flows.set_default_quota(settings.network_quota);
         Self {
             pool: PacketPool::new(settings.frames),

@@ -14,6 +14,7 @@ pub mod bridge;
 pub mod chain;
 pub mod fasthash;
 pub mod flow;
+pub mod hugemem;
 pub mod ids;
 pub mod interface;
 pub mod label;

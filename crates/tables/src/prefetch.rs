@@ -3,7 +3,7 @@
 //! A batch lookup first computes every key's bucket address and prefetches it, then
 //! compares: the memory loads of the whole batch are in flight at once instead of one
 //! after another (worth 2-3x at table sizes beyond the cache; see PLATFORM.md).
-//! std offers no safe prefetch, hence the one unsafe block of this crate.
+//! std offers no safe prefetch, hence an unsafe block (the crate's only other one is `hugemem`'s mapping).
 #![allow(unsafe_code)]
 
 /// Hints the CPU to bring the cache line holding `*p` into all cache levels.

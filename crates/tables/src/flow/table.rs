@@ -15,6 +15,7 @@
 //! Established flows are therefore never evicted by new ones, whatever arrives.
 
 use super::key::FlowKey;
+use crate::hugemem::{HugeArray, Pages};
 use crate::ids::NextHopId;
 use crate::prefetch::prefetch;
 
@@ -154,9 +155,9 @@ struct Quota {
 
 /// The flow table.
 pub struct FlowTable {
-    buckets: Vec<Bucket>,
+    buckets: HugeArray<Bucket>,
     mask: usize,
-    entries: Vec<FlowEntry>,
+    entries: HugeArray<FlowEntry>,
     free: Vec<u32>,
     quotas: HashMap<u32, Quota>,
     /// The quota of VRFs that have none of their own.
@@ -187,12 +188,18 @@ impl FlowTable {
     /// A table for `capacity` flows. Buckets are sized for a load of at most 50%, so that
     /// two-choice placement almost never finds both buckets full before the table is.
     pub fn new(capacity: usize) -> Self {
+        Self::with_pages(capacity, true)
+    }
+
+    /// As [`Self::new`]; `huge_pages` puts the buckets and entries on 2 MiB pages where
+    /// the system has them ([`crate::hugemem`]: one TLB entry per 2 MiB of table).
+    pub fn with_pages(capacity: usize, huge_pages: bool) -> Self {
         let capacity = capacity.clamp(1, u32::MAX as usize - 1);
         let n = (capacity * 2).div_ceil(SLOTS).next_power_of_two().max(2);
         Self {
-            buckets: vec![Bucket::default(); n],
+            buckets: HugeArray::new(n, huge_pages),
             mask: n - 1,
-            entries: vec![FlowEntry::default(); capacity],
+            entries: HugeArray::new(capacity, huge_pages),
             free: (0..capacity as u32).rev().collect(),
             quotas: HashMap::new(),
             default_quota: u32::MAX,
@@ -212,6 +219,11 @@ impl FlowTable {
 
     pub fn capacity(&self) -> usize {
         self.entries.len()
+    }
+
+    /// What backs the entries (the larger part of the table).
+    pub fn pages(&self) -> Pages {
+        self.entries.pages()
     }
 
     pub fn stats(&self) -> FlowStats {
