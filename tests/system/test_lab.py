@@ -7,6 +7,7 @@ configuration written by hand; the kernel host is only in static labs)."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 
@@ -188,6 +189,28 @@ def test_an_idle_ovrd_sleeps_after_traffic(lab):
     used = [cpu_seconds(t) - b for t, b in zip(workers, before)]
     # A sleeping worker wakes every 100 ms to look at its stop flag: well under 5% of 3 s.
     assert len(used) == 2 and all(u < 0.15 for u in used), used
+
+
+@pytest.mark.parametrize("lab", ["vxlan"], indirect=True)
+def test_a_worker_sleeps_between_the_frames_of_slow_traffic(lab):
+    # Pings every 200 µs: each worker sees a frame (request or reply) every 100 µs, 10 kpps,
+    # below --spin-from-pps. Looking for --spin-us (500 µs) after each frame, a worker
+    # would never sleep (a whole CPU at a moderate rate); adaptive, it sleeps in poll(2)
+    # between frames. Each sleep is a voluntary context switch of the worker's thread
+    # (its yields while looking are not), which CPU time on a loaded machine is not.
+    workers = [t for pid in lab_ovrd_pids() for t in worker_threads(pid).values()]
+    before = [sleeps(t) for t in workers]
+    r = run_in("h1-t1-w1", "ping", "-q", "-c", "10000", "-i", "0.0002", "-W", "2", "10.1.0.21")
+    slept = [sleeps(t) - b for t, b in zip(workers, before)]
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    # 20,000 frames per worker; looking after each instead, a few hundred at most.
+    assert len(slept) == 2 and all(s > 2000 for s in slept), slept
+
+
+def sleeps(thread):
+    """Times a thread has slept (blocked) so far."""
+    status = (thread / "status").read_text()
+    return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
 
 
 def test_lab_status_json_names_what_scripts_need():

@@ -7,6 +7,7 @@
 mod cluster;
 mod evpn;
 mod handoff;
+mod pacer;
 mod ports;
 mod worker;
 
@@ -68,6 +69,13 @@ struct Args {
     /// looks); 0 sleeps at once (docs/io.md, "Waiting for frames").
     #[arg(long, default_value_t = 500)]
     spin_us: u64,
+    /// Keep looking after traffic (--spin-us) only while frames arrive at least this fast
+    /// (frames per second, per worker); slower traffic, the worker sleeps as soon as it
+    /// has nothing to do and each frame wakes it, so that moderate traffic does not keep
+    /// a core busy (adaptive, as VPP's rx-mode adaptive; docs/io.md). 0: always look for
+    /// --spin-us after traffic.
+    #[arg(long, default_value_t = 50_000)]
+    spin_from_pps: u64,
     /// Forwarding workers (threads). Each receives from its share of the interfaces and
     /// owns the flows that hash to it; frames of another worker's flows are handed over.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -255,8 +263,11 @@ fn run(a: &Args) -> Result<(), String> {
     }
     let options = worker::Options {
         keep_fast_path: !a.detach_fast_path_on_exit,
-        busy_poll: a.busy_poll,
-        spin: Duration::from_micros(a.spin_us),
+        pacing: pacer::Pacing {
+            busy_poll: a.busy_poll,
+            spin: Duration::from_micros(a.spin_us),
+            spin_from_pps: a.spin_from_pps,
+        },
         stats_every: (a.stats_every > 0).then(|| Duration::from_secs(a.stats_every)),
     };
     // One program and one set of maps for the whole ovrd: each worker attaches it to the
@@ -337,6 +348,9 @@ fn run(a: &Args) -> Result<(), String> {
                     });
                     let worker = match worker {
                         Ok(w) => {
+                            let flows = &w.pipe.cx.flows;
+                            let (capacity, pages) = (flows.capacity(), flows.pages());
+                            info!(worker = index, capacity, ?pages, "flow table");
                             let _ = opened.send(Ok(w.ports.attached()));
                             w
                         }

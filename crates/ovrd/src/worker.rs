@@ -9,6 +9,7 @@
 //! entries never collide and how a table change invalidates them for every worker).
 
 use crate::handoff::{Mailbox, Outbox};
+use crate::pacer::{Pacer, Pacing};
 use crate::ports::{Ports, Share};
 use ovr_agent::worker::Requests;
 use ovr_dataplane::Pipeline;
@@ -37,8 +38,8 @@ const LOSSES_EVERY: Duration = Duration::from_millis(200);
 pub struct Options {
     /// At exit, leave the fast path's program on the interfaces (pinned).
     pub keep_fast_path: bool,
-    pub busy_poll: bool,
-    pub spin: Duration,
+    /// When to keep looking for frames and when to sleep.
+    pub pacing: Pacing,
     pub stats_every: Option<Duration>,
 }
 
@@ -65,13 +66,13 @@ impl Worker {
     ) -> Result<Snapshot, String> {
         let mut last_stats = Instant::now();
         let mut last_losses = Instant::now();
-        let mut last_traffic = Instant::now() - o.spin;
+        let mut pacer = Pacer::new(o.pacing, Instant::now());
         // The clock is read once per iteration (a spinning worker's iterations are short
         // enough for more reads to show in its profile); a frame arriving during the
         // iteration is dated to its start.
         let mut now = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            if !o.busy_poll && now - last_traffic >= o.spin {
+            if pacer.should_sleep(now) {
                 self.sleep()?;
                 now = Instant::now();
             }
@@ -82,9 +83,8 @@ impl Worker {
                 f.begin(st, &mut self.pipe.cx);
             }
             let received = self.receive(st);
-            if received > 0 {
-                last_traffic = now;
-            } else {
+            pacer.received(now, received);
+            if received == 0 {
                 // Spinning with nothing to do: let the other threads on this core (on a
                 // small host, the workloads and the kernel's own packet work) run first.
                 std::thread::yield_now();
