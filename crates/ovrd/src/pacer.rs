@@ -102,9 +102,12 @@ mod tests {
         spin_from_pps: 50_000,
     };
 
-    /// Frames `every` apart from `t`, for `span`; returns the time after them.
-    fn traffic(p: &mut Pacer, mut t: Instant, every: Duration, span: Duration) -> Instant {
-        let end = t + span;
+    /// Frames `every_us` apart from `t`, for `span_ms`; returns the time after them.
+    fn traffic(p: &mut Pacer, mut t: Instant, every_us: u64, span_ms: u64) -> Instant {
+        let (every, end) = (
+            Duration::from_micros(every_us),
+            t + Duration::from_millis(span_ms),
+        );
         while t < end {
             p.received(t, 1);
             t += every;
@@ -117,11 +120,11 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Pacer::new(PACING, t0);
         // 20 kpps: frames 50 µs apart. After one window the worker sleeps at once.
-        let t = traffic(&mut p, t0, Duration::from_micros(50), Duration::from_millis(30));
+        let t = traffic(&mut p, t0, 50, 30);
         assert!(!p.spinning());
         assert!(p.should_sleep(t));
         // 200 kpps: from the next window on, it keeps looking after each frame...
-        let t = traffic(&mut p, t, Duration::from_micros(5), Duration::from_millis(30));
+        let t = traffic(&mut p, t, 5, 30);
         assert!(p.spinning());
         assert!(!p.should_sleep(t + Duration::from_micros(100)));
         // ...for the spin window, then sleeps.
@@ -136,25 +139,37 @@ mod tests {
     fn a_rate_near_the_threshold_does_not_flip_the_mode() {
         let t0 = Instant::now();
         let mut p = Pacer::new(PACING, t0);
-        let t = traffic(&mut p, t0, Duration::from_micros(10), Duration::from_millis(20));
+        let t = traffic(&mut p, t0, 10, 20);
         assert!(p.spinning());
         // 40 kpps: below the threshold, above half of it: still spinning.
-        let t = traffic(&mut p, t, Duration::from_micros(25), Duration::from_millis(50));
+        let t = traffic(&mut p, t, 25, 50);
         assert!(p.spinning());
         // 10 kpps: below half: sleeps.
-        traffic(&mut p, t, Duration::from_micros(100), Duration::from_millis(30));
+        traffic(&mut p, t, 100, 30);
         assert!(!p.spinning());
     }
 
     #[test]
     fn no_threshold_always_spins_after_traffic_and_busy_poll_never_sleeps() {
         let t0 = Instant::now();
-        let mut p = Pacer::new(Pacing { spin_from_pps: 0, ..PACING }, t0);
+        let mut p = Pacer::new(
+            Pacing {
+                spin_from_pps: 0,
+                ..PACING
+            },
+            t0,
+        );
         // 1 kpps: t is 1 ms after the last frame.
-        let t = traffic(&mut p, t0, Duration::from_millis(1), Duration::from_millis(30));
+        let t = traffic(&mut p, t0, 1000, 30);
         assert!(p.spinning() && !p.should_sleep(t - Duration::from_micros(900)));
         assert!(p.should_sleep(t));
-        let mut busy = Pacer::new(Pacing { busy_poll: true, ..PACING }, t0);
+        let mut busy = Pacer::new(
+            Pacing {
+                busy_poll: true,
+                ..PACING
+            },
+            t0,
+        );
         assert!(!busy.should_sleep(t0 + Duration::from_secs(10)));
     }
 }
