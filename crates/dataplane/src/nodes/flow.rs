@@ -98,6 +98,7 @@ impl Node<Cx, ForwardingState> for Flow {
                 }
                 stale |= e.epoch != epoch;
             }
+            sender_check(cx, st, p, id);
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
                 if !revalidate(cx, st, id, policy) {
@@ -138,6 +139,26 @@ impl Node<Cx, ForwardingState> for Flow {
                 ),
             },
         )
+    }
+}
+
+/// A packet of a flow set up out of a tunnel (`flow_flags::SENT`) that another host sent
+/// on: the session moved (to a service instance there, say), and its reverse takes its
+/// way back again at its next packet, from this sender (`chain::reply_to_sender`). The
+/// forward direction's own decision does not depend on where it came from.
+#[inline]
+fn sender_check(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) {
+    let meta = cx.pool.meta(p);
+    let Some(e) = cx.flows.get_mut(id) else {
+        return;
+    };
+    if e.flags & flow_flags::SENT == 0 || !meta.has(flags::SENDER) || e.sender == meta.sender {
+        return;
+    }
+    e.sender = meta.sender;
+    // A past epoch: never current again.
+    if let Some(r) = e.reverse.and_then(|r| cx.flows.get_mut(r)) {
+        r.epoch = st.epoch().wrapping_sub(1);
     }
 }
 
@@ -227,7 +248,8 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         }
         return true;
     }
-    let partner = e.reverse.and_then(|r| cx.flows.get(r)).map(|r| r.key);
+    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r)).copied();
+    let partner = partner_entry.map(|r| r.key);
     let route = decide::route(st, &lookup);
     if route == Ok(Route::Flood) {
         cx.flows.remove(id);
@@ -278,20 +300,26 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         },
         (_, Ok(Route::Flood)) => return false,
     };
-    // A reply sent back through the instance's host stays so while that host runs one.
-    let to_sender = e.flags & flow_flags::TO_SENDER != 0;
-    let kept = to_sender
-        .then(|| chain::keep_sender(st, &e.key, previous))
-        .flatten();
-    let action = match kept {
-        Some(nh) if allowed => FlowAction::Forward { next_hop: nh },
-        _ => action,
+    // A reply goes back to the host its request comes from lately, while that host runs
+    // a service instance, as flow-setup decided it.
+    let via = match (partner_entry, route) {
+        (Some(f), Ok(Route::NextHop(nh)))
+            if reverse && allowed && f.flags & flow_flags::SENT != 0 =>
+        {
+            chain::reply_to_sender(st, &e.key, chain::vtep(&f.sender), Some(nh))
+        }
+        _ => None,
+    };
+    let action = match via {
+        Some(nh) => FlowAction::Forward { next_hop: nh },
+        None => action,
     };
     if let Some(m) = cx.flows.get_mut(id) {
         m.action = Some(action);
         m.epoch = st.epoch();
-        if kept.is_none() {
-            m.flags &= !flow_flags::TO_SENDER;
+        match via {
+            Some(_) => m.flags |= flow_flags::TO_SENDER,
+            None => m.flags &= !flow_flags::TO_SENDER,
         }
         if allowed {
             m.flags &= !flow_flags::DENIED;
