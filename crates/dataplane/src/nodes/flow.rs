@@ -8,7 +8,7 @@ use crate::context::Cx;
 use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
 use crate::forward::{Dest, dest};
-use crate::meta::flags;
+use crate::meta::{Meta, flags};
 use ovr_graph::{Node, VECTOR_SIZE, Vector, next_nodes};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
 use ovr_tables::policy::PolicyAction;
@@ -89,7 +89,7 @@ impl Node<Cx, ForwardingState> for Flow {
             // A bridged flow was decided by its destination MAC, which the key does not
             // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
             // host, the two sides of a bump in the wire) takes the decision again for it.
-            let mut stale = false;
+            let (mut stale, mut moved) = (false, None);
             if let Some(e) = cx.flows.get_mut(id) {
                 let dst = cx.pool.data(p).first_chunk::<6>().copied();
                 if e.key.bridged && dst.is_some_and(|d| d != e.dst_mac) {
@@ -97,8 +97,12 @@ impl Node<Cx, ForwardingState> for Flow {
                     stale = true;
                 }
                 stale |= e.epoch != epoch;
+                moved = sender_moved(e, cx.pool.meta(p));
             }
-            sender_check(cx, st, p, id);
+            if let Some(r) = moved.and_then(|r| cx.flows.get_mut(r)) {
+                // A past epoch: never current again.
+                r.epoch = epoch.wrapping_sub(1);
+            }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
                 if !revalidate(cx, st, id, policy) {
@@ -143,23 +147,17 @@ impl Node<Cx, ForwardingState> for Flow {
 }
 
 /// A packet of a flow set up out of a tunnel (`flow_flags::SENT`) that another host sent
-/// on: the session moved (to a service instance there, say), and its reverse takes its
-/// way back again at its next packet, from this sender (`chain::reply_to_sender`). The
-/// forward direction's own decision does not depend on where it came from.
+/// on: the session moved (to a service instance there, say). Remembers the new sender
+/// and returns the flow's reverse, whose way back is to be taken again at its next
+/// packet, from this sender (`chain::reply_to_sender`). The forward direction's own
+/// decision does not depend on where it came from.
 #[inline]
-fn sender_check(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) {
-    let meta = cx.pool.meta(p);
-    let Some(e) = cx.flows.get_mut(id) else {
-        return;
-    };
+fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> Option<FlowId> {
     if e.flags & flow_flags::SENT == 0 || !meta.has(flags::SENDER) || e.sender == meta.sender {
-        return;
+        return None;
     }
     e.sender = meta.sender;
-    // A past epoch: never current again.
-    if let Some(r) = e.reverse.and_then(|r| cx.flows.get_mut(r)) {
-        r.epoch = st.epoch().wrapping_sub(1);
-    }
+    e.reverse
 }
 
 /// Sends a packet the way its installed flow says, counting it on the flow.
