@@ -9,8 +9,9 @@ interval) and the replies lost in all (from the echo sequence numbers).
     sudo python3 bench/chain_failover.py [TRIALS] [--hosts 3 --instance-hosts 2,3]
 
 The arguments after TRIALS go to `lab up` (default: 2 hosts, instances on h1 and h2).
-Needs target/debug/ovrctl and ovrd (cargo build -p ovr-cli -p ovrd). One lab per trial,
-prefix ovrfo<pid>, always taken down."""
+Needs target/debug/ovrctl and ovrd (cargo build -p ovr-cli -p ovrd), or the ovrctl that
+$OVRCTL names (with its ovrd beside it: to compare two builds). One lab per trial, prefix
+$PREFIX<pid> (default ovrfo), always taken down."""
 
 import json
 import os
@@ -20,7 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OVRCTL = ROOT / "target" / "debug" / "ovrctl"
+OVRCTL = Path(os.environ.get("OVRCTL", ROOT / "target" / "debug" / "ovrctl"))
+PREFIX = os.environ.get("PREFIX", "ovrfo")
 INTERVAL = 0.01
 
 
@@ -79,7 +81,7 @@ def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     up_args = sys.argv[2:]
     for n in range(trials):
-        name, gap_ms, lost, got = trial(f"ovrfo{os.getpid() % 1000}", up_args)
+        name, gap_ms, lost, got = trial(f"{PREFIX}{os.getpid() % 1000}", up_args)
         print(f"trial {n + 1}: removed {name}: longest loss {gap_ms:.0f} ms, "
               f"{lost} replies lost, {got} received", flush=True)
 

@@ -106,6 +106,10 @@ const COALESCE_AT_MOST: Duration = Duration::from_millis(50);
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often a local port not yet up is looked at (it becomes an endpoint once it is).
 const PENDING: Duration = Duration::from_millis(10);
+/// How often the ports published as up are looked at (a lookup each in the sink): one
+/// that goes down (a service instance's namespace removed) is withdrawn then, not at the
+/// next `RECHECK`, so that the other hosts move its sessions sooner.
+const DOWN_EVERY: Duration = Duration::from_millis(20);
 
 pub struct Member<S: Store, K: Sink> {
     store: S,
@@ -123,6 +127,8 @@ pub struct Member<S: Store, K: Sink> {
     written: BTreeMap<String, Option<(Vec<u8>, i64)>>,
     /// A local port is not up yet.
     pending: bool,
+    /// The interfaces of the local ports published as up.
+    up: Vec<String>,
 }
 
 fn set<T>(s: &SharedStatus, f: impl FnOnce(&mut Status) -> T) -> T {
@@ -149,6 +155,7 @@ impl<S: Store, K: Sink> Member<S, K> {
             shared_lease: Arc::default(),
             written: BTreeMap::new(),
             pending: false,
+            up: Vec::new(),
         }
     }
 
@@ -233,6 +240,11 @@ impl<S: Store, K: Sink> Member<S, K> {
                     }
                 }
                 _ = sleep(PENDING), if self.pending => self.publish().await?,
+                _ = sleep(DOWN_EVERY), if !self.pending && !self.up.is_empty() => {
+                    if self.up.iter().any(|i| !self.sink.interface_up(i)) {
+                        self.publish().await?;
+                    }
+                }
                 _ = recheck.tick() => {
                     // A write lost between us and the watch is made again after this.
                     self.written.clear();
@@ -402,6 +414,11 @@ impl<S: Store, K: Sink> Member<S, K> {
             })
             .collect();
         self.pending = up.len() < self.derived.local_ports.len();
+        self.up = up
+            .keys()
+            .filter_map(|n| self.derived.local_ports.get(n))
+            .map(|p| p.interface.clone())
+            .collect();
         let gone: Vec<String> = self
             .view
             .entries

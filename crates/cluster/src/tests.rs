@@ -589,3 +589,31 @@ async fn members_publish_their_ports_and_learn_each_other() {
     .await;
     t1.abort();
 }
+
+/// A port that goes down (its interface let go) is withdrawn within a few of the
+/// member's looks at the ports published as up, not at the next full recheck (1 s):
+/// the other hosts move a service instance's sessions sooner.
+#[tokio::test]
+async fn a_port_that_goes_down_is_withdrawn_at_once() {
+    let m = Mem::default();
+    put(&m, "networks/red", &network(100, "vxlan")).await;
+    put(
+        &m,
+        "ports/h1/a",
+        &port("red", "02:00:00:00:01:0a", "10.1.0.10", "veth-a"),
+    )
+    .await;
+    let (r1, _s1, t1) = start(&m, "h1");
+    for round in 0..3 {
+        r1.up.lock().unwrap().insert("veth-a".into());
+        until("a published", || m.get("/ovr/v1/endpoints/h1/a").is_some()).await;
+        // At some point of the recheck's period.
+        tokio::time::sleep(Duration::from_millis(100 + 250 * round)).await;
+        r1.up.lock().unwrap().remove("veth-a");
+        let gone = tokio::time::Instant::now();
+        until("a withdrawn", || m.get("/ovr/v1/endpoints/h1/a").is_none()).await;
+        let took = gone.elapsed();
+        assert!(took < Duration::from_millis(300), "round {round}: {took:?}");
+    }
+    t1.abort();
+}

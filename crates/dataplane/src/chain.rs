@@ -150,7 +150,9 @@ fn to_instance_host(st: &ForwardingState, key: &FlowKey, vtep: IpAddr) -> Option
 /// not lead there: a session whose instance is on a third host reaches the destination
 /// from the instance's host, and its replies must go back through the instance (that
 /// host holds the pair out of it, whose reverse sends them in), not straight to the
-/// source. `None`: the route's own way back stands.
+/// source. `None`: the route's own way back stands. Taken again from the latest sender
+/// when the tables change or the request's packets start coming from another host (the
+/// session moved to an instance there: `nodes::flow`'s sender check).
 pub fn reply_to_sender(
     st: &ForwardingState,
     key: &FlowKey,
@@ -168,19 +170,9 @@ pub fn reply_to_sender(
     to_instance_host(st, key, sender)
 }
 
-/// A reverse flow sent back to its sender, decided again after a table change: the same
-/// next hop while it still goes to an instance's host in the flow's network; `None`: it
-/// does not any more, and the flow is routed as any other.
-pub fn keep_sender(
-    st: &ForwardingState,
-    key: &FlowKey,
-    previous: Option<NextHopId>,
-) -> Option<NextHopId> {
-    let p = previous?;
-    let Some(NextHop::Tunnel(t)) = st.nexthop(p) else {
-        return None;
-    };
-    (to_instance_host(st, key, t.dst) == Some(p)).then_some(p)
+/// A VTEP as flow entries and packet metadata hold it (IPv4-mapped).
+pub fn vtep(bytes: &[u8; 16]) -> IpAddr {
+    core::net::Ipv6Addr::from(*bytes).to_canonical()
 }
 
 /// The service port a flow key came from, if it came from one.

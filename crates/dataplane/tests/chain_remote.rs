@@ -36,10 +36,12 @@ const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xb, 2]);
 const A: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 5);
 const B: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 9);
 const HB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
-/// The source's host, the instance's host, and a host with no instance.
+/// The source's host, the instance's host, a host with no instance, and the host of a
+/// second instance (in the chain in `setup_two`).
 const HA: u8 = 1;
 const HI: u8 = 3;
 const HX: u8 = 4;
+const HJ: u8 = 5;
 
 fn vtep(last: u8) -> Ipv4Addr {
     Ipv4Addr::new(192, 0, 2, last)
@@ -61,17 +63,25 @@ fn tunnel(id: u32, vni: u32, last: u8, inner_dst: Option<MacAddr>) -> TableOp {
 
 /// The chain with the instance on Hi (or none).
 fn chains(instance: bool) -> TableOp {
-    let instances = if instance {
-        vec![Instance {
-            name: "fw-hi".into(),
-            left: None,
-            right: None,
-            left_nh: NextHopId(30),
-            right_nh: NextHopId(31),
-        }]
-    } else {
-        vec![]
-    };
+    chain_on(if instance { &[HI] } else { &[] })
+}
+
+/// The chain with an instance on each of `hosts` (Hi, Hj), whose sides' next hops are
+/// 30/31 on Hi and 32/33 on Hj.
+fn chain_on(hosts: &[u8]) -> TableOp {
+    let instances = hosts
+        .iter()
+        .map(|&h| {
+            let nh = if h == HI { 30 } else { 32 };
+            Instance {
+                name: format!("fw-h{h}"),
+                left: None,
+                right: None,
+                left_nh: NextHopId(nh),
+                right_nh: NextHopId(nh + 1),
+            }
+        })
+        .collect();
     TableOp::SetChains(Arc::new(vec![Chain {
         id: ChainId(0),
         name: "through-fw".into(),
@@ -117,8 +127,11 @@ fn setup() -> (TablesWriter, TablesReader) {
         tunnel(20, VNI_B, HA, None),
         tunnel(21, VNI_B, HI, None),
         tunnel(22, VNI_B, HX, None),
+        tunnel(23, VNI_B, HJ, None),
         tunnel(30, 300, HI, Some(MacAddr([2, 0, 0, 0xf, 1, 1]))),
         tunnel(31, 300, HI, Some(MacAddr([2, 0, 0, 0xf, 1, 2]))),
+        tunnel(32, 300, HJ, Some(MacAddr([2, 0, 0, 0xf, 2, 1]))),
+        tunnel(33, 300, HJ, Some(MacAddr([2, 0, 0, 0xf, 2, 2]))),
         chains(true),
     ]);
     // b here; in B, a leaked host route to a's host (the chain's routes).
@@ -285,4 +298,72 @@ fn the_reply_keeps_its_way_back_while_the_instance_is_there_and_is_routed_once_i
         pass(&mut pipe, &r, WB, &inner(4, true, B_MAC)),
         vec![Err((HA, VNI_B))]
     );
+}
+
+/// `frame` from host `sender`: where it went (one packet of a session going on).
+fn request(
+    pipe: &mut Pipeline,
+    r: &TablesReader,
+    i: u16,
+    sender: u8,
+) -> Vec<Result<InterfaceId, (u8, u32)>> {
+    let req = from_host(sender, &inner(i, false, MacAddr([2, 0, 0, 0, 9, sender])));
+    pass(pipe, r, UPLINK, &req)
+}
+
+fn reply(pipe: &mut Pipeline, r: &TablesReader, i: u16) -> Vec<Result<InterfaceId, (u8, u32)>> {
+    pass(pipe, r, WB, &inner(i, true, B_MAC))
+}
+
+/// The instance a session went through fails over to one on another host: the
+/// session's next requests come from that host, and its replies must follow them there
+/// (that host now holds the pair out of the instance), whether this host has heard of
+/// the failure yet or not, and whether the first instance ran on a third host or on the
+/// source's own.
+#[test]
+fn a_moved_session_s_replies_follow_it_to_the_host_of_its_new_instance() {
+    for one_pass in [true, false] {
+        for heard in [false, true] {
+            let (mut w, r) = setup();
+            w.commit(vec![chain_on(&[HI, HJ])]).unwrap();
+            let mut pipe = Pipeline::new(Settings {
+                established_path: one_pass,
+                ..Settings::default()
+            });
+            let case = format!("one pass {one_pass}, failure heard here {heard}");
+            // Through Hi, then Hi's instance goes and the session moves to Hj.
+            assert_eq!(
+                session(&mut pipe, &r, 5, HI),
+                vec![Err((HI, VNI_B))],
+                "{case}"
+            );
+            assert_eq!(reply(&mut pipe, &r, 5), vec![Err((HI, VNI_B))], "{case}");
+            if heard {
+                w.commit(vec![chain_on(&[HJ])]).unwrap();
+            }
+            assert_eq!(request(&mut pipe, &r, 5, HJ), vec![Ok(WB)], "{case}");
+            for n in 0..3 {
+                assert_eq!(
+                    reply(&mut pipe, &r, 5),
+                    vec![Err((HJ, VNI_B))],
+                    "{case}: reply {n} after the move"
+                );
+            }
+            // Through the source's own host (its instance was there), then to Hj.
+            assert_eq!(
+                session(&mut pipe, &r, 6, HA),
+                vec![Err((HA, VNI_B))],
+                "{case}"
+            );
+            assert_eq!(request(&mut pipe, &r, 6, HJ), vec![Ok(WB)], "{case}");
+            assert_eq!(reply(&mut pipe, &r, 6), vec![Err((HJ, VNI_B))], "{case}");
+            // And back to the source's host: the route's way back again.
+            assert_eq!(request(&mut pipe, &r, 6, HA), vec![Ok(WB)], "{case}");
+            assert_eq!(reply(&mut pipe, &r, 6), vec![Err((HA, VNI_B))], "{case}");
+            // A host that runs no instance sending a session's packets on does not
+            // draw its replies.
+            assert_eq!(request(&mut pipe, &r, 6, HX), vec![Ok(WB)], "{case}");
+            assert_eq!(reply(&mut pipe, &r, 6), vec![Err((HA, VNI_B))], "{case}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ use crate::context::Cx;
 use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
 use crate::forward::{Dest, dest};
-use crate::meta::flags;
+use crate::meta::{Meta, flags};
 use ovr_graph::{Node, VECTOR_SIZE, Vector, next_nodes};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
 use ovr_tables::policy::PolicyAction;
@@ -89,7 +89,7 @@ impl Node<Cx, ForwardingState> for Flow {
             // A bridged flow was decided by its destination MAC, which the key does not
             // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
             // host, the two sides of a bump in the wire) takes the decision again for it.
-            let mut stale = false;
+            let (mut stale, mut moved) = (false, None);
             if let Some(e) = cx.flows.get_mut(id) {
                 let dst = cx.pool.data(p).first_chunk::<6>().copied();
                 if e.key.bridged && dst.is_some_and(|d| d != e.dst_mac) {
@@ -97,6 +97,11 @@ impl Node<Cx, ForwardingState> for Flow {
                     stale = true;
                 }
                 stale |= e.epoch != epoch;
+                moved = sender_moved(e, cx.pool.meta(p));
+            }
+            if let Some(r) = moved.and_then(|r| cx.flows.get_mut(r)) {
+                // A past epoch: never current again.
+                r.epoch = epoch.wrapping_sub(1);
             }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
@@ -139,6 +144,20 @@ impl Node<Cx, ForwardingState> for Flow {
             },
         )
     }
+}
+
+/// A packet of a flow set up out of a tunnel (`flow_flags::SENT`) that another host sent
+/// on: the session moved (to a service instance there, say). Remembers the new sender
+/// and returns the flow's reverse, whose way back is to be taken again at its next
+/// packet, from this sender (`chain::reply_to_sender`). The forward direction's own
+/// decision does not depend on where it came from.
+#[inline]
+fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> Option<FlowId> {
+    if e.flags & flow_flags::SENT == 0 || !meta.has(flags::SENDER) || e.sender == meta.sender {
+        return None;
+    }
+    e.sender = meta.sender;
+    e.reverse
 }
 
 /// Sends a packet the way its installed flow says, counting it on the flow.
@@ -227,7 +246,8 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         }
         return true;
     }
-    let partner = e.reverse.and_then(|r| cx.flows.get(r)).map(|r| r.key);
+    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r)).copied();
+    let partner = partner_entry.map(|r| r.key);
     let route = decide::route(st, &lookup);
     if route == Ok(Route::Flood) {
         cx.flows.remove(id);
@@ -278,20 +298,26 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         },
         (_, Ok(Route::Flood)) => return false,
     };
-    // A reply sent back through the instance's host stays so while that host runs one.
-    let to_sender = e.flags & flow_flags::TO_SENDER != 0;
-    let kept = to_sender
-        .then(|| chain::keep_sender(st, &e.key, previous))
-        .flatten();
-    let action = match kept {
-        Some(nh) if allowed => FlowAction::Forward { next_hop: nh },
-        _ => action,
+    // A reply goes back to the host its request comes from lately, while that host runs
+    // a service instance, as flow-setup decided it.
+    let via = match (partner_entry, route) {
+        (Some(f), Ok(Route::NextHop(nh)))
+            if reverse && allowed && f.flags & flow_flags::SENT != 0 =>
+        {
+            chain::reply_to_sender(st, &e.key, chain::vtep(&f.sender), Some(nh))
+        }
+        _ => None,
+    };
+    let action = match via {
+        Some(nh) => FlowAction::Forward { next_hop: nh },
+        None => action,
     };
     if let Some(m) = cx.flows.get_mut(id) {
         m.action = Some(action);
         m.epoch = st.epoch();
-        if kept.is_none() {
-            m.flags &= !flow_flags::TO_SENDER;
+        match via {
+            Some(_) => m.flags |= flow_flags::TO_SENDER,
+            None => m.flags &= !flow_flags::TO_SENDER,
         }
         if allowed {
             m.flags &= !flow_flags::DENIED;

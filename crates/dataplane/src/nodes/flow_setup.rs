@@ -178,6 +178,12 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
             {
                 e.flags |= flow_flags::TO_SENDER;
             }
+            if back.watch_sender
+                && let Some(e) = cx.flows.get_mut(f)
+            {
+                e.flags |= flow_flags::SENT;
+                e.sender = meta.sender;
+            }
             cx.flows.touch(f, cx.pool.len(p) as u64, now);
             cx.flow_counters.created += 1;
             cx.pool.meta_mut(p).flags |= flags::FLOW_CREATED;
@@ -225,6 +231,9 @@ struct Back {
     route: Result<Route, Reason>,
     /// Back to the host the flow came from rather than where the route says.
     to_sender: bool,
+    /// The flow came out of a tunnel and its way back depends on the host that sent it
+    /// (`chain::reply_to_sender`): the forward flow remembers that host.
+    watch_sender: bool,
 }
 
 impl Back {
@@ -232,6 +241,7 @@ impl Back {
         Back {
             route: Ok(Route::NextHop(nh)),
             to_sender: false,
+            watch_sender: false,
         }
     }
 }
@@ -304,9 +314,8 @@ fn steer(
     };
     let route = decide::route(st, &rev_lookup);
     // Sent on by a service instance's host: the replies go back through it.
-    if verdict == PolicyAction::Allow
-        && let Some(sender) = meta.sender()
-    {
+    let sender = meta.sender().filter(|_| verdict == PolicyAction::Allow);
+    if let Some(sender) = sender {
         let rev_nh = match route {
             Ok(Route::NextHop(n)) => Some(n),
             _ => None,
@@ -318,6 +327,7 @@ fn steer(
                 back: Back {
                     route: Ok(Route::NextHop(via)),
                     to_sender: true,
+                    watch_sender: true,
                 },
             });
         }
@@ -328,6 +338,7 @@ fn steer(
         back: Back {
             route,
             to_sender: false,
+            watch_sender: sender.is_some(),
         },
     })
 }

@@ -64,12 +64,17 @@ pub mod flags {
     /// A reverse flow that goes back to the host its forward direction came from (a
     /// service instance there), not where the route would send it.
     pub const TO_SENDER: u8 = 0x08;
+    /// A flow set up from a packet out of a VXLAN tunnel: `FlowEntry::sender` holds the
+    /// host that sends it on, and a packet from another host takes the decision of the
+    /// pair's way back again (a session moved to a service instance there).
+    pub const SENT: u8 = 0x10;
 }
 
 /// One flow: two cache lines, aligned together (the CPU's adjacent-line prefetch brings
 /// the pair). The first holds what a hit reads (the key every lookup compares, the
 /// action, the epoch and flags), the second what it writes (counters, last seen) and
-/// what only the slow path reads. `tests::entry_layout` pins the split.
+/// what only the slow path reads (and `sender`, which a hit from a tunnel compares: that
+/// line is being written anyway). `tests::entry_layout` pins the split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C, align(128))]
 pub struct FlowEntry {
@@ -87,6 +92,9 @@ pub struct FlowEntry {
     pub reverse: Option<FlowId>,
     /// For a bridged flow, the destination MAC its next hop was looked up by.
     pub dst_mac: [u8; 6],
+    /// With `flags::SENT`: the VTEP its latest packet came from, IPv4-mapped as in flow
+    /// keys.
+    pub sender: [u8; 16],
 }
 
 /// Why a flow was not installed. Each is counted in [`FlowStats`].
@@ -458,6 +466,7 @@ impl FlowTable {
             flags: flags::LIVE | deny | extra,
             epoch: 0,
             dst_mac: [0; 6],
+            sender: [0; 16],
         };
         self.quotas
             .entry(key.vrf)

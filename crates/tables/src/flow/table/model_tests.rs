@@ -258,7 +258,8 @@ fn key_wide(i: u32) -> FlowKey {
     )
 }
 
-/// A hit reads only the first cache line of its entry and writes only the second.
+/// A hit reads only the first cache line of its entry and writes only the second (whose
+/// `sender` a hit out of a tunnel compares too).
 #[test]
 fn entry_layout() {
     use core::mem::{offset_of, size_of};
@@ -277,6 +278,7 @@ fn entry_layout() {
         offset_of!(FlowEntry, packets),
         offset_of!(FlowEntry, bytes),
         offset_of!(FlowEntry, last_seen),
+        offset_of!(FlowEntry, sender),
     ] {
         assert!(written >= 64, "{written}");
     }
