@@ -5,9 +5,9 @@ namespace runs a gobgpd of its own, into which `crates/bgp/examples/evpn_inject.
 injects routes through GoBGP's gRPC API, and which advertises them to ovr's gobgpd over
 BGP (iBGP, AS 65000).
 
-    host (PREFIX-h)                              router (PREFIX-r)
-    uplink 192.0.2.1 (ovrd's underlay) ────────── under 192.0.2.10-13 (the VTEPs, answer ARP)
-    mgmt 198.51.100.1 (ovr's gobgpd)  ─── BGP ─── mgmt 198.51.100.2 (router gobgpd)
+    host (PREFIX-h)                        router (PREFIX-r)
+    uplink 192.0.2.1 (ovrd's underlay) ─── under 192.0.2.10-13 (the VTEPs: answer ARP)
+    mgmt 198.51.100.1 (ovr's gobgpd) ───── mgmt 198.51.100.2 (router gobgpd), BGP
     v-w1 ── PREFIX-w (a workload, 10.0.0.10)
 
 The injected routes (evpn_inject.rs): per VTEP a type 3 for VNI 100, and type 2 route
