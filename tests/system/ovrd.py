@@ -17,11 +17,13 @@ def binary(package, name=None):
 
 
 class Ovrd:
-    def __init__(self, ns, log, *args):
+    """`exe`: the ovrd binary to run (default: the debug build, built first)."""
+
+    def __init__(self, ns, log, *args, exe=None):
         self.log = log
         self.socket = log.with_suffix(".sock")
         self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, str(binary("ovrd")), "--api-socket", str(self.socket),
+            ["ip", "netns", "exec", ns, str(exe or binary("ovrd")), "--api-socket", str(self.socket),
              "--state", str(log.with_suffix(".state.json")), *map(str, args)],
             stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self.wait_for("forwarding")

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""EVPN routes end to end (issue 23): N type 2 routes (and a type 3 per VTEP) injected
+into a datacenter router's gobgpd through GoBGP's gRPC API (AddPathStream), advertised
+over BGP to ovr's gobgpd, learnt by ovrd through its WatchEvent stream and installed in
+its tables; then withdrawn the same way. The topology and daemons are
+tests/system/evpn_router.py's (release binaries here).
+
+Reported per phase (install, withdraw):
+- wall time from the first route injected (the injector's clock) until ovrd's
+  `GET /api/v1/bgp/installed` shows all N/2 MACs and N/2 host routes installed (install)
+  or none left (withdraw), polled every 50 ms; and until ovr's gobgpd had received them
+  all (its neighbor's route count), to see who is behind whom;
+- routes per second end to end;
+- CPU seconds of each process over the phase (/proc/PID/stat before and after; the
+  injector's from wait4): ovrd, ovr's gobgpd, the router's gobgpd, the injector; and
+  ovrd's share of the total. Goal (issue 23): ovr is not the bottleneck, ≤ 10% of the
+  total.
+
+    cargo build --release -p ovrd
+    cargo build --release -p ovr-bgp --example evpn_inject
+    sudo python3 bench/evpn_e2e.py --routes 100000 [--rounds 3] [--json]
+"""
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from system.evpn_router import VTEPS, RouterLab, cpu_seconds  # noqa: E402
+
+RELEASE = ROOT / "target" / "release"
+
+
+def done(lab, n, withdraw):
+    i = lab.installed()["installed"]
+    if withdraw:
+        return i["macs"] == 0 and i["hosts"] == 0 and i["tunnels"] == 0
+    return i["macs"] == n // 2 and i["hosts"] == n // 2 and i["flood"] == len(VTEPS)
+
+
+def phase(lab, n, name, withdraw, start, timeout):
+    """`start()` begins the phase (returns the injector's Popen, or None); timed until
+    ovrd has installed all (or none) of it."""
+    want_received = 0 if withdraw else n + len(VTEPS)
+    pids = lab.pids()
+    before = {k: cpu_seconds(p) for k, p in pids.items()}
+    t0 = time.time()
+    inj = start()
+    bgp_done = ovr_done = up = None
+    while ovr_done is None or bgp_done is None:
+        now = time.time()
+        assert now - t0 < timeout, f"not done within {timeout} s: {lab.installed()}"
+        nb = lab.ovrd.get("/api/v1/bgp/neighbors")
+        est = [x for x in nb if x["state"] == "established"]
+        if up is None and est:
+            up = now
+        if bgp_done is None and (sum(x["received"] for x in est) == want_received
+                                 if est or not withdraw else True):
+            bgp_done = now
+        if ovr_done is None and done(lab, n, withdraw):
+            ovr_done = now
+        time.sleep(0.05)
+    after = {k: cpu_seconds(p) for k, p in pids.items()}
+    cpu = {k: after[k] - before[k] for k in pids}
+    if inj is not None:
+        out, cpu["injector"] = lab.finish(inj)
+        t0 = out["start"]
+    else:
+        cpu["injector"] = 0.0
+    total = sum(cpu.values())
+    return {
+        "phase": name, "routes": n, "seconds": ovr_done - t0,
+        "routes_per_s": n / (ovr_done - t0),
+        "session_up_seconds": None if up is None else up - t0,
+        "after_session_up_seconds": None if up is None else ovr_done - up,
+        "bgp_received_seconds": bgp_done - t0,
+        "cpu_seconds": cpu, "cpu_total": total,
+        "ovrd_share": cpu["ovrd"] / total if total else None,
+    }
+
+
+def load(lab, n):
+    """N routes into the router while it has no peer: GoBGP's API alone."""
+    before = cpu_seconds(lab.pids()["router_gobgpd"])
+    out, inj = lab.finish(lab.inject(n))
+    return {"phase": "load", "routes": n, "seconds": out["seconds"],
+            "routes_per_s": n / out["seconds"],
+            "cpu_seconds": {"router_gobgpd": cpu_seconds(lab.pids()["router_gobgpd"]) - before,
+                            "injector": inj}}
+
+
+def show(r):
+    c = r["cpu_seconds"]
+    if r["phase"] == "load":
+        return (f"    load N={r['routes']}: {r['seconds']:.2f} s into the router's gobgpd, no "
+                f"peer ({r['routes_per_s']:.0f} routes/s); CPU s: router gobgpd "
+                f"{c['router_gobgpd']:.2f}, injector {c['injector']:.2f}")
+    up = "" if r["session_up_seconds"] is None or r["session_up_seconds"] < 0 else \
+        (f"session up at {r['session_up_seconds']:.2f} s, installed "
+         f"{r['after_session_up_seconds']:.2f} s after, ")
+    return (f"{r['phase']:>8} N={r['routes']}: {r['seconds']:.2f} s end to end "
+            f"({r['routes_per_s']:.0f} routes/s; {up}"
+            f"ovr's gobgpd had them at {r['bgp_received_seconds']:.2f} s); CPU s: "
+            f"ovrd {c['ovrd']:.2f}, ovr gobgpd {c['ovr_gobgpd']:.2f}, router gobgpd "
+            f"{c['router_gobgpd']:.2f}, injector {c['injector']:.2f}; ovrd's share "
+            f"{100 * r['ovrd_share']:.1f}%")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--routes", type=int, default=100_000)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--mode", choices=("table", "stream"), default="table")
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--prefix", default="ovre4b")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    assert a.routes % 2 == 0, "--routes: an even number (a MAC route and a MAC/IP route each)"
+    n = a.routes
+    # Stopped from outside: still stop the daemons and remove the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    with tempfile.TemporaryDirectory(prefix=f"{a.prefix}-") as d:
+        lab = RouterLab(a.prefix, Path(d), RELEASE / "ovrd",
+                        RELEASE / "examples" / "evpn_inject")
+        out = lambda r: print(json.dumps(r) if a.json else show(r), flush=True)  # noqa: E731
+        try:
+            if a.mode == "table":
+                out(load(lab, n))
+                for _ in range(a.rounds):
+                    out(phase(lab, n, "install", False, lambda: lab.peer(), a.timeout))
+                    out(phase(lab, n, "withdraw", True, lambda: lab.unpeer(), a.timeout))
+            else:
+                lab.peer()
+                lab.wait_established()
+                for _ in range(a.rounds):
+                    out(phase(lab, n, "install", False, lambda: lab.inject(n), a.timeout))
+                    out(phase(lab, n, "withdraw", True, lambda: lab.inject(n, withdraw=True),
+                              a.timeout))
+        finally:
+            lab.close()
+
+
+if __name__ == "__main__":
+    main()
