@@ -33,8 +33,8 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tracing::{info, warn};
 
-/// The speaker's table is listed again at least this often (a safety net: the watch
-/// brings every change).
+/// The speaker's table is listed again this often, or less for a large table
+/// ([`super::listing_period`]): a safety net, the watch brings every change.
 const RELIST_EVERY: Duration = Duration::from_secs(5);
 /// How often the VTEPs waiting for a MAC are looked at.
 const TICK: Duration = Duration::from_millis(100);
@@ -286,11 +286,12 @@ async fn follow(
     // A new connection: what was learnt before may be stale; the listing says.
     lock(&learning.inner).installer = Installer::default();
     lock(&learning.inner).seen = None;
-    let mut listed: Option<Instant> = None;
+    // When the table was last listed, and how long until the next listing.
+    let mut listed: Option<(Instant, Duration)> = None;
     let mut neighbours = Neighbours::default();
     loop {
         let mut batches = Vec::new();
-        let mut relist = listed.is_none_or(|t| t.elapsed() >= RELIST_EVERY);
+        let mut relist = listed.is_none_or(|(t, every)| t.elapsed() >= every);
         tokio::select! {
             w = rx.recv() => batches.extend(w),
             () = tokio::time::sleep(TICK) => {}
@@ -307,9 +308,11 @@ async fn follow(
             }
         }
         let listing = if relist {
+            let asked = Instant::now();
             match bgp.routes().await {
                 Ok(routes) => {
-                    listed = Some(Instant::now());
+                    let every = super::listing_period(RELIST_EVERY, asked.elapsed());
+                    listed = Some((Instant::now(), every));
                     Some(routes)
                 }
                 Err(e) => return e,

@@ -33,8 +33,17 @@ use tracing::{info, warn};
 
 /// How often the installed configuration is compared with what is advertised.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
-/// How often gobgpd's own table is compared with what was advertised.
+/// How often gobgpd's own table is compared with what was advertised (at least; see
+/// [`listing_period`]).
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// When to list gobgpd's table again after a listing that took `took`: at least `base`
+/// apart, and far enough apart that listings take at most 2% of the time. A listing
+/// grows with the table (all learnt routes come with it): at 10K routes, listing every
+/// second made most of ovrd's and its gobgpd's CPU while routes arrived.
+pub(crate) fn listing_period(base: Duration, took: Duration) -> Duration {
+    base.max(took.saturating_mul(50))
+}
 
 /// The speaker's settings, from ovrd's command line.
 #[derive(Debug, Clone)]
@@ -236,16 +245,16 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
             .filter_map(|l| l.route.ok())
             .collect();
         info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
-        let mut checked = std::time::Instant::now();
+        let (mut checked, mut check_every) = (std::time::Instant::now(), CHECK_EVERY);
         loop {
-            // gobgpd's own table, looked at every second: a gobgpd that restarted (not
-            // configured: the listing fails) ends the session, which configures it
-            // again; one that lost routes gets them again.
-            if checked.elapsed() >= CHECK_EVERY {
+            // gobgpd's own table, looked at every second (longer for a large table): a
+            // gobgpd that restarted (not configured: the listing fails) ends the session,
+            // which configures it again; one that lost routes gets them again.
+            if checked.elapsed() >= check_every {
                 checked = std::time::Instant::now();
-                let own: BTreeSet<Route> = bgp
-                    .routes()
-                    .await?
+                let listing = bgp.routes().await?;
+                check_every = listing_period(CHECK_EVERY, checked.elapsed());
+                let own: BTreeSet<Route> = listing
                     .into_iter()
                     .filter(|l| l.neighbor.is_empty())
                     .filter_map(|l| l.route.ok())
@@ -446,5 +455,12 @@ networks:
         assert_eq!(p.port, 1790);
         assert!(peer("[fd00::1]:179", 65000).is_ok());
         assert!(peer("router", 65000).is_err());
+    }
+
+    #[test]
+    fn a_slow_listing_is_repeated_less_often() {
+        let (second, ms) = (Duration::from_secs(1), Duration::from_millis);
+        assert_eq!(listing_period(second, ms(2)), second);
+        assert_eq!(listing_period(second, ms(200)), Duration::from_secs(10));
     }
 }
