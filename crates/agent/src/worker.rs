@@ -431,7 +431,7 @@ impl WorkerClient {
     }
 
     /// Queues a request for worker `w` and wakes it; a full queue is refused at once.
-    fn send(&self, w: usize, r: Request) -> Result<(), ApiError> {
+    pub fn send(&self, w: usize, r: Request) -> Result<(), ApiError> {
         match self.txs[w].try_send(r) {
             Ok(()) => {
                 wake(&self.wakes[w]);
