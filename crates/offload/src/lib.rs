@@ -40,6 +40,7 @@ pub mod layout;
 pub mod pin;
 mod recheck;
 mod redirects;
+mod sync;
 
 pub use describe::{Refused, describe};
 pub use layout::{Action, Key, Usage};
@@ -49,7 +50,7 @@ use recheck::{Surroundings, Via};
 use ovr_dataplane::context::Cx;
 pub use ovr_dataplane::context::FastPathCounters;
 use ovr_dataplane::meta::{Meta, flags as mf};
-use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::state::ForwardingState;
 use std::collections::HashMap;
@@ -155,10 +156,10 @@ struct Installed {
     generation: u32,
     /// The next hop it was described from (`recheck`).
     via: Via,
+    /// The last merge of everything (`sync`) that counted it.
+    synced: u32,
 }
 
-/// Entries asked for per read when everything is merged at once (`sync_all`).
-const SYNC_BATCH: usize = 4096;
 /// How often receive drops and other owners' avoided egresses are looked at.
 const CHECK_EVERY_NS: u64 = 100_000_000;
 /// Most entries one sweep step reads; the worker forwards nothing meanwhile, so the
@@ -223,8 +224,10 @@ pub struct FastPath<O: Offload> {
     /// Egress interfaces that dropped redirected frames, until when they are avoided
     /// (a copy of `Shared`'s, taken at each check).
     bad_egress: HashMap<u32, u64>,
-    /// Flows marked `OFFLOADED` in the flow table at the last `sync_all`.
-    marked: Vec<u32>,
+    /// The merge of everything under way for a read through the API (`sync`), and
+    /// its number (an entry merged by it, or installed since it began, has it).
+    sync: Option<sync::SyncPass>,
+    sync_no: u32,
     pub counters: FastPathCounters,
 }
 
@@ -259,7 +262,8 @@ impl<O: Offload> FastPath<O> {
             rx_dropped: HashMap::new(),
             redirected: HashMap::new(),
             bad_egress: HashMap::new(),
-            marked: Vec::new(),
+            sync: None,
+            sync_no: 0,
             counters: FastPathCounters::default(),
         }
     }
@@ -449,18 +453,18 @@ impl<O: Offload> FastPath<O> {
         }
         if let Some(other) = self.owner.insert(key, id.0)
             && other != id.0
-            && let Some(o) = self.installed.remove(&other)
+            && let Some(o) = self.unlist(other)
         {
             self.merge(cx, other, o);
         }
         self.shared.claim(&key);
         if let Err(e) = self.backend.install(&key, &action, self.generation) {
             self.owner.remove(&key);
-            self.installed.remove(&id.0);
+            self.unlist(id.0);
             return self.failed(e);
         }
         self.counters.installed += 1;
-        self.installed.insert(
+        self.list(
             id.0,
             Installed {
                 key,
@@ -472,6 +476,7 @@ impl<O: Offload> FastPath<O> {
                 seen: Usage::default(),
                 generation: self.generation,
                 via,
+                synced: 0,
             },
         );
     }
@@ -543,7 +548,7 @@ impl<O: Offload> FastPath<O> {
     /// offered again.
     fn forget(&mut self, gone: Vec<(u32, Key)>) {
         for (i, key) in gone {
-            self.installed.remove(&i);
+            self.unlist(i);
             self.drop_entry(i, key);
             self.untry(i);
         }
@@ -582,7 +587,7 @@ impl<O: Offload> FastPath<O> {
             Some(u) => self.add_usage(cx, id, rec, u),
             None => self.merge(cx, id, rec),
         }
-        self.installed.remove(&id);
+        self.unlist(id);
         self.drop_entry(id, rec.key);
         self.untry(id);
         self.counters.removed += 1;
@@ -675,75 +680,6 @@ impl<O: Offload> FastPath<O> {
             };
             if let Some(rec) = self.installed.get(&id).copied() {
                 self.settle(cx, id, rec, Some(usage));
-            }
-        }
-    }
-
-    /// Sweeps everything now: before the flows or counters are read, and after flows
-    /// were deleted through the API.
-    pub fn sync_all(&mut self, cx: &mut Cx) {
-        // The table is read in batches, then whatever the read did not return (an entry
-        // the kernel's walk skipped, or an error) entry by entry: one call per entry,
-        // tens of thousands of them, stalled the worker for tens of milliseconds per API
-        // request while the frames it owed user space piled up in its receive rings.
-        let mut settled = std::collections::HashSet::with_capacity(self.installed.len());
-        let (mut cursor, mut read) = (None, Vec::new());
-        while !self.installed.is_empty() {
-            read.clear();
-            let next = match self.backend.scan(cursor, SYNC_BATCH, &mut read) {
-                Ok(next) => next,
-                Err(e) => {
-                    self.failed(e);
-                    break;
-                }
-            };
-            for &(key, usage) in &read {
-                let Some(&id) = self.owner.get(&key) else {
-                    continue;
-                };
-                if let Some(rec) = self.installed.get(&id).copied()
-                    && rec.key == key
-                    && settled.insert(id)
-                {
-                    self.settle(cx, id, rec, Some(usage));
-                }
-            }
-            match next {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
-        let ids: Vec<u32> = self
-            .installed
-            .keys()
-            .filter(|id| !settled.contains(*id))
-            .copied()
-            .collect();
-        for id in ids {
-            self.check(cx, id);
-        }
-        // Read with the pipeline's counters (ovrd's exit, the API).
-        cx.fast_path = self.totals();
-        self.mark(cx);
-    }
-
-    /// Marks the flows carried now (entries of the current generation) in the flow
-    /// table, for the flow dump; unmarks those marked before.
-    fn mark(&mut self, cx: &mut Cx) {
-        for id in self.marked.drain(..) {
-            if let Some(e) = cx.flows.get_mut(FlowId(id)) {
-                e.flags &= !flow_flags::OFFLOADED;
-            }
-        }
-        for (id, rec) in &self.installed {
-            if rec.generation != self.generation || self.generation == 0 {
-                continue;
-            }
-            if let Some(e) = cx.flows.get_mut(FlowId(*id))
-                && e.key == rec.flow
-            {
-                e.flags |= flow_flags::OFFLOADED;
-                self.marked.push(*id);
             }
         }
     }

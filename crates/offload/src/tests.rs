@@ -5,11 +5,13 @@
 use super::*;
 use crate::layout::{TPL_LEN, VXLAN_HEAD, flags};
 use ovr_dataplane::Pipeline;
+use ovr_tables::flow::flags as flow_flags;
 use ovr_tables::state::TablesReader;
 use std::cell::RefCell;
 use std::rc::Rc;
 
 mod recheck;
+mod sync;
 
 const CASES: &str = include_str!("../fixtures/cases.txt");
 

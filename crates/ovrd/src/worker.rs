@@ -17,6 +17,7 @@ use ovr_dataplane::counters::Snapshot;
 use ovr_dataplane::drop::Reason;
 use ovr_offload::FastPath;
 use ovr_offload::bpf::Bpf;
+use ovr_tables::flow::FlowId;
 use ovr_tables::nexthop::{Inner, NextHop};
 use ovr_tables::state::{ForwardingState, TablesReader};
 use ovr_wire::offload::VNET_HDR_LEN;
@@ -102,8 +103,8 @@ impl Worker {
                     pipe.for_each_flow_tx(|cx, meta, head| f.observe(st, cx, meta, head));
                     f.maintain(&mut pipe.cx);
                     // The fast path's counters are merged into the flows before they are
-                    // read, and flows deleted are taken out of it at once.
-                    ovr_agent::worker::drain_with(requests, pipe, |p| f.sync_all(&mut p.cx));
+                    // read (in steps), and flows deleted are taken out of it.
+                    ovr_agent::worker::drain_with(requests, pipe, &mut Fast(f));
                 }
                 None => ovr_agent::worker::drain(requests, pipe),
             }
@@ -234,6 +235,23 @@ impl Worker {
             }
         }
         received
+    }
+}
+
+/// The fast path, as the API's requests see it below the pipeline.
+struct Fast<'a>(&'a mut FastPath<Bpf>);
+
+impl ovr_agent::worker::Below for Fast<'_> {
+    fn sync_begin(&mut self, _: &mut Pipeline) {
+        self.0.sync_begin();
+    }
+
+    fn sync_step(&mut self, pipe: &mut Pipeline, max: usize) -> bool {
+        self.0.sync_step(&mut pipe.cx, max)
+    }
+
+    fn carries(&self, pipe: &Pipeline, id: FlowId) -> bool {
+        self.0.carries(&pipe.cx, id)
     }
 }
 

@@ -13,21 +13,21 @@
 //! Flow ids are per worker; the API shows `local id × workers + worker`, which is the
 //! worker's own id when there is one worker.
 
+mod answer;
+
+pub use answer::{Below, FLOW_STEP, SYNC_STEP, WALK_STEP, drain, drain_with, serve};
+
 use crate::error::ApiError;
 use core::net::IpAddr;
-use ovr_dataplane::capture::{Ended, Tap};
+use ovr_dataplane::capture::Tap;
 use ovr_dataplane::counters::Snapshot;
-use ovr_dataplane::{DropReason, Pipeline};
-use ovr_graph::Trace;
-use ovr_graph::trace::MAX_STEPS;
-use ovr_tables::flow::{FlowAction, FlowId, flags};
 use rustix::event::{EventfdFlags, eventfd};
 use serde::Serialize;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use utoipa::ToSchema;
 
@@ -164,6 +164,8 @@ pub enum Request {
 pub struct Requests {
     rx: mpsc::Receiver<Request>,
     wake: Arc<OwnedFd>,
+    /// The request being answered over several loop iterations (`answer`).
+    job: Option<answer::Job>,
 }
 
 impl Requests {
@@ -191,40 +193,6 @@ fn wake(fd: &OwnedFd) {
     let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
 }
 
-/// Answers what is waiting, for up to `BUDGET`, and ends captures whose time is up: call
-/// once per loop iteration.
-pub fn drain(requests: &Requests, pipe: &mut Pipeline) {
-    drain_with(requests, pipe, |_| {});
-}
-
-/// Like [`drain`], with `sync` called just before a request reads the counters or the
-/// flows, and just after one deletes flows (a fast path below the pipeline merges its
-/// counters into the flows before they are read, and takes deleted flows out after).
-pub fn drain_with(requests: &Requests, pipe: &mut Pipeline, mut sync: impl FnMut(&mut Pipeline)) {
-    if !pipe.taps.is_empty() {
-        pipe.taps.expire(Instant::now());
-    }
-    let start = Instant::now();
-    while let Ok(r) = requests.rx.try_recv() {
-        if !r.abandoned() {
-            let reads = matches!(r, Request::Counters(..) | Request::Flows(..));
-            let deletes = matches!(r, Request::DeleteFlows(..));
-            if reads {
-                sync(pipe);
-            }
-            serve(pipe, r);
-            if deletes {
-                sync(pipe);
-            }
-        }
-        if start.elapsed() >= BUDGET {
-            // Out of time: the rest on the next iteration, which must not sleep.
-            wake(&requests.wake);
-            return;
-        }
-    }
-}
-
 impl Request {
     /// Whether whoever asked has gone (the HTTP client hung up, or the API stopped
     /// waiting): its answer would be thrown away, so the work is not done.
@@ -239,140 +207,6 @@ impl Request {
             Request::CaptureStart(_, r) => r.is_closed(),
             Request::CaptureStop(_, r) => r.is_closed(),
         }
-    }
-}
-
-/// Answers one request. A closed reply channel (the client gave up) is not an error.
-pub fn serve(pipe: &mut Pipeline, request: Request) {
-    match request {
-        Request::Counters(taken, reply) => {
-            taken.store(true, Ordering::Release);
-            let _ = reply.send(pipe.snapshot(|_| None));
-        }
-        Request::Flows(filter, reply) => {
-            let _ = reply.send(dump(pipe, &filter));
-        }
-        Request::DeleteFlows(filter, reply) => {
-            let ids: Vec<FlowId> = matching(pipe, &filter).map(|(id, _)| id).collect();
-            let removed = ids.into_iter().map(|id| pipe.cx.flows.remove(id)).sum();
-            let _ = reply.send(removed);
-        }
-        Request::TraceAdd(n, reply) => {
-            let _ = reply.send(pipe.graph_mut().trace_mut().add(n));
-        }
-        Request::Trace(reply) => {
-            let _ = reply.send(trace(pipe.graph().trace()));
-        }
-        Request::TraceClear(reply) => {
-            pipe.graph_mut().trace_mut().clear();
-            let _ = reply.send(());
-        }
-        Request::CaptureStart(c, reply) => {
-            pipe.taps.expire(Instant::now());
-            pipe.taps.add(c.tap);
-            let _ = reply.send(());
-        }
-        Request::CaptureStop(id, reply) => {
-            let _ = reply.send(pipe.taps.remove(id, Ended::Stopped));
-        }
-    }
-}
-
-fn trace(t: &Trace) -> TraceDump {
-    let packets = t
-        .packets()
-        .iter()
-        .map(|p| {
-            let steps: Vec<TraceStepRecord> = t
-                .steps_of(p.packet)
-                .map(|s| TraceStepRecord {
-                    node: s.node,
-                    detail: s.detail.clone(),
-                    next: s.next,
-                })
-                .collect();
-            // A step with no next is where a copy left the graph: sent or dropped.
-            let ends: Vec<&str> = steps
-                .iter()
-                .filter(|s| s.next.is_none())
-                .map(|s| s.detail.as_deref().unwrap_or(s.node))
-                .collect();
-            TracedPacketRecord {
-                id: p.packet,
-                rx_interface_id: p.origin,
-                rx_interface: None,
-                fate: if ends.is_empty() {
-                    "in flight".into()
-                } else {
-                    ends.join("; ")
-                },
-                steps,
-            }
-        })
-        .collect();
-    TraceDump {
-        pending: t.pending(),
-        packets,
-        full: t.steps().len() >= MAX_STEPS,
-    }
-}
-
-fn matching<'a>(
-    pipe: &'a Pipeline,
-    f: &'a FlowFilter,
-) -> impl Iterator<Item = (FlowId, &'a ovr_tables::flow::FlowEntry)> + 'a {
-    pipe.cx.flows.iter().filter(move |(id, e)| {
-        let k = &e.key;
-        f.id.is_none_or(|i| i == id.0)
-            && f.vrf.is_none_or(|v| v == k.vrf)
-            && f.addr.is_none_or(|a| a == k.src_ip() || a == k.dst_ip())
-            && f.port.is_none_or(|p| p == k.src_port || p == k.dst_port)
-    })
-}
-
-fn dump(pipe: &Pipeline, f: &FlowFilter) -> FlowDump {
-    let now = pipe.cx.now;
-    let ms = |ns: u64| now.saturating_sub(ns) / 1_000_000;
-    let mut flows = Vec::new();
-    let mut matched = 0;
-    for (id, e) in matching(pipe, f) {
-        matched += 1;
-        if flows.len() >= f.limit {
-            continue;
-        }
-        let k = &e.key;
-        let (action, nexthop, drop_reason) = match e.action {
-            Some(FlowAction::Forward { next_hop }) => ("forward", Some(next_hop.0), None),
-            Some(FlowAction::Drop { reason }) => ("drop", None, Some(DropReason(reason).name())),
-            None => ("pending", None, None),
-        };
-        flows.push(FlowRecord {
-            id: id.0,
-            vrf: k.vrf,
-            network: None,
-            src: k.src_ip(),
-            dst: k.dst_ip(),
-            protocol: k.protocol,
-            src_port: k.src_port,
-            dst_port: k.dst_port,
-            bridged: k.bridged,
-            action,
-            nexthop,
-            nexthop_name: None,
-            drop_reason,
-            reverse: e.reverse.map(|r| r.0),
-            denied: e.flags & flags::DENIED != 0,
-            offloaded: e.flags & flags::OFFLOADED != 0,
-            packets: e.packets,
-            bytes: e.bytes,
-            age_ms: ms(e.created),
-            idle_ms: ms(e.last_seen),
-        });
-    }
-    FlowDump {
-        flows,
-        matched,
-        active: pipe.cx.flows.len(),
     }
 }
 
@@ -410,7 +244,11 @@ fn channel_of(workers: usize, queue: usize) -> (WorkerClient, Vec<Requests>) {
         );
         client.txs.push(tx);
         client.wakes.push(Arc::clone(&wake));
-        rxs.push(Requests { rx, wake });
+        rxs.push(Requests {
+            rx,
+            wake,
+            job: None,
+        });
     }
     (client, rxs)
 }
@@ -431,7 +269,7 @@ impl WorkerClient {
     }
 
     /// Queues a request for worker `w` and wakes it; a full queue is refused at once.
-    fn send(&self, w: usize, r: Request) -> Result<(), ApiError> {
+    pub fn send(&self, w: usize, r: Request) -> Result<(), ApiError> {
         match self.txs[w].try_send(r) {
             Ok(()) => {
                 wake(&self.wakes[w]);
@@ -638,131 +476,4 @@ impl WorkerClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::response::IntoResponse;
-
-    fn pipeline() -> Pipeline {
-        Pipeline::new(ovr_dataplane::Settings {
-            flow_capacity: 64,
-            ..Default::default()
-        })
-    }
-
-    fn readable(r: &Requests) -> bool {
-        let mut p = [rustix::event::PollFd::new(
-            &r.wake,
-            rustix::event::PollFlags::IN,
-        )];
-        rustix::event::poll(&mut p, Some(&rustix::event::Timespec::default())).unwrap() == 1
-    }
-
-    #[test]
-    fn a_request_wakes_the_worker() {
-        let (client, rxs) = channel(1);
-        let requests = &rxs[0];
-        assert!(!readable(requests));
-        let (reply, _answer) = oneshot::channel();
-        client.send(0, Request::TraceAdd(3, reply)).unwrap();
-        assert!(
-            readable(requests),
-            "a queued request makes the eventfd readable"
-        );
-        requests.awake();
-        assert!(!readable(requests), "awake clears it");
-    }
-
-    #[test]
-    fn an_abandoned_request_is_not_served() {
-        let (client, rxs) = channel(1);
-        let mut pipe = pipeline();
-        // The client gave up (its receiver is dropped) before the worker looked.
-        let (reply, answer) = oneshot::channel();
-        client.send(0, Request::TraceAdd(5, reply)).unwrap();
-        drop(answer);
-        drain(&rxs[0], &mut pipe);
-        assert_eq!(
-            pipe.graph().trace().pending(),
-            0,
-            "the abandoned request was served"
-        );
-        // One still waited for is.
-        let (reply, mut answer) = oneshot::channel();
-        client.send(0, Request::TraceAdd(5, reply)).unwrap();
-        drain(&rxs[0], &mut pipe);
-        assert_eq!(answer.try_recv(), Ok(5));
-        assert_eq!(pipe.graph().trace().pending(), 5);
-    }
-
-    #[test]
-    fn a_full_queue_is_503_with_retry_after() {
-        let (client, rxs) = channel_of(1, 2);
-        let mut answers = Vec::new();
-        for _ in 0..2 {
-            let (reply, answer) = oneshot::channel();
-            client.send(0, Request::Trace(reply)).unwrap();
-            answers.push(answer);
-        }
-        let (reply, _answer) = oneshot::channel();
-        let e = client.send(0, Request::Trace(reply)).unwrap_err();
-        let r = e.into_response();
-        assert_eq!(r.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(r.headers()["retry-after"], "1");
-        // Room again once the worker has answered.
-        drain(&rxs[0], &mut pipeline());
-        let (reply, _answer) = oneshot::channel();
-        client.send(0, Request::Trace(reply)).unwrap();
-    }
-
-    /// Readers that gave up do not leave a round behind that later readers would join
-    /// and wait on forever.
-    #[tokio::test]
-    async fn a_round_every_reader_left_still_ends() {
-        let (client, mut rxs) = channel(1);
-        let requests = rxs.remove(0);
-        std::thread::spawn(move || {
-            let mut pipe = pipeline();
-            while let Some(r) = requests.recv() {
-                std::thread::sleep(Duration::from_millis(50));
-                serve(&mut pipe, r);
-            }
-        });
-        let c = client.clone();
-        let gone = tokio::spawn(async move { c.counters().await });
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        gone.abort();
-        let _ = gone.await;
-        let later = tokio::time::timeout(Duration::from_secs(5), client.counters()).await;
-        assert!(matches!(later, Ok(Ok(_))), "{later:?}");
-    }
-
-    /// A thousand concurrent counter reads: all answered, in a few rounds.
-    #[tokio::test]
-    async fn concurrent_counter_reads_share_a_round() {
-        let (client, mut rxs) = channel(1);
-        let requests = rxs.remove(0);
-        let rounds = std::thread::spawn(move || {
-            let mut pipe = pipeline();
-            let mut rounds = 0;
-            while let Some(r) = requests.recv() {
-                // Slow, so that reads pile up while a round waits.
-                std::thread::sleep(Duration::from_millis(5));
-                rounds += usize::from(matches!(r, Request::Counters(..)));
-                serve(&mut pipe, r);
-            }
-            rounds
-        });
-        let reads: Vec<_> = (0..1000)
-            .map(|_| {
-                let c = client.clone();
-                tokio::spawn(async move { c.counters().await })
-            })
-            .collect();
-        for r in reads {
-            r.await.unwrap().unwrap();
-        }
-        drop(client);
-        let rounds = rounds.join().unwrap();
-        assert!(rounds <= 3, "{rounds} rounds for 1000 reads");
-    }
-}
+mod tests;
