@@ -23,6 +23,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.chain_lab import counted, ext_on
 from system.overlay_lab import OverlayLab, sh
 
 
@@ -32,21 +33,6 @@ def lab(request):
     lab = OverlayLab(f"ovrhc{os.getpid() % 10000}", "--service-chain")
     request.addfinalizer(lambda: lab.__exit__(None, None, None))
     return lab.__enter__()
-
-
-def ext_on(lab, host):
-    return next(w for w in lab.status()["workloads"]
-                if w["network"] == "ext" and w["host"] == host)
-
-
-def counted(ns):
-    """Packets the lab's counting rule in `inet fw forward` saw in namespace `ns`."""
-    rules = json.loads(sh("nft", "-j", "list", "chain", "inet", "fw", "forward", ns=ns).stdout)
-    for item in rules["nftables"]:
-        rule = item.get("rule")
-        if rule and rule.get("comment") == "lab":
-            return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
-    raise AssertionError(f"no counting rule in {ns}: {rules}")
 
 
 def ping(lab, address, count=1, wait="1"):

@@ -18,7 +18,6 @@ firewall). Counting rules per direction in each instance, and h2's flows, show i
 One lab per test (prefix `ovrc4<pid>`), always taken down: each test removes an
 instance."""
 
-import json
 import os
 import subprocess
 import time
@@ -26,6 +25,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.chain_lab import counted, ext_on
 from system.overlay_lab import OverlayLab, sh
 
 PORT = 7008
@@ -77,21 +77,6 @@ def lab(request, built):
             sh("nft", "add", "rule", "inet", "fw", "forward", "ip", addr, "10.1.0.0/24",
                "counter", "comment", f'"{what}"', ns=s["namespace"])
     return lab
-
-
-def ext_on(lab, host):
-    return next(w for w in lab.status()["workloads"]
-                if w["network"] == "ext" and w["host"] == host)
-
-
-def counted(ns, comment):
-    """Packets the rule with this comment in `inet fw forward` saw in namespace `ns`."""
-    rules = json.loads(sh("nft", "-j", "list", "chain", "inet", "fw", "forward", ns=ns).stdout)
-    for item in rules["nftables"]:
-        rule = item.get("rule")
-        if rule and rule.get("comment") == comment:
-            return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
-    raise AssertionError(f"no rule '{comment}' in {ns}: {rules}")
 
 
 def reached(lab, address, within_s):

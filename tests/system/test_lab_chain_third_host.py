@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.chain_lab import counted, ext_on
 from system.overlay_lab import OverlayLab, sh
 
 PORT = 7007
@@ -62,21 +63,6 @@ def lab(request):
 def instance(lab):
     (s,) = lab.status()["services"]
     return s
-
-
-def ext_on(lab, host):
-    return next(w for w in lab.status()["workloads"]
-                if w["network"] == "ext" and w["host"] == host)
-
-
-def counted(ns, comment):
-    """Packets the rule with this comment in `inet fw forward` saw in namespace `ns`."""
-    rules = json.loads(sh("nft", "-j", "list", "chain", "inet", "fw", "forward", ns=ns).stdout)
-    for item in rules["nftables"]:
-        rule = item.get("rule")
-        if rule and rule.get("comment") == comment:
-            return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
-    raise AssertionError(f"no rule '{comment}' in {ns}: {rules}")
 
 
 def ping(lab, address, count=1, wait="1"):
