@@ -94,8 +94,12 @@ def test_route_churn_between_equivalent_next_hops_keeps_offloaded_flows(hook):
         rx = receiver(lab, SECONDS + 4)
         time.sleep(0.5)
         tx = sender(lab, count)
-        # Every flow offloaded before the churn starts.
-        time.sleep(1.5)
+        # Every flow offloaded before the churn starts (scapy can take seconds to start
+        # sending on a loaded machine).
+        deadline = time.monotonic() + 30
+        while lab.fast_path("h1")["flows"] < FLOWS and tx.poll() is None:
+            assert time.monotonic() < deadline, lab.fast_path("h1")
+            time.sleep(0.1)
         before = lab.fast_path("h1")
         flips = 0
         while tx.poll() is None and flips < 40:
