@@ -55,8 +55,9 @@ def tag(letter, workers, hook="xdp"):
 def user_space_share(lab, host, iface, node):
     """(frames the interface received, frames the pipeline's `node` saw)."""
     c = lab.json(host, "counters")
-    rx = next(i["rx_packets"] for i in c["interfaces"] if i["name"] == iface)
-    seen = next(n["packets"] for n in c["nodes"] if n["name"] == node)
+    # (Counters list only interfaces and nodes that saw packets.)
+    rx = next((i["rx_packets"] for i in c["interfaces"] if i["name"] == iface), 0)
+    seen = next((n["packets"] for n in c["nodes"] if n["name"] == node), 0)
     return rx, seen
 
 
@@ -219,9 +220,16 @@ def test_policy_change_stops_an_offloaded_flow(workers, hook):
                 "end=time.time()+5\n"
                 "while time.time()<end:\n    s.send(f); time.sleep(0.005)\n")
         sender = subprocess.Popen(["ip", "netns", "exec", lab.ns("h1-t1-w1"), "python3", "-c", send])
-        time.sleep(2)
-        before = user_space_share(lab, "h2", "uplink", "underlay-input")
-        carried = lab.json("h2", "flows", "--port", "9999")["flows"]
+        # Flowing, and offloaded, before the change (scapy can take seconds to start
+        # sending on a loaded machine; it then sends for 5 s).
+        deadline = time.monotonic() + 30
+        while True:
+            before = user_space_share(lab, "h2", "uplink", "underlay-input")
+            carried = lab.json("h2", "flows", "--port", "9999")["flows"]
+            if (before[0] > 150 and any(f["offloaded"] for f in carried)) \
+                    or time.monotonic() > deadline or sender.poll() is not None:
+                break
+            time.sleep(0.2)
         lab.api("h2", "policies", "set", "t1",
                 '[{"action":"deny","protocol":"udp","dst_ports":"9999"}]')
         changed = time.time()
