@@ -170,11 +170,6 @@ pub fn reply_to_sender(
     to_instance_host(st, key, sender)
 }
 
-/// A VTEP as flow entries and packet metadata hold it (IPv4-mapped).
-pub fn vtep(bytes: &[u8; 16]) -> IpAddr {
-    core::net::Ipv6Addr::from(*bytes).to_canonical()
-}
-
 /// The service port a flow key came from, if it came from one.
 pub fn port_of_key(st: &ForwardingState, key: &FlowKey) -> Option<Result<ServicePort, Reason>> {
     let port = key_port(key.vrf)?;

@@ -74,7 +74,21 @@ impl Meta {
 
     /// The VTEP that sent this packet on, if it came out of a VXLAN tunnel.
     pub fn sender(&self) -> Option<core::net::IpAddr> {
-        self.has(flags::SENDER)
-            .then(|| core::net::Ipv6Addr::from(self.sender).to_canonical())
+        self.has(flags::SENDER).then(|| vtep(&self.sender))
     }
+
+    /// Whether this packet of flow `e` was sent on by another host than the flow's latest
+    /// (flows set up out of a tunnel remember it, `flow_flags::SENT`): the session moved,
+    /// to a service instance there say, and the flow node takes its way back again.
+    #[inline]
+    pub fn sent_by_another(&self, e: &ovr_tables::flow::FlowEntry) -> bool {
+        e.flags & ovr_tables::flow::flags::SENT != 0
+            && self.has(flags::SENDER)
+            && e.sender != self.sender
+    }
+}
+
+/// A VTEP as packet metadata and flow entries hold it (IPv4-mapped).
+pub fn vtep(bytes: &[u8; 16]) -> core::net::IpAddr {
+    core::net::Ipv6Addr::from(*bytes).to_canonical()
 }

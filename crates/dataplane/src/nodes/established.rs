@@ -26,7 +26,7 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
 use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
-use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
+use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::state::ForwardingState;
@@ -239,9 +239,8 @@ fn action<'a>(
     if e.epoch != epoch || (!routed && cx.pool.data(p).first_chunk::<6>() != Some(&e.dst_mac)) {
         return None;
     }
-    // Sent on by another host than the flow's latest: the flow node's sender check.
-    let meta = cx.pool.meta(p);
-    if e.flags & flow_flags::SENT != 0 && meta.has(flags::SENDER) && e.sender != meta.sender {
+    // Sent on by another host than the flow's latest: the flow node's to handle.
+    if cx.pool.meta(p).sent_by_another(e) {
         return None;
     }
     let Some(FlowAction::Forward { next_hop }) = e.action else {

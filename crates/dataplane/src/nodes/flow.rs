@@ -153,7 +153,7 @@ impl Node<Cx, ForwardingState> for Flow {
 /// decision does not depend on where it came from.
 #[inline]
 fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> Option<FlowId> {
-    if e.flags & flow_flags::SENT == 0 || !meta.has(flags::SENDER) || e.sender == meta.sender {
+    if !meta.sent_by_another(e) {
         return None;
     }
     e.sender = meta.sender;
@@ -304,7 +304,7 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         (Some(f), Ok(Route::NextHop(nh)))
             if reverse && allowed && f.flags & flow_flags::SENT != 0 =>
         {
-            chain::reply_to_sender(st, &e.key, chain::vtep(&f.sender), Some(nh))
+            chain::reply_to_sender(st, &e.key, crate::meta::vtep(&f.sender), Some(nh))
         }
         _ => None,
     };
