@@ -412,14 +412,13 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-fn measure(
-    scenario: &str,
-    flows: usize,
-    seconds: f64,
-    a: &Args,
-    scale: Scale,
-) -> std::result::Result<Result, String> {
-    let scale = scale.check(scenario)?;
+fn measure(scenario: &str, flows: usize, a: &Args) -> std::result::Result<Result, String> {
+    let seconds = a.seconds;
+    let scale = Scale {
+        vteps: a.vteps,
+        networks: a.networks,
+    }
+    .check(scenario)?;
     let before = resident_bytes();
     let (mut w, r) = new_tables();
     let mut ops = tables();
@@ -510,11 +509,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
     }
     for s in &scenarios {
         for &f in &flows {
-            let scale = Scale {
-                vteps: a.vteps,
-                networks: a.networks,
-            };
-            let r = measure(s, f, a.seconds, a, scale)?;
+            let r = measure(s, f, a)?;
             if a.json {
                 let mut v = serde_json::json!({
                     "scenario": r.scenario,

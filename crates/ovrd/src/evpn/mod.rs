@@ -189,6 +189,15 @@ pub fn start(
     Ok(())
 }
 
+/// The routes of a listing that gobgpd advertises for us (no neighbour: not learnt).
+fn own(listing: Vec<Learnt>) -> BTreeSet<Route> {
+    listing
+        .into_iter()
+        .filter(|l| l.neighbor.is_empty())
+        .filter_map(|l| l.route.ok())
+        .collect()
+}
+
 /// The installed configuration's interfaces and networks (not its routes: they can be
 /// many and are not advertised).
 fn installed(state: &AppState) -> Config {
@@ -237,13 +246,7 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
             }
         }
         // What gobgpd advertises for us now (nothing, unless it outlived an ovrd).
-        let mut advertised: BTreeSet<Route> = bgp
-            .routes()
-            .await?
-            .into_iter()
-            .filter(|l| l.neighbor.is_empty())
-            .filter_map(|l| l.route.ok())
-            .collect();
+        let mut advertised = own(bgp.routes().await?);
         info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
         let (mut checked, mut check_every) = (std::time::Instant::now(), CHECK_EVERY);
         loop {
@@ -254,11 +257,7 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
                 checked = std::time::Instant::now();
                 let listing = bgp.routes().await?;
                 check_every = listing_period(CHECK_EVERY, checked.elapsed());
-                let own: BTreeSet<Route> = listing
-                    .into_iter()
-                    .filter(|l| l.neighbor.is_empty())
-                    .filter_map(|l| l.route.ok())
-                    .collect();
+                let own = own(listing);
                 if own != advertised {
                     warn!(
                         had = own.len(),
