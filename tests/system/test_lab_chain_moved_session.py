@@ -130,6 +130,15 @@ def through(lab, host, start):
 REMOVED = ["h1", "h3"]
 
 
+def output(p, timeout):
+    """What process `p` printed, once it ended (killed if it outlives `timeout`)."""
+    try:
+        return p.communicate(timeout=timeout)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
 @pytest.mark.parametrize("removed", REMOVED)
 def test_a_moved_ping_session_is_answered_through_the_surviving_instance(lab, removed):
     dst = ext_on(lab, "h2")["address"]
@@ -143,11 +152,7 @@ def test_a_moved_ping_session_is_answered_through_the_surviving_instance(lab, re
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     p, used, other, replies, removed_at = through(lab, removed, start)
-    try:
-        out, _ = p.communicate(timeout=run_s + 5)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    out = output(p, run_s + 5)
     got = [(float(line[1:line.index("]")]), int(w.split("=")[1]))
            for line in out.splitlines() if line.startswith("[")
            for w in line.split() if w.startswith("icmp_seq=")]
@@ -186,11 +191,7 @@ def test_a_moved_tcp_connection_goes_on_through_the_surviving_instance(lab, remo
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         p, used, other, replies, removed_at = through(lab, removed, start)
-        try:
-            out, _ = p.communicate(timeout=run_s + 20)
-        finally:
-            if p.poll() is None:
-                p.kill()
+        out = output(p, run_s + 20)
     finally:
         server.kill()
     echoes = [(float(t), int(n)) for t, n in

@@ -233,13 +233,12 @@ fn session(
     i: u16,
     sender: u8,
 ) -> Vec<Result<InterfaceId, (u8, u32)>> {
-    let req = from_host(sender, &inner(i, false, MacAddr([2, 0, 0, 0, 9, sender])));
     assert_eq!(
-        pass(pipe, r, UPLINK, &req),
+        request(pipe, r, i, sender),
         vec![Ok(WB)],
         "request {i} reaches b"
     );
-    pass(pipe, r, WB, &inner(i, true, B_MAC))
+    reply(pipe, r, i)
 }
 
 #[test]
