@@ -1,0 +1,291 @@
+//! `ovrctl bench engine`: the pipeline's own speed on one core, without kernel I/O.
+//!
+//! Packets come from an in-memory generator (frames built once per flow and copied into
+//! the pipeline's buffers, as a copy-mode driver would) and leave to a sink that frees
+//! them. The first pass over the flows sets every flow up (the slow path: that is the
+//! flow-setup rate); then the flows are cycled in a fixed order for the measured time.
+
+mod scenario;
+
+use ovr_dataplane::{Pipeline, Settings};
+use ovr_graph::VECTOR_SIZE;
+use ovr_tables::hugemem::Pages;
+use ovr_tables::ids::InterfaceId;
+use ovr_tables::state::{ForwardingState, new_tables};
+use scenario::{SCENARIOS, Scale};
+use std::time::{Duration, Instant};
+
+/// Flow counts measured when none is given.
+pub const FLOWS: &[usize] = &[1_000, 8_000, 64_000, 256_000, 1_000_000];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// One scenario (vxlan-l2-encap, mplsudp-l3-encap, vxlan-decap, l2-local: bridged
+    /// between two workloads of the host, as between two memif interfaces, l3-local:
+    /// routed between two networks of the host, chain-local: the same through a network
+    /// function on the host, two passes per packet); all by default.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    pub scenario: Option<String>,
+    /// One flow count; 1K, 8K, 64K, 256K and 1M by default.
+    #[arg(long)]
+    pub flows: Option<usize>,
+    /// Measured time per point.
+    #[arg(long, default_value_t = 2.0, value_parser = crate::traffic::non_negative)]
+    pub seconds: f64,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Also show each node's time per packet on the fast path.
+    #[arg(long)]
+    pub nodes: bool,
+    /// Every packet through the whole graph, without the one-pass path for
+    /// established flows (to compare the two in one binary).
+    #[arg(long)]
+    pub graph_only: bool,
+    /// The flow table on 4 KiB pages instead of huge pages (to compare the two in one
+    /// binary).
+    #[arg(long)]
+    pub small_pages: bool,
+    /// vxlan-l2-encap at scale: remote VTEPs the flows spread over, each with its
+    /// tunnel, a bridge entry and a /32 route.
+    #[arg(long, default_value_t = 1)]
+    pub vteps: usize,
+    /// vxlan-l2-encap at scale: networks (VNIs), each with a workload; VTEP j is in
+    /// network j mod networks.
+    #[arg(long, default_value_t = 1)]
+    pub networks: usize,
+}
+
+/// What one measurement gave.
+struct Result {
+    scenario: String,
+    flows: usize,
+    mpps: f64,
+    ns_per_packet: f64,
+    /// Packets per second of the time the thread was on a CPU (None where the kernel
+    /// does not say): on a shared machine, wall time also counts other processes'
+    /// turns on the core.
+    cpu_mpps: Option<f64>,
+    setup_flows_per_sec: f64,
+    forwarded: u64,
+    dropped: u64,
+    packets: u64,
+    /// Per node of the fast path: (name, ns per packet through it, packets per vector).
+    nodes: Vec<(&'static str, f64, f64)>,
+    /// Resident memory the tables took when committed (both copies).
+    tables_bytes: Option<u64>,
+    /// What backs the flow table.
+    pages: Pages,
+}
+
+/// Sends `frames` in vectors (each from one interface), `count` packets from `start`,
+/// cycling; returns packets transmitted (the sink's count).
+fn pump(
+    pipe: &mut Pipeline,
+    st: &ForwardingState,
+    frames: &[(InterfaceId, Vec<u8>)],
+    start: usize,
+    count: usize,
+) -> u64 {
+    let mut sent = 0u64;
+    let mut at = start;
+    let mut left = count;
+    while left > 0 {
+        let rx = frames[at].0;
+        let n = (0..left.min(VECTOR_SIZE))
+            .take_while(|k| frames[(at + k) % frames.len()].0 == rx)
+            .count();
+        let batch = (0..n).map(|k| frames[(at + k) % frames.len()].1.as_slice());
+        pipe.cx.now += 1_000;
+        pipe.receive(st, rx, batch);
+        pipe.run(st);
+        pipe.drain_tx(|_, _| sent += 1);
+        at = (at + n) % frames.len();
+        left -= n;
+    }
+    sent
+}
+
+/// This process's resident memory, in bytes.
+fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+fn measure(scenario: &str, flows: usize, a: &Args) -> std::result::Result<Result, String> {
+    let seconds = a.seconds;
+    let scale = Scale {
+        vteps: a.vteps,
+        networks: a.networks,
+    }
+    .check(scenario)?;
+    let before = resident_bytes();
+    let (mut w, r) = new_tables();
+    w.commit(scenario::tables(scenario, scale))
+        .map_err(|e| e.to_string())?;
+    let tables_bytes = resident_bytes()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(b));
+    let frames = scenario::frames(scenario, flows, scale).ok_or_else(|| {
+        format!(
+            "unknown scenario '{scenario}' (known: {})",
+            SCENARIOS.join(", ")
+        )
+    })?;
+    let settings = Settings {
+        // Each frame's flow is a pair: room for both directions, and a quarter more.
+        flow_capacity: (frames.len() * 2).max(1024) * 5 / 4,
+        frames: 2 * VECTOR_SIZE,
+        // The slow path's own rate is measured here, so it is not limited.
+        setup_rate: None,
+        established_path: !a.graph_only,
+        huge_pages: !a.small_pages,
+        ..Settings::default()
+    };
+    let mut pipe = Pipeline::new(settings);
+    let guard = r.enter().ok_or("tables closed")?;
+    let st = &*guard;
+    // Slow path: every flow once.
+    let t = Instant::now();
+    pump(&mut pipe, st, &frames, 0, frames.len());
+    let setup = t.elapsed().as_secs_f64();
+    let created = pipe.cx.flow_counters.created;
+    pipe.graph_mut().reset_stats();
+    // Fast path, for the measured time, in rounds of about a million packets.
+    let round = 1 << 20;
+    let (mut packets, mut forwarded) = (0u64, 0u64);
+    let drops_before: u64 = pipe.cx.drops.iter().sum();
+    let cpu_before = on_cpu_ns();
+    let t = Instant::now();
+    let budget = Duration::from_secs_f64(seconds);
+    // At least one round unless none was asked for (under valgrind a millisecond passes
+    // before the first check).
+    while (packets == 0 && seconds > 0.0) || t.elapsed() < budget {
+        forwarded += pump(
+            &mut pipe,
+            st,
+            &frames,
+            packets as usize % frames.len(),
+            round,
+        );
+        packets += round as u64;
+    }
+    let took = t.elapsed().as_secs_f64();
+    let cpu = on_cpu_ns()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before) as f64 / 1e9);
+    let dropped = pipe.cx.drops.iter().sum::<u64>() - drops_before;
+    let nodes = pipe
+        .graph()
+        .stats()
+        .filter(|(_, s)| s.packets > 0)
+        .map(|(n, s)| (n, s.nanos as f64 / packets as f64, s.average_vector()))
+        .collect();
+    Ok(Result {
+        scenario: scenario.to_string(),
+        flows,
+        mpps: packets as f64 / took / 1e6,
+        ns_per_packet: took * 1e9 / packets as f64,
+        cpu_mpps: cpu.filter(|c| *c > 0.0).map(|c| packets as f64 / c / 1e6),
+        setup_flows_per_sec: created as f64 / setup,
+        forwarded,
+        dropped,
+        packets,
+        nodes,
+        tables_bytes,
+        pages: pipe.cx.flows.pages(),
+    })
+}
+
+pub fn run(a: &Args) -> std::result::Result<(), String> {
+    let scenarios: Vec<&str> = match &a.scenario {
+        Some(s) => vec![s.as_str()],
+        None => SCENARIOS.to_vec(),
+    };
+    let flows: Vec<usize> = match a.flows {
+        Some(f) => vec![f.max(1)],
+        None => FLOWS.to_vec(),
+    };
+    if !a.json {
+        println!(
+            "{:<18} {:>9} {:>8} {:>8} {:>9} {:>14} {:>10}",
+            "scenario", "flows", "Mpps", "ns/pkt", "CPU Mpps", "setup flows/s", "forwarded"
+        );
+    }
+    for s in &scenarios {
+        for &f in &flows {
+            let r = measure(s, f, a)?;
+            if a.json {
+                let mut v = serde_json::json!({
+                    "scenario": r.scenario,
+                    "flows": r.flows,
+                    "mpps": round(r.mpps, 3),
+                    "ns_per_packet": round(r.ns_per_packet, 2),
+                    "cpu_mpps": r.cpu_mpps.map(|m| round(m, 3)),
+                    "setup_flows_per_sec": r.setup_flows_per_sec.round(),
+                    "packets": r.packets,
+                    "forwarded": r.forwarded,
+                    "dropped": r.dropped,
+                    "vteps": a.vteps,
+                    "networks": a.networks,
+                    "flow_table_pages": format!("{:?}", r.pages).to_lowercase(),
+                    "tables_mib": r.tables_bytes.map(|b| round(b as f64 / (1 << 20) as f64, 1)),
+                });
+                if a.nodes {
+                    v["nodes"] = r
+                        .nodes
+                        .iter()
+                        .map(|(n, ns, vec)| {
+                            serde_json::json!({
+                                "name": n,
+                                "ns_per_packet": round(*ns, 1),
+                                "average_vector": round(*vec, 1),
+                            })
+                        })
+                        .collect();
+                }
+                println!("{v}");
+            } else {
+                println!(
+                    "{:<18} {:>9} {:>8.2} {:>8.1} {:>9} {:>14.0} {:>9.1}%",
+                    r.scenario,
+                    r.flows,
+                    r.mpps,
+                    r.ns_per_packet,
+                    r.cpu_mpps.map_or("-".into(), |m| format!("{m:.2}")),
+                    r.setup_flows_per_sec,
+                    100.0 * r.forwarded as f64 / r.packets as f64
+                );
+                if a.nodes {
+                    for (n, ns, vec) in &r.nodes {
+                        println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                    }
+                }
+            }
+            // (Under --json the object says it: packets, forwarded, dropped.)
+            if r.forwarded < r.packets && !a.json {
+                eprintln!(
+                    "warning: {} of {} packets were not forwarded ({} dropped)",
+                    r.packets - r.forwarded,
+                    r.packets,
+                    r.dropped
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Nanoseconds this thread has run on a CPU (the first field of Linux's
+/// /proc/thread-self/schedstat), if the kernel says.
+fn on_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// `x` to `digits` decimals (for JSON as short as the table).
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
