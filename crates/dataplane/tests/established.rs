@@ -7,6 +7,7 @@
 
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_graph::VECTOR_SIZE;
+use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
@@ -26,6 +27,12 @@ const VM2: InterfaceId = InterfaceId(2);
 const DOWN: InterfaceId = InterfaceId(3);
 const SMALL_MTU: InterfaceId = InterfaceId(4);
 const RED: VrfId = VrfId(1);
+/// A network function's two ports (in the services network), in a chain from red.
+const SERVICES: VrfId = VrfId(2);
+const FW_LEFT: InterfaceId = InterfaceId(5);
+const FW_RIGHT: InterfaceId = InterfaceId(6);
+const FW_LEFT_MAC: MacAddr = MacAddr([2, 0, 0, 0xf, 0, 1]);
+const FW_RIGHT_MAC: MacAddr = MacAddr([2, 0, 0, 0xf, 0, 2]);
 
 /// Destination MACs of the bridge table, by what their next hop is.
 const LOCAL: MacAddr = MacAddr([2, 0, 0, 0, 2, 1]);
@@ -55,7 +62,11 @@ fn iface(id: InterfaceId, kind: InterfaceKind, mtu: u16, up: bool) -> TableOp {
         id,
         name: format!("if{}", id.0),
         kind,
-        vrf: (kind != InterfaceKind::Underlay).then_some(RED),
+        vrf: match (kind, id) {
+            (InterfaceKind::Underlay, _) => None,
+            (_, FW_LEFT | FW_RIGHT) => Some(SERVICES),
+            _ => Some(RED),
+        },
         mac: MacAddr([2, 0, 0, 0, 0, id.0 as u8 + 0x10]),
         addresses: (kind == InterfaceKind::Underlay)
             .then(|| InterfaceAddress {
@@ -105,12 +116,44 @@ fn setup() -> (TablesWriter, TablesReader) {
         },
         ..PolicyRule::matching_all(PolicyAction::Deny)
     };
+    // ICMP to 10.1.0.9 goes through the function (its other traffic there does not).
+    let through_chain = PolicyRule {
+        dst: "10.1.0.9/32".parse().ok(),
+        protocol: Some(ip_proto::ICMP),
+        ..PolicyRule::matching_all(PolicyAction::Chain(ChainId(0)))
+    };
+    let port = |interface, dst_mac| NextHop::Interface { interface, dst_mac };
     w.commit(vec![
         TableOp::UpsertVrf {
             id: RED,
             name: "red".into(),
             vni: Some(100),
         },
+        TableOp::UpsertVrf {
+            id: SERVICES,
+            name: "services".into(),
+            vni: None,
+        },
+        iface(FW_LEFT, InterfaceKind::Workload, 1500, true),
+        iface(FW_RIGHT, InterfaceKind::Workload, 1500, true),
+        nh(19, port(FW_LEFT, FW_LEFT_MAC)),
+        nh(20, port(FW_RIGHT, FW_RIGHT_MAC)),
+        TableOp::SetChains(Arc::new(vec![Chain {
+            id: ChainId(0),
+            name: "through-fw".into(),
+            from: Some(RED),
+            functions: vec![Function {
+                name: "fw".into(),
+                mode: FunctionMode::InNetwork,
+                instances: vec![Instance {
+                    name: "fw-1".into(),
+                    left: Some(FW_LEFT),
+                    right: Some(FW_RIGHT),
+                    left_nh: NextHopId(19),
+                    right_nh: NextHopId(20),
+                }],
+            }],
+        }])),
         iface(UPLINK, InterfaceKind::Underlay, 1500, true),
         iface(VM1, InterfaceKind::Workload, 1500, true),
         iface(VM2, InterfaceKind::Workload, 1500, true),
@@ -180,7 +223,7 @@ fn setup() -> (TablesWriter, TablesReader) {
         },
         TableOp::SetPolicy {
             vrf: RED,
-            policy: Arc::new(Policy::new(vec![deny_telnet]).unwrap()),
+            policy: Arc::new(Policy::new(vec![through_chain, deny_telnet]).unwrap()),
         },
     ])
     .unwrap();
@@ -205,6 +248,8 @@ struct Frame {
     /// Arrives from the underlay in VXLAN (with an unknown VNI if `vni_unknown`).
     tunnel: bool,
     vni_unknown: bool,
+    /// Arrives out of the network function's right port, sent by it (unless `tunnel`).
+    from_function: bool,
     /// A byte overwritten (offset, value) after the frame is built: bad checksums,
     /// lengths, versions, ethertypes.
     corrupt: Option<(usize, u8)>,
@@ -235,6 +280,9 @@ impl Frame {
             o.extend_from_slice(&f);
             f = o;
             UPLINK
+        } else if self.from_function {
+            f[6..12].copy_from_slice(&FW_RIGHT_MAC.0);
+            FW_RIGHT
         } else {
             VM1
         };
@@ -331,13 +379,14 @@ fn frame() -> impl Strategy<Value = Frame> {
             prop::bool::weighted(0.3),
             prop::bool::weighted(0.05),
             prop::bool::weighted(0.05),
+            prop::bool::weighted(0.2),
         ),
     )
         .prop_map(
             |(
                 (dst, proto, flow, payload, options),
                 (padding, fragment, vlan, ipv6, corrupt, truncate),
-                (tunnel, vni_unknown, ttl_expiring),
+                (tunnel, vni_unknown, ttl_expiring, from_function),
             )| {
                 Frame {
                     dst,
@@ -352,6 +401,7 @@ fn frame() -> impl Strategy<Value = Frame> {
                     ipv6,
                     tunnel,
                     vni_unknown,
+                    from_function,
                     corrupt,
                     truncate,
                 }
@@ -400,7 +450,7 @@ fn round(
     let mut learnt = Vec::new();
     for chunk in frames.chunks(vector) {
         pipe.cx.now += 1_000_000;
-        for rx in [VM1, UPLINK] {
+        for rx in [VM1, UPLINK, FW_RIGHT] {
             let of = chunk.iter().filter(|(i, _)| *i == rx);
             pipe.receive(&g, rx, of.map(|(_, f)| f.as_slice()));
         }
@@ -446,6 +496,27 @@ fn pipelines() -> (Pipeline, Pipeline) {
     )
 }
 
+/// A well-formed frame from VM1 of protocol `proto` (see `Frame`).
+fn simple(dst: usize, proto: u8, flow: u16) -> Frame {
+    Frame {
+        dst,
+        proto,
+        flow,
+        payload: 18,
+        options: 0,
+        padding: 0,
+        fragment: false,
+        ttl_expiring: false,
+        vlan: false,
+        ipv6: false,
+        tunnel: false,
+        vni_unknown: false,
+        from_function: false,
+        corrupt: None,
+        truncate: None,
+    }
+}
+
 fn packets_at(pipe: &Pipeline, node: &str) -> u64 {
     pipe.graph()
         .stats()
@@ -461,7 +532,7 @@ proptest! {
         frames in prop::collection::vec(frame(), 1..300),
         vector in prop_oneof![Just(1usize), Just(VECTOR_SIZE), 2usize..40],
         rounds in 2usize..4,
-        change in 0usize..4,
+        change in 0usize..5,
     ) {
         let (mut w, r) = setup();
         let (mut one_pass, mut graph) = pipelines();
@@ -480,7 +551,8 @@ proptest! {
                             ..PolicyRule::matching_all(PolicyAction::Deny)
                         }]).unwrap()),
                     },
-                    _ => iface(VM2, InterfaceKind::Workload, 80, true),
+                    3 => iface(VM2, InterfaceKind::Workload, 80, true),
+                    _ => TableOp::SetPortHealth { interface: FW_LEFT, up: false },
                 };
                 w.commit(vec![op]).unwrap();
             }
@@ -499,20 +571,8 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
     let (mut one_pass, mut graph) = pipelines();
     let frame = |dst: usize, flow: u16, tunnel: bool| {
         Frame {
-            dst,
-            proto: 1,
-            flow,
-            payload: 18,
-            options: 0,
-            padding: 0,
-            fragment: false,
-            ttl_expiring: false,
-            vlan: false,
-            ipv6: false,
             tunnel,
-            vni_unknown: false,
-            corrupt: None,
-            truncate: None,
+            ..simple(dst, 1, flow)
         }
         .bytes()
     };
@@ -547,4 +607,30 @@ fn established_flows_skip_the_graph_and_the_rest_take_it() {
     let again = round(&mut one_pass, &r, &v6, VECTOR_SIZE);
     assert_eq!(again.tx.len(), 10);
     assert_eq!(packets_at(&one_pass, "ethernet-input"), 220);
+}
+
+#[test]
+fn both_passes_through_a_network_function_skip_the_graph_once_established() {
+    let (_w, r) = setup();
+    let (mut one_pass, mut graph) = pipelines();
+    // 50 ICMP sessions to 10.1.0.9: into the function's left, and out of its right on
+    // to VM2.
+    let frames: Vec<(InterfaceId, Vec<u8>)> = (0..50)
+        .flat_map(|f| {
+            let icmp = simple(8, 2, 7 * f);
+            let out = Frame {
+                from_function: true,
+                ..icmp.clone()
+            };
+            [icmp.bytes(), out.bytes()]
+        })
+        .collect();
+    let first = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
+    assert_eq!(first, round(&mut graph, &r, &frames, VECTOR_SIZE));
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 100);
+    let second = round(&mut one_pass, &r, &frames, VECTOR_SIZE);
+    assert_eq!(second, round(&mut graph, &r, &frames, VECTOR_SIZE));
+    let to = |i: InterfaceId| second.tx.iter().filter(|(o, _)| *o == i.0).count();
+    assert_eq!((to(FW_LEFT), to(VM2)), (50, 50));
+    assert_eq!(packets_at(&one_pass, "ethernet-input"), 100);
 }

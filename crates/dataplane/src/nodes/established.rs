@@ -26,6 +26,7 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
 use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
+use ovr_tables::chain::key_vrf;
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
@@ -192,15 +193,16 @@ fn candidate(
         (0, 0)
     };
     let from_tunnel = meta.has(flags::FROM_TUNNEL);
-    if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
-        return None;
-    }
     // For the gateway itself, or expiring here: ip-input's to sort out.
     if routed && (vrf.is_gateway(ip.dst().into()) || (!from_tunnel && ip.ttl() <= 1)) {
         return None;
     }
     let addr = |o: usize| l3[o..o + 4].try_into().unwrap_or_default();
-    let key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
+    let mut key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
+    // Out of a network function: keyed by its port, as ip-input keys it.
+    if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
+        key.vrf = key_vrf(InterfaceId(meta.rx_if));
+    }
     Some((
         if routed { key } else { key.into_bridged() },
         (HEADER_LEN + ihl) as u16,
