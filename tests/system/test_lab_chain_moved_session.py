@@ -13,6 +13,8 @@ firewall). Counting rules per direction in each instance, and h2's flows, show i
   the move crossed the surviving instance, and h2's reverse flow goes to its host;
 - a continuing TCP connection (one line every 50 ms, echoed) goes on after the move, its
   replies through the surviving instance;
+- with the TC fast path (`--offload tc`) too: its entry of the session takes only the
+  sending host's packets, so the moved requests come up to ovrd, which follows them;
 - `lab down` leaves nothing behind (OverlayLab checks it).
 
 One lab per test (prefix `ovrc4<pid>`), always taken down: each test removes an
@@ -67,8 +69,9 @@ def built():
 
 @pytest.fixture
 def lab(request, built):
+    offload = getattr(request, "param", None)
     lab = OverlayLab(f"ovrc4{os.getpid() % 10000}", "--service-chain", "--instance-hosts",
-                     "1,3", hosts=3)
+                     "1,3", *([f"--offload={offload}"] if offload else []), hosts=3)
     request.addfinalizer(lambda: lab.__exit__(None, None, None))
     lab = lab.__enter__()
     # One counting rule per direction in every instance.
@@ -125,9 +128,10 @@ def through(lab, host, start):
     raise AssertionError(f"no session through the instance on {host}")
 
 
-# The instance on h1 is on the source's host (h2 routes the replies there until the
-# move); the one on h3 on a third host (h2 sends them back to h3 until the move).
-REMOVED = ["h1", "h3"]
+# (the removed instance's host, the fast path): the instance on h1 is on the source's
+# host (h2 routes the replies there until the move); the one on h3 on a third host (h2
+# sends them back to h3 until the move), also with the TC fast path carrying the session.
+CASES = [("h1", None), ("h3", None), ("h3", "tc")]
 
 
 def output(p, timeout):
@@ -139,7 +143,7 @@ def output(p, timeout):
             p.kill()
 
 
-@pytest.mark.parametrize("removed", REMOVED)
+@pytest.mark.parametrize("removed,lab", CASES, indirect=["lab"])
 def test_a_moved_ping_session_is_answered_through_the_surviving_instance(lab, removed):
     dst = ext_on(lab, "h2")["address"]
     assert reached(lab, dst, 15), f"h1-t1-w1 does not reach {dst}"
@@ -174,7 +178,7 @@ def test_a_moved_ping_session_is_answered_through_the_surviving_instance(lab, re
     assert way_back(lab, dst, 1).startswith(f"{other['host']}:")
 
 
-@pytest.mark.parametrize("removed", REMOVED)
+@pytest.mark.parametrize("removed,lab", CASES, indirect=["lab"])
 def test_a_moved_tcp_connection_goes_on_through_the_surviving_instance(lab, removed):
     dst = ext_on(lab, "h2")["address"]
     server = subprocess.Popen(["ip", "netns", "exec", lab.ns("h2-ext-w1"), "python3", "-c",

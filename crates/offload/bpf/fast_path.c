@@ -85,7 +85,7 @@ struct ovr_action {
     __u64 last_seen; // bpf_ktime_get_ns()
     __u8 mac[12];    // inner destination then source MAC
     __u8 tpl[OVR_TPL_LEN];
-    __u32 pad;
+    __u32 sender;    // from the underlay: the outer IPv4 source it takes (0: any)
 };
 
 // Why a frame went to user space, or that it did not (per-CPU counters).
@@ -101,6 +101,7 @@ enum {
     OVR_C_NO_EGRESS,   // egress not in ovr_tx
     OVR_C_REDIRECT_ERROR,
     OVR_C_ROOM,        // TC: the kernel would not make or take room for the tunnel header
+    OVR_C_SENDER,      // from another host than the flow's (a moved session: user space)
     OVR_C_MAX,
 };
 
@@ -217,6 +218,7 @@ struct ovr_parsed {
     __u32 l4_len;   // transport header and payload
     __u32 l4_hdr;   // transport header (TCP: with options; UDP: 8)
     int udp_sum;    // the outer UDP header has a checksum (to verify)
+    __u32 sender;   // the outer IPv4 source (from the underlay)
 };
 
 // Parses the frame at data..end (frame_len bytes in all, which may be more than is
@@ -253,6 +255,7 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
             bpf_ntohs(*(__u16 *)(udp + 4)) != frame_len - 34)
             return count(OVR_C_UNPARSED), -1;
         p->udp_sum = *(__u16 *)(udp + 6) != 0;
+        p->sender = ip->saddr;
         // VXLAN: I flag only, reserved bits zero.
         if (*(__u32 *)vx != bpf_htonl(0x08000000) || vx[7] != 0)
             return count(OVR_C_UNPARSED), -1;
@@ -306,16 +309,22 @@ static __always_inline int parse(void *data, void *end, __u32 frame_len,
     return 0;
 }
 
-// The entry for key, if there is one of the generation in force (else counted).
-static __always_inline struct ovr_action *find(const struct ovr_key *key)
+// The entry for the parsed frame, if there is one of the generation in force and the
+// frame comes from the host the entry takes (else counted). A flow from the underlay is
+// its sender's: a packet of it that another host sent on (the session moved, to a
+// service instance there say) goes to user space, which follows the move and offers
+// the flow again.
+static __always_inline struct ovr_action *find(const struct ovr_parsed *p)
 {
-    struct ovr_action *a = bpf_map_lookup_elem(&ovr_flows, key);
+    struct ovr_action *a = bpf_map_lookup_elem(&ovr_flows, &p->key);
     if (!a)
         return count(OVR_C_MISS), (void *)0;
     __u32 zero = 0;
     __u32 *gen = bpf_map_lookup_elem(&ovr_gen, &zero);
     if (!gen || a->generation != *gen)
         return count(OVR_C_STALE), (void *)0;
+    if (a->sender && a->sender != p->sender)
+        return count(OVR_C_SENDER), (void *)0;
     return a;
 }
 
@@ -387,7 +396,7 @@ static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *
     struct ethhdr *eth = data + off;
     struct iphdr *ip = data + off + 14;
     __u8 *l4 = data + off + 34;
-    struct ovr_action *a = find(&p.key);
+    struct ovr_action *a = find(&p);
     if (!a)
         return -1;
     // A UDP datagram without a checksum (0) is complete; a partial checksum never is 0.
@@ -492,7 +501,7 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     // harmless where the kernel cuts TCP again, not for UDP (it would be cut as a tunnel).
     if (skb->gso_size && p.key.proto != IPPROTO_TCP)
         return count(OVR_C_UNPARSED), -1;
-    struct ovr_action *a = find(&p.key);
+    struct ovr_action *a = find(&p);
     if (!a)
         return -1;
     __u32 strip = a->strip == OVR_VXLAN_HEAD ? OVR_VXLAN_HEAD : 0;

@@ -528,6 +528,7 @@ mod tests {
             flags: 0,
             mac: [0; 12],
             template: [0; crate::layout::TPL_LEN],
+            sender: [0; 4],
         }
     }
 

@@ -144,6 +144,7 @@ pub fn describe(
         flags: f,
         mac: inner[0..12].try_into().unwrap_or_default(),
         template,
+        sender: [0; 4],
     };
     Ok((key, action))
 }

@@ -90,6 +90,9 @@ pub struct Action {
     pub mac: [u8; 12],
     /// The outer headers; lengths and the IPv4 checksum are patched per frame.
     pub template: [u8; TPL_LEN],
+    /// For a flow from the underlay: the only outer IPv4 source whose frames it takes
+    /// (`FlowEntry::sender`); zero: any.
+    pub sender: [u8; 4],
 }
 
 impl Action {
@@ -105,6 +108,7 @@ impl Action {
         // 16..40: the counters (Usage), zero.
         b[40..52].copy_from_slice(&self.mac);
         b[52..116].copy_from_slice(&self.template);
+        b[116..120].copy_from_slice(&self.sender);
         b
     }
 
@@ -184,7 +188,7 @@ impl Iface {
 }
 
 /// The program's counters (`enum` `OVR_C_*`), by index.
-pub const COUNTER_NAMES: [&str; 11] = [
+pub const COUNTER_NAMES: [&str; 12] = [
     "hit",
     "miss",
     "stale",
@@ -196,6 +200,7 @@ pub const COUNTER_NAMES: [&str; 11] = [
     "no_egress",
     "redirect_error",
     "room",
+    "sender",
 ];
 
 #[cfg(test)]
@@ -246,7 +251,7 @@ mod tests {
                 "__u64 last_seen;",
                 "__u8 mac[12];",
                 "__u8 tpl[OVR_TPL_LEN];",
-                "__u32 pad;"
+                "__u32 sender;"
             ]
         );
         assert_eq!(

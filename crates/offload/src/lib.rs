@@ -158,6 +158,17 @@ struct Installed {
     via: Via,
     /// The last merge of everything (`sync`) that counted it.
     synced: u32,
+    /// The outer source its entry takes (`Action::sender`).
+    sender: [u8; 4],
+}
+
+/// The outer IPv4 source an entry for flow `e` takes: the host that sends it on, for a
+/// flow set up out of a tunnel (`flow_flags::SENT`); zero (any) otherwise.
+fn sender(e: &ovr_tables::flow::FlowEntry) -> [u8; 4] {
+    match ovr_dataplane::meta::vtep(&e.sender) {
+        core::net::IpAddr::V4(a) if e.flags & ovr_tables::flow::flags::SENT != 0 => a.octets(),
+        _ => [0; 4],
+    }
 }
 
 /// How often receive drops and other owners' avoided egresses are looked at.
@@ -398,11 +409,18 @@ impl<O: Offload> FastPath<O> {
         let Some(id) = cx.flows.lookup(&meta.key) else {
             return;
         };
+        let sender = cx.flows.get(id).map_or([0; 4], sender);
+        // Its entry takes another host's packets than the flow's latest: the session
+        // moved (the flow node followed it), so the flow is described again now.
+        let moved = self
+            .installed
+            .get(&id.0)
+            .is_some_and(|r| r.sender != sender);
         let i = id.0 as usize;
         if self.tried.len() <= i {
             self.tried.resize(i + 1, 0);
         }
-        if self.tried[i] == self.round {
+        if self.tried[i] == self.round && !moved {
             return;
         }
         self.tried[i] = self.round;
@@ -429,9 +447,17 @@ impl<O: Offload> FastPath<O> {
         match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
             Ok((key, action)) => {
                 let via = Via::of(st, ovr_tables::ids::NextHopId(meta.next_hop));
-                self.install(cx, id, meta, key, action, via)
+                self.install(cx, id, meta, key, Action { sender, ..action }, via)
             }
             Err(_) => self.counters.refused += 1,
+        }
+        // The flow node left the reverse's way back to be taken again (towards the new
+        // sender): its entry goes, so that its next packet comes to user space.
+        if moved
+            && let Some(rev) = cx.flows.get(id).and_then(|e| e.reverse)
+            && let Some(rec) = self.installed.get(&rev.0).copied()
+        {
+            self.retire(cx, rev.0, rec, None);
         }
     }
 
@@ -477,6 +503,7 @@ impl<O: Offload> FastPath<O> {
                 generation: self.generation,
                 via,
                 synced: 0,
+                sender: action.sender,
             },
         );
     }

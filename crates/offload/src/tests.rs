@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 mod recheck;
+mod sender;
 mod sync;
 
 const CASES: &str = include_str!("../fixtures/cases.txt");
