@@ -341,11 +341,10 @@ fn record(pipe: &Pipeline, id: FlowId, e: &FlowEntry, offloaded: bool) -> FlowRe
 
 fn trace(t: &Trace) -> TraceDump {
     let packets = t
-        .packets()
-        .iter()
-        .map(|p| {
-            let steps: Vec<TraceStepRecord> = t
-                .steps_of(p.packet)
+        .by_packet()
+        .map(|(p, steps)| {
+            let steps: Vec<TraceStepRecord> = steps
+                .into_iter()
                 .map(|s| TraceStepRecord {
                     node: s.node,
                     detail: s.detail.clone(),
