@@ -168,8 +168,9 @@ fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> bool {
 }
 
 /// The flows whose way back depends on the sender of flow `id`, which changed: its
-/// reverse (`chain::reply_to_sender`), and, for a request bridged into a chain's function past the first, the
-/// replies out of that function's left (`chain::back_to_request_host`).
+/// reverse (`chain::reply_to_sender`), and, for a request bridged into a chain's
+/// function past the first, the replies out of that function's left
+/// (`chain::back_to_request_host`).
 #[cold]
 fn moved_replies(cx: &Cx, st: &ForwardingState, id: FlowId) -> [Option<FlowId>; 2] {
     let Some(e) = cx.flows.get(id) else {
@@ -252,9 +253,9 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
     };
     let reverse = e.flags & flow_flags::REVERSE != 0;
     // A reply out of a function whose request came from another host's instance goes
-    // back there while it does.
+    // back there while it does (a pair's reverse goes back into its own instance).
     let back = match chain::port_of_key(st, &e.key) {
-        Some(Ok(port)) => chain::back_to_request_host(st, &cx.flows, &port, &e.key),
+        Some(Ok(port)) if !reverse => chain::back_to_request_host(st, &cx.flows, &port, &e.key),
         _ => None,
     };
     if let Some(via) = back
