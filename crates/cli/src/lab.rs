@@ -350,7 +350,8 @@ pub struct Up {
     /// A service chain (needs 2 hosts or more, a cluster over VXLAN): a network `ext`
     /// (10.99.0.0/24, a workload per host), a firewall with an instance on h1 and one on
     /// h2 (namespaces with forwarding and nftables; `status --json` lists them under
-    /// `services`), and tenant 1's traffic to `ext` steered through it (docs/chains.md).
+    /// `services`), and tenant 1's traffic to `ext` steered through it (docs/chains.md);
+    /// --functions for a chain of several.
     #[arg(long)]
     pub service_chain: bool,
     /// With --service-chain: the hosts that run an instance of the firewall (`fw-hN`
@@ -358,6 +359,11 @@ pub struct Up {
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2], requires = "service_chain",
           value_parser = one_to_nine())]
     pub instance_hosts: Vec<usize>,
+    /// With --service-chain: how many functions the chain has, in this order (`fw`,
+    /// `fw2`, ...), each with an instance on every host of --instance-hosts.
+    #[arg(long, default_value_t = 1, requires = "service_chain",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4))]
+    pub functions: usize,
     /// An argument for every host's ovrd (repeat for several), e.g.
     /// `--ovrd-arg=--driver=af-packet` or `--ovrd-arg=--busy-poll`.
     #[arg(long = "ovrd-arg", allow_hyphen_values = true)]
@@ -458,8 +464,10 @@ fn build(p: &Place, s: &mut State, a: &Up, ovrd: &Path) -> Result<(), String> {
         for h in 1..=a.hosts {
             chain::add_ext_workload(p, s, h)?;
         }
-        for h in &a.instance_hosts {
-            chain::add_instance(p, s, *h)?;
+        for f in 1..=a.functions {
+            for h in &a.instance_hosts {
+                chain::add_instance(p, s, f, *h)?;
+            }
         }
     }
     if a.kernel_host {

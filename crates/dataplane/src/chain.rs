@@ -14,19 +14,18 @@ use crate::decide::{self, Lookup, Route};
 use crate::drop::Reason;
 use core::net::IpAddr;
 use ovr_tables::chain::{ChainId, ServicePort, Side, is_service_key, key_port, key_vrf};
-use ovr_tables::flow::FlowKey;
+use ovr_tables::flow::{FlowAction, FlowEntry, FlowKey, FlowTable, flags as flow_flags};
 use ovr_tables::ids::NextHopId;
 use ovr_tables::nexthop::NextHop;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
 
 /// The decision for one pass: the next hop, and the reverse flow of the pair (its key's
-/// VRF field and its next hop).
+/// VRF field and its next hop), if it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Steered {
     pub nh: NextHopId,
-    pub rev_vrf: u32,
-    pub rev_nh: NextHopId,
+    pub rev: Option<(u32, NextHopId)>,
 }
 
 /// The flow-key VRF of packets coming back from the instance a next hop sends to: out
@@ -96,11 +95,11 @@ pub fn from_port(
             .pick(port.chain, hop, side, hash, previous)
             .ok_or(Reason::ChainNoInstance)?;
         let rev_vrf = port_key_vrf(st, port.chain, nh)?;
-        return Ok(Steered {
-            nh,
-            rev_vrf,
-            rev_nh: back,
-        });
+        // Leftwards into an instance on another host, the pair would have its reverse in
+        // the source network, the key of the chain's entry flow: none (requests do not
+        // come out of a left side).
+        let rev = (side == Side::Left || is_service_key(rev_vrf)).then_some((rev_vrf, back));
+        return Ok(Steered { nh, rev });
     }
     // Out of the chain: routed in the source network.
     let from = chain.from.ok_or(Reason::ChainUnplaced)?;
@@ -116,11 +115,79 @@ pub fn from_port(
     match decide::route(st, &lookup)? {
         Route::NextHop(nh) => Ok(Steered {
             nh,
-            rev_vrf: decide::destination_network(st, nh, from).0,
-            rev_nh: back,
+            rev: Some((decide::destination_network(st, nh, from).0, back)),
         }),
         Route::Flood => Err(Reason::ChainUnplaced),
     }
+}
+
+/// A packet out of function k+1's left side (k ≥ 0) on its way back, whose request
+/// came into this instance from another host (bridged in the ports' network, a flow
+/// that remembers its sender): back to that host in the chain's source network, where
+/// the reverse of the pair out of function k's instance sends it into the very instance
+/// the request passed, rather than into one of function k's instances picked by this
+/// packet's hash. `None`: not such a packet, or the sender runs no instance of
+/// function k (then it is picked here).
+pub fn back_to_request_host(
+    st: &ForwardingState,
+    flows: &FlowTable,
+    port: &ServicePort,
+    key: &FlowKey,
+) -> Option<NextHopId> {
+    if port.side != Side::Left || port.hop == 0 {
+        return None;
+    }
+    let iface = key_port(key.vrf)?;
+    let mut req = key.reverse();
+    req.vrf = st.interface(iface)?.vrf?.0;
+    req.bridged = true;
+    let e = flows.get(flows.lookup(&req)?)?;
+    let into_port = match e.action {
+        Some(FlowAction::Forward { next_hop }) => matches!(
+            st.nexthop(next_hop),
+            Some(NextHop::Interface { interface, .. }) if *interface == iface
+        ),
+        _ => false,
+    };
+    if !into_port || e.flags & flow_flags::SENT == 0 {
+        return None;
+    }
+    let sender = crate::meta::vtep(&e.sender);
+    let chains = st.chains();
+    let before = chains.function(port.chain, usize::from(port.hop) - 1)?;
+    let runs_it = before
+        .instances
+        .iter()
+        .any(|i| matches!(st.nexthop(i.right_nh), Some(NextHop::Tunnel(t)) if t.dst == sender));
+    if !runs_it {
+        return None;
+    }
+    let from = chains.chain(port.chain)?.from?;
+    st.routed_tunnel(st.vrf(from)?.vni?, sender)
+}
+
+/// The key of the packets out of the left side of the service port a bridged flow
+/// sends into, when that port is a left side past the chain's first function: the
+/// replies `back_to_request_host` sends to the flow's sender (taken again when the
+/// sender changes: the session moved).
+pub fn reply_key_of_bridged(st: &ForwardingState, e: &FlowEntry) -> Option<FlowKey> {
+    if !e.key.bridged {
+        return None;
+    }
+    let Some(FlowAction::Forward { next_hop }) = e.action else {
+        return None;
+    };
+    let Some(NextHop::Interface { interface, .. }) = st.nexthop(next_hop) else {
+        return None;
+    };
+    let p = st.service_port(*interface)?;
+    if p.side != Side::Left || p.hop == 0 {
+        return None;
+    }
+    let mut k = e.key.reverse();
+    k.vrf = key_vrf(*interface);
+    k.bridged = false;
+    Some(k)
 }
 
 /// Whether `vtep` is the host of an instance of some chain here (one reached through a

@@ -1,13 +1,15 @@
 //! `ovrctl lab up --service-chain`: a firewall between tenant 1 and a network `ext`,
 //! with an instance on hosts 1 and 2, all through the cluster's intent
-//! (docs/chains.md, "In the cluster").
+//! (docs/chains.md, "In the cluster"). With `--functions N`, a chain of N such
+//! firewalls, `fw`, `fw2`, ..., each with its instances on the same hosts.
 //!
 //! - Network `ext` (VNI 199, 10.99.0.0/24, gateway 10.99.0.1) with one workload per host,
 //!   `hN-ext-w1` at 10.99.0.(10N+1), behind host interface `extw1`.
 //! - Network `svc` (VNI 198) for the function's ports: 10.98.1.0/24 on the left, 10.98.2.0/24
 //!   on the right, gateways .1, which ovr answers the function's ARP for.
 //! - Instance `fw-hN` on hosts 1 and 2: a namespace `PREFIX-hN-fw` with ports `left`
-//!   (10.98.1.(10+N)) and `right` (10.98.2.(10+N)) behind host interfaces `fwl`/`fwr`,
+//!   (10.98.1.(10+N)) and `right` (10.98.2.(10+N)) behind host interfaces `fwl`/`fwr`
+//!   (function k > 1: `fwk-hN`, `PREFIX-hN-fwk`, 10.98.x.(10k+N), `fwkl`/`fwkr`),
 //!   Linux forwarding on, routes to 10.1.0.0/24 on the left and 10.99.0.0/24 on the right,
 //!   and an nftables table `inet fw` whose `forward` chain counts (rule comment `lab`).
 //! - Intent: ports `hN/fw-hN-l`, `hN/fw-hN-r`, service `fw`, chain `through-fw`, and
@@ -26,11 +28,26 @@ pub const SERVICE: &str = "fw";
 pub const CHAIN: &str = "through-fw";
 const POLICY: &str = "t1-through-fw";
 
+/// The name of the chain's function `f` (1-based): `fw`, `fw2`, ...
+pub fn function(f: usize) -> String {
+    match f {
+        1 => SERVICE.into(),
+        _ => format!("{SERVICE}{f}"),
+    }
+}
+
+fn first_function() -> String {
+    SERVICE.into()
+}
+
 /// One instance of the lab's firewall.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Instance {
     /// "fw-h1".
     pub name: String,
+    /// Its function ("fw", "fw2", ...).
+    #[serde(default = "first_function")]
+    pub function: String,
     pub host: usize,
     pub namespace: String,
     pub left: Side,
@@ -81,20 +98,22 @@ pub(super) fn add_ext_workload(p: &Place, s: &mut State, h: usize) -> Result<(),
     save(p, s)
 }
 
-/// The firewall's instance on host `h`: its namespace, ports, routes and nftables.
-pub(super) fn add_instance(p: &Place, s: &mut State, h: usize) -> Result<(), String> {
+/// Function `f`'s instance on host `h`: its namespace, ports, routes and nftables.
+pub(super) fn add_instance(p: &Place, s: &mut State, f: usize, h: usize) -> Result<(), String> {
     let host_ns = format!("{}-h{h}", p.prefix);
-    let name = format!("{SERVICE}-h{h}");
-    let ns = format!("{}-h{h}-{SERVICE}", p.prefix);
+    let function = function(f);
+    let name = format!("{function}-h{h}");
+    let ns = format!("{}-h{h}-{function}", p.prefix);
     add_namespace(p, s, &ns)?;
     let side = |k: u8, what: &str, net: u8| Side {
         port: format!("{name}-{}", &what[..1]),
-        interface: format!("{SERVICE}{}", &what[..1]),
-        mac: mac(0xf0 + k, 0, h, 1),
-        address: format!("10.98.{net}.{}", 10 + h),
+        interface: format!("{function}{}", &what[..1]),
+        mac: mac(0xf0 + k, f - 1, h, 1),
+        address: format!("10.98.{net}.{}", 10 * f + h),
     };
     let i = Instance {
         name: name.clone(),
+        function: function.clone(),
         host: h,
         namespace: ns.clone(),
         left: side(1, "left", 1),
@@ -161,16 +180,27 @@ pub(super) fn intent(s: &State) -> Vec<(String, serde_json::Value)> {
             ));
         }
     }
-    kvs.push((
-        Key::Service(SERVICE.into()).to_string(),
-        json!({"mode": "in-network", "instances": instances.iter().map(|i| json!({
-            "name": i.name, "host": format!("h{}", i.host),
-            "left": i.left.port, "right": i.right.port,
-        })).collect::<Vec<_>>()}),
-    ));
+    // The functions in the order their first instance was added.
+    let mut functions: Vec<&str> = Vec::new();
+    for i in instances {
+        if !functions.contains(&i.function.as_str()) {
+            functions.push(&i.function);
+        }
+    }
+    for f in &functions {
+        kvs.push((
+            Key::Service((*f).into()).to_string(),
+            json!({"mode": "in-network", "instances": instances.iter()
+                .filter(|i| i.function == *f)
+                .map(|i| json!({
+                    "name": i.name, "host": format!("h{}", i.host),
+                    "left": i.left.port, "right": i.right.port,
+                })).collect::<Vec<_>>()}),
+        ));
+    }
     kvs.push((
         Key::Chain(CHAIN.into()).to_string(),
-        json!({"functions": [SERVICE]}),
+        json!({ "functions": functions }),
     ));
     kvs.push((
         Key::Policy(POLICY.into()).to_string(),
@@ -212,7 +242,7 @@ pub(super) fn status(s: &State) -> Vec<serde_json::Value> {
         .map(|i| {
             serde_json::json!({
                 "name": i.name,
-                "function": SERVICE,
+                "function": i.function,
                 "chain": CHAIN,
                 "host": format!("h{}", i.host),
                 "namespace": i.namespace,

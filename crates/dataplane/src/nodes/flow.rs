@@ -89,7 +89,7 @@ impl Node<Cx, ForwardingState> for Flow {
             // A bridged flow was decided by its destination MAC, which the key does not
             // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
             // host, the two sides of a bump in the wire) takes the decision again for it.
-            let (mut stale, mut moved) = (false, None);
+            let (mut stale, mut moved) = (false, false);
             if let Some(e) = cx.flows.get_mut(id) {
                 let dst = cx.pool.data(p).first_chunk::<6>().copied();
                 if e.key.bridged && dst.is_some_and(|d| d != e.dst_mac) {
@@ -99,9 +99,16 @@ impl Node<Cx, ForwardingState> for Flow {
                 stale |= e.epoch != epoch;
                 moved = sender_moved(e, cx.pool.meta(p));
             }
-            if let Some(r) = moved.and_then(|r| cx.flows.get_mut(r)) {
-                // A past epoch: never current again.
-                r.epoch = epoch.wrapping_sub(1);
+            let moved = if moved {
+                moved_replies(cx, st, id)
+            } else {
+                [None; 2]
+            };
+            for r in moved.into_iter().flatten() {
+                if let Some(r) = cx.flows.get_mut(r) {
+                    // A past epoch: never current again.
+                    r.epoch = epoch.wrapping_sub(1);
+                }
             }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
@@ -147,17 +154,30 @@ impl Node<Cx, ForwardingState> for Flow {
 }
 
 /// A packet of a flow set up out of a tunnel (`flow_flags::SENT`) that another host sent
-/// on: the session moved (to a service instance there, say). Remembers the new sender
-/// and returns the flow's reverse, whose way back is to be taken again at its next
-/// packet, from this sender (`chain::reply_to_sender`). The forward direction's own
+/// on: the session moved (to a service instance there, say). Remembers the new sender;
+/// the flows whose way back depends on it are to take their decision again at their
+/// next packet, from this sender (`moved_replies`). The forward direction's own
 /// decision does not depend on where it came from.
 #[inline]
-fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> Option<FlowId> {
+fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> bool {
     if !meta.sent_by_another(e) {
-        return None;
+        return false;
     }
     e.sender = meta.sender;
-    e.reverse
+    true
+}
+
+/// The flows whose way back depends on the sender of flow `id`, which changed: its
+/// reverse (`chain::reply_to_sender`), and, for a request bridged into a chain's
+/// function past the first, the replies out of that function's left
+/// (`chain::back_to_request_host`).
+#[cold]
+fn moved_replies(cx: &Cx, st: &ForwardingState, id: FlowId) -> [Option<FlowId>; 2] {
+    let Some(e) = cx.flows.get(id) else {
+        return [None; 2];
+    };
+    let out = chain::reply_key_of_bridged(st, e).and_then(|k| cx.flows.lookup(&k));
+    [e.reverse, out]
 }
 
 /// Sends a packet the way its installed flow says, counting it on the flow.
@@ -232,6 +252,19 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         hash: e.key.symmetric_hash(),
     };
     let reverse = e.flags & flow_flags::REVERSE != 0;
+    // A reply out of a function whose request came from another host's instance goes
+    // back there while it does (a pair's reverse goes back into its own instance).
+    let back = match chain::port_of_key(st, &e.key) {
+        Some(Ok(port)) if !reverse => chain::back_to_request_host(st, &cx.flows, &port, &e.key),
+        _ => None,
+    };
+    if let Some(via) = back
+        && let Some(m) = cx.flows.get_mut(id)
+    {
+        m.action = Some(FlowAction::Forward { next_hop: via });
+        m.epoch = st.epoch();
+        return true;
+    }
     // A pass through a service chain keeps its instance while it is healthy.
     if let Some(d) = chain::decide_again(st, &e.key, MacAddr(e.dst_mac), previous, reverse) {
         let action = match d {

@@ -149,12 +149,12 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
     let now = cx.now;
     let epoch = st.epoch();
     // A reverse flow left from earlier (say, denied) gives way to this pair.
-    if let Some(old) = cx.flows.lookup(&rev_key) {
+    if let Some(old) = rev_key.and_then(|k| cx.flows.lookup(&k)) {
         cx.flows.remove(old);
     }
     let fwd = (key, FlowAction::Forward { next_hop: nh });
-    let installed = match back.route {
-        Ok(Route::NextHop(rev_nh)) => cx
+    let installed = match (back.route, rev_key) {
+        (Ok(Route::NextHop(rev_nh)), Some(rev_key)) => cx
             .flows
             .insert_pair(
                 fwd,
@@ -162,7 +162,7 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
                 now,
             )
             .map(|(f, r)| (f, Some(r))),
-        // No way back known yet: the reply will set up its own flow.
+        // No way back known yet (or none to install): the reply sets up its own flow.
         _ => cx.flows.insert(fwd.0, fwd.1, now).map(|f| (f, None)),
     };
     match installed {
@@ -213,10 +213,11 @@ fn deny(cx: &mut Cx, st: &ForwardingState, p: u32, key: FlowKey) -> Next {
 
 /// What the slow path decided for a new flow.
 enum Steer {
-    /// To this next hop, with the reverse flow's key and the way back.
+    /// To this next hop, with the reverse flow's key and the way back (no reverse flow
+    /// without a key).
     Forward {
         nh: NextHopId,
-        rev_key: FlowKey,
+        rev_key: Option<FlowKey>,
         back: Back,
     },
     /// Denied by the policy.
@@ -257,17 +258,33 @@ fn steer(
 ) -> Result<Steer, Reason> {
     let key = meta.key;
     let mut rev_key = key.reverse();
-    // Out of a network function: on along its chain, the reply back into it.
+    // Out of a network function: on along its chain, the reply back into it; or a
+    // reply back to the host whose instance its request came from.
     if let Some(port) = chain::port_of_key(st, &key) {
-        let s = chain::from_port(st, port?, &key, dst_mac, meta.hash, None)?;
+        let port = port?;
+        let back = chain::back_to_request_host(st, &cx.flows, &port, &key);
+        let (nh, rev) = match back {
+            Some(via) => (via, None),
+            None => {
+                let s = chain::from_port(st, port, &key, dst_mac, meta.hash, None)?;
+                (s.nh, s.rev)
+            }
+        };
         if !admit(cx) {
             return Err(Reason::FlowSetupLimited);
         }
-        rev_key.vrf = s.rev_vrf;
+        let Some((rev_vrf, rev_nh)) = rev else {
+            return Ok(Steer::Forward {
+                nh,
+                rev_key: None,
+                back: Back::to(nh),
+            });
+        };
+        rev_key.vrf = rev_vrf;
         return Ok(Steer::Forward {
-            nh: s.nh,
-            rev_key,
-            back: Back::to(s.rev_nh),
+            nh,
+            rev_key: Some(rev_key),
+            back: Back::to(rev_nh),
         });
     }
     let lookup = Lookup {
@@ -323,7 +340,7 @@ fn steer(
         if let Some(via) = chain::reply_to_sender(st, &rev_key, sender, rev_nh) {
             return Ok(Steer::Forward {
                 nh,
-                rev_key,
+                rev_key: Some(rev_key),
                 back: Back {
                     route: Ok(Route::NextHop(via)),
                     to_sender: true,
@@ -334,7 +351,7 @@ fn steer(
     }
     Ok(Steer::Forward {
         nh,
-        rev_key,
+        rev_key: Some(rev_key),
         back: Back {
             route,
             to_sender: false,
