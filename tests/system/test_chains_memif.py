@@ -56,7 +56,7 @@ class MemifTopology(Topology):
     def __init__(self, lab, tmp_path):
         super().__init__(lab, tmp_path)
         self.left, self.right = tmp_path / "pmd-l.sock", tmp_path / "pmd-r.sock"
-        self.pmd = None
+        self.pmds = []  # every testpmd started, killed (by PID) at the end
 
     def build_memif(self, functions, bridge=False):
         """red → blue through `functions`: "fw" (an nftables namespace, in-network) and
@@ -85,12 +85,12 @@ class MemifTopology(Topology):
     def start_pmd(self):
         """testpmd on both memif ports (0: left, 1: right), io forwarding; waits until
         ovr holds the instance healthy again."""
-        self.pmd = Testpmd(self.tmp, [("client", self.left, PMD_L_MAC),
-                                      ("client", self.right, PMD_R_MAC)],
-                           "io", lcores="0@1,1@1", tag="ovrmc")
-        self.procs.append(self.pmd.proc)
+        pmd = Testpmd(self.tmp, [("client", self.left, PMD_L_MAC),
+                                 ("client", self.right, PMD_R_MAC)],
+                      "io", lcores="0@1,1@1", tag="ovrmc")
+        self.pmds.append(pmd)
         self.wait_health("pmd-1", True, timeout=10)
-        return self.pmd
+        return pmd
 
     def links(self):
         return {link["name"]: link["state"] for link in self.ovrd.get("/api/v1/links")}
@@ -132,8 +132,8 @@ def memif_topo(tmp_path, request):
         t.build_memif(*request.param)
         yield t
     finally:
-        if t.pmd:
-            t.pmd.kill()
+        for pmd in t.pmds:
+            pmd.kill()
         t.close()
         lab.close()
 

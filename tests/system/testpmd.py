@@ -6,7 +6,9 @@ file); SIGINT makes it print its final counters and exit. Its ports' counters ar
 printed every second (`--stats-period 1`) and read while it runs; they restart from zero
 when a port's link comes up again."""
 
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +37,8 @@ class Testpmd:
         roles = "-".join(dict.fromkeys(role for role, _, _ in ports))
         self.name = f"{mode}-{roles}-{Testpmd.seq}"
         self.prefix = f"{tag}-{int(time.time() * 1000) % 10**9}-{Testpmd.seq}"
+        # DPDK's runtime files of this prefix (megabytes, in a tmpfs): removed once it ends.
+        self.runtime = pathlib.Path("/var/run/dpdk") / self.prefix
         self.out = tmp / f"testpmd-{self.name}.log"
         vdevs = [f"--vdev=net_memif{i},role={role},socket={sock},socket-abstract=no,id=0,mac={mac}"
                  for i, (role, sock, mac) in enumerate(ports)]
@@ -62,6 +66,7 @@ class Testpmd:
     def stop(self):
         """Stops it (SIGINT) and returns its final counters over all ports."""
         stop(self.proc, signal.SIGINT, timeout=15)
+        shutil.rmtree(self.runtime, ignore_errors=True)
         t = self.text()
         stats = {}
         for k in ("RX-packets", "TX-packets"):
@@ -94,3 +99,4 @@ class Testpmd:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.runtime, ignore_errors=True)
