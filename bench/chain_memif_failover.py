@@ -59,7 +59,7 @@ def trial():
     stamps = [float(m) for m in re.findall(r"^\[(\d+\.\d+)\] \d+ bytes from", out, re.M)]
     sent = int(re.search(r"(\d+) packets transmitted", out).group(1))
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    return {"pinned to": on, "seen unhealthy by ovrctl after ms": round((left - killed) * 1000),
+    return {"pinned to": on, "unhealthy in the API after ms": round((left - killed) * 1000),
             "outage ms": round((max(gaps) - INTERVAL) * 1000), "sent": sent,
             "lost": sent - len(stamps)}
 

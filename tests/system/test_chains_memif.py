@@ -92,6 +92,11 @@ class MemifTopology(Topology):
         self.wait_health("pmd-1", True, timeout=10)
         return pmd
 
+    def chains(self):
+        # From the API in this process: a health change is seen when it happens, not
+        # after an ovrctl process started (slow on a busy machine).
+        return self.ovrd.api_get("/api/v1/chains")
+
     def links(self):
         return {link["name"]: link["state"] for link in self.ovrd.get("/api/v1/links")}
 
@@ -140,11 +145,12 @@ def memif_topo(tmp_path, request):
 
 def forwarded(requests, replies):
     """A condition on testpmd's ports' counters: at least `requests` frames in by port 0
-    (from ovr's left port) and `replies` by port 1, and each port sent what the other
-    received (io forwarding, nothing lost)."""
+    (from ovr's left port) and out of port 1, and `replies` in by port 1 and out of
+    port 0. (Not equal counts: a frame that arrives while testpmd's other port is still
+    connecting is dropped there, e.g. a retransmission of a session dropped meanwhile.)"""
     def cond(ports):
         (rx0, tx0), (rx1, tx1) = ports.get(0, (0, 0)), ports.get(1, (0, 0))
-        return rx0 >= requests and rx1 >= replies and (tx1, tx0) == (rx0, rx1)
+        return min(rx0, tx1) >= requests and min(rx1, tx0) >= replies
     return cond
 
 

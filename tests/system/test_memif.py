@@ -12,10 +12,8 @@ its own PID. testpmd's counters are read from its final report (SIGINT while sti
 connected: its counters reset when the link drops).
 """
 
-import http.client
 import json
 import re
-import socket
 import subprocess
 import time
 
@@ -23,6 +21,7 @@ import pytest
 
 from conftest import ROOT
 from system.netns import stop
+from system.ovrd import UnixHTTP
 from system.testpmd import Testpmd, wait_until
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
@@ -30,17 +29,6 @@ MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 def binaries():
     subprocess.run(["cargo", "build", "-q", "-p", "ovrd", "-p", "ovr-cli"], cwd=ROOT, check=True)
     return ROOT / "target" / "debug" / "ovrd", ROOT / "target" / "debug" / "ovrctl"
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=10)
-        self.unix_path = str(path)
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(self.unix_path)
 
 
 class Ovrd:
