@@ -140,8 +140,14 @@ class Topology:
         self.procs, self.ovrd, self.fw = [], None, {}
 
     def build(self, instances, mode="in-network"):
-        lab, tmp_path = self.lab, self.tmp
-        self.family = "bridge" if mode == "transparent" else "inet"
+        self.workloads()
+        for n in range(1, instances + 1):
+            self.instance(n, mode)
+        self.run(config(instances, mode))
+
+    def workloads(self):
+        """The host's namespace, a (red) and b (blue) behind it."""
+        lab = self.lab
         self.host = lab.ns("host")
         self.a, self.b = lab.ns("a"), lab.ns("b")
         lab.veth(self.host, "wa", self.a, "eth0", mac_b=A_MAC)
@@ -149,28 +155,37 @@ class Topology:
         for ns, ip, gw in ((self.a, A_IP, "10.1.0.1"), (self.b, B_IP, "10.2.0.1")):
             sh("ip", "addr", "add", f"{ip}/24", "dev", "eth0", ns=ns)
             sh("ip", "route", "add", "default", "via", gw, ns=ns)
-        for n in range(1, instances + 1):
-            f = lab.ns(f"fw{n}")
-            self.fw[n] = f
-            lab.veth(self.host, f"f{n}l", f, "left", mac_b=fw_mac(n, "l"))
-            lab.veth(self.host, f"f{n}r", f, "right", mac_b=fw_mac(n, "r"))
-            if mode == "transparent":
-                # Frames pass unchanged through a bridge, counted by nftables' bridge family.
-                sh("ip", "link", "add", "br0", "type", "bridge", ns=f)
-                for port in ("left", "right"):
-                    sh("ip", "link", "set", port, "master", "br0", ns=f)
-                sh("ip", "link", "set", "br0", "up", ns=f)
-                sh("nft", "-f", "-", ns=f, input=NFT.replace("inet", "bridge"))
-                continue
-            sh("ip", "addr", "add", f"10.99.1.1{n}/24", "dev", "left", ns=f)
-            sh("ip", "addr", "add", f"10.99.2.1{n}/24", "dev", "right", ns=f)
-            sh("ip", "route", "add", "10.1.0.0/24", "via", "10.99.1.1", ns=f)
-            sh("ip", "route", "add", "10.2.0.0/24", "via", "10.99.2.1", ns=f)
-            sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=f)
-            sh("nft", "-f", "-", ns=f, input=NFT)
-        cfg = tmp_path / "ovr.json"
-        cfg.write_text(json.dumps(config(instances, mode)))
-        self.ovrd = Ovrd(self.host, tmp_path / "ovrd.log", "--config", cfg)
+
+    def instance(self, n, mode="in-network"):
+        """Instance n of `fw`: a namespace with ports left and right (veths to the host's
+        f<n>l and f<n>r), routing with nftables counting (in-network) or bridging with
+        nftables' bridge family counting (transparent)."""
+        lab = self.lab
+        self.family = "bridge" if mode == "transparent" else "inet"
+        f = lab.ns(f"fw{n}")
+        self.fw[n] = f
+        lab.veth(self.host, f"f{n}l", f, "left", mac_b=fw_mac(n, "l"))
+        lab.veth(self.host, f"f{n}r", f, "right", mac_b=fw_mac(n, "r"))
+        if mode == "transparent":
+            # Frames pass unchanged through a bridge, counted by nftables' bridge family.
+            sh("ip", "link", "add", "br0", "type", "bridge", ns=f)
+            for port in ("left", "right"):
+                sh("ip", "link", "set", port, "master", "br0", ns=f)
+            sh("ip", "link", "set", "br0", "up", ns=f)
+            sh("nft", "-f", "-", ns=f, input=NFT.replace("inet", "bridge"))
+            return
+        sh("ip", "addr", "add", f"10.99.1.1{n}/24", "dev", "left", ns=f)
+        sh("ip", "addr", "add", f"10.99.2.1{n}/24", "dev", "right", ns=f)
+        sh("ip", "route", "add", "10.1.0.0/24", "via", "10.99.1.1", ns=f)
+        sh("ip", "route", "add", "10.2.0.0/24", "via", "10.99.2.1", ns=f)
+        sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=f)
+        sh("nft", "-f", "-", ns=f, input=NFT)
+
+    def run(self, cfg):
+        """ovrd in the host's namespace with configuration `cfg`, and b's echo servers."""
+        path = self.tmp / "ovr.json"
+        path.write_text(json.dumps(cfg))
+        self.ovrd = Ovrd(self.host, self.tmp / "ovrd.log", "--config", path)
         self.start(self.b, ECHO_SERVER, str(PORT), wait="listening")
         self.start(self.b, ECHO_SERVER, str(BLOCKED), wait="listening")
 
@@ -239,9 +254,11 @@ class Topology:
         return self.json("chains")
 
     def wait_health(self, instance, healthy, timeout=3):
+        """Waits until `instance` (of any function of the chain) is healthy or not; the
+        time it was seen so."""
         deadline = time.time() + timeout
         while True:
-            insts = self.chains()["chains"][0]["functions"][0]["instances"]
+            insts = [i for f in self.chains()["chains"][0]["functions"] for i in f["instances"]]
             i = next(x for x in insts if x["name"] == instance)
             if i["healthy"] == healthy:
                 return time.time()

@@ -12,11 +12,8 @@ its own PID. testpmd's counters are read from its final report (SIGINT while sti
 connected: its counters reset when the link drops).
 """
 
-import http.client
 import json
 import re
-import signal
-import socket
 import subprocess
 import time
 
@@ -24,23 +21,14 @@ import pytest
 
 from conftest import ROOT
 from system.netns import stop
+from system.ovrd import UnixHTTP
+from system.testpmd import Testpmd, wait_until
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 
 def binaries():
     subprocess.run(["cargo", "build", "-q", "-p", "ovrd", "-p", "ovr-cli"], cwd=ROOT, check=True)
     return ROOT / "target" / "debug" / "ovrd", ROOT / "target" / "debug" / "ovrctl"
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=10)
-        self.unix_path = str(path)
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(self.unix_path)
 
 
 class Ovrd:
@@ -91,68 +79,6 @@ class Ovrd:
         stop(self.proc)
 
 
-class Testpmd:
-    __test__ = False
-    """One dpdk-testpmd with a memif port. Its stdin is a pipe kept open (it exits at
-    end of file); SIGINT makes it print its final counters and exit."""
-
-    seq = 0
-
-    def __init__(self, tmp, role, sock, mac, mode, *extra):
-        Testpmd.seq += 1
-        self.name = f"{mode}-{role}-{Testpmd.seq}"
-        self.prefix = f"ovrtest-{int(time.time() * 1000) % 10**9}-{Testpmd.seq}"
-        self.out = tmp / f"testpmd-{self.name}.log"
-        vdev = (f"net_memif0,role={role},socket={sock},socket-abstract=no,id=0,mac={mac}")
-        self.proc = subprocess.Popen(
-            # Line-buffered: its output goes to a file, read while it runs.
-            ["stdbuf", "-oL", "dpdk-testpmd", "--lcores=0@0,1@1", "--no-huge", "-m", "512", "--no-pci",
-             f"--file-prefix={self.prefix}", f"--vdev={vdev}", "--",
-             "--total-num-mbufs=16384", f"--forward-mode={mode}", "--auto-start",
-             "--stats-period", "1", *extra],
-            stdin=subprocess.PIPE, stdout=open(self.out, "w"), stderr=subprocess.STDOUT,
-            cwd=tmp)
-        try:
-            wait_until(
-                lambda: "packet forwarding - ports=" in self.text() or self.proc.poll() is not None,
-                f"testpmd {self.name} started")
-            assert self.proc.poll() is None, self.text()
-        except BaseException:
-            # Not yet in the test's list of processes: stopped here.
-            self.kill()
-            raise
-
-    def text(self):
-        return self.out.read_text(errors="replace")
-
-    def stop(self):
-        """Stops it (SIGINT) and returns its final counters of port 0."""
-        stop(self.proc, signal.SIGINT, timeout=15)
-        t = self.text()
-        stats = {}
-        for k in ("RX-packets", "TX-packets"):
-            found = re.findall(rf"{k}:\s+(\d+)", t)
-            stats[k] = int(found[-1]) if found else 0
-        # The port's own counters, printed every second (--stats-period 1): packets and
-        # bytes of the same moment.
-        port = re.findall(r"RX-packets:\s+(\d+)\s+RX-missed:\s+\d+\s+RX-bytes:\s+(\d+)", t)
-        stats["port_rx"] = [(int(p), int(b)) for p, b in port]
-        return stats
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def wait_until(cond, what, check=lambda: None, timeout=15):
-    deadline = time.time() + timeout
-    while not cond():
-        check()
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def example(tmp):
     text = (ROOT / "examples" / "memif-l2.yaml").read_text()
     assert "/run/ovr/memif-a.sock" in text and "/run/ovr/memif-b.sock" in text
@@ -184,13 +110,13 @@ def procs():
 
 def receiver(tmp, procs, sock, role="client"):
     """A testpmd counting what arrives (rxonly, MAC_B), added to the test's processes."""
-    procs.append(Testpmd(tmp, role, sock, MAC_B, "rxonly"))
+    procs.append(Testpmd(tmp, [(role, sock, MAC_B)], "rxonly"))
     return procs[-1]
 
 
 def sender(tmp, procs, sock):
     """A testpmd client sending 64-byte frames from MAC_A to MAC_B (txonly), likewise."""
-    procs.append(Testpmd(tmp, "client", sock, MAC_A, "txonly", f"--eth-peer=0,{MAC_B}"))
+    procs.append(Testpmd(tmp, [("client", sock, MAC_A)], "txonly", f"--eth-peer=0,{MAC_B}"))
     return procs[-1]
 
 

@@ -5,12 +5,14 @@
 //!
 //! A link is read from sysfs (`operstate`): "up", or "unknown" for devices that do not
 //! report one (TAP), count as up; anything else (down, lowerlayerdown when a veth's
-//! peer is down, an interface that is gone) as down. memif ports have no kernel
-//! interface and are not followed here.
+//! peer is down, an interface that is gone) as down. A memif port has no kernel
+//! interface: it is up while connected to its peer (the network function), as ovrd
+//! tells through `AppState::follow_peer_links`; waiting for a peer, during a handshake,
+//! or after the peer left or died, it is down.
 
 use crate::api::AppState;
 use ovr_tables::ids::InterfaceId;
-use ovr_tables::interface::InterfaceKind;
+use ovr_tables::interface::{Interface, InterfaceKind};
 use ovr_tables::state::TableOp;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -29,9 +31,18 @@ pub fn link_up(name: &str) -> bool {
     }
 }
 
+/// Whether a service port's link is up: its kernel link, or a memif port's connection.
+pub fn port_up(state: &AppState, iface: &Interface) -> bool {
+    if iface.kind == InterfaceKind::Memif {
+        state.peer_link_up(&iface.name)
+    } else {
+        link_up(&iface.name)
+    }
+}
+
 /// The changes to report: (port, up) for each service port whose link differs from
 /// what the tables hold.
-fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, bool)> {
+fn changes(state: &AppState, up: impl Fn(&Interface) -> bool) -> Vec<(InterfaceId, bool)> {
     let Ok(agent) = state.agent().lock() else {
         return Vec::new();
     };
@@ -45,10 +56,10 @@ fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, boo
                 let Some(iface) = st.interface(port) else {
                     continue;
                 };
-                if iface.kind == InterfaceKind::Memif || out.iter().any(|(p, _)| *p == port) {
+                if out.iter().any(|(p, _)| *p == port) {
                     continue;
                 }
-                let now = up(&iface.name);
+                let now = up(iface);
                 let held = !st.port_down(port);
                 if now != held {
                     out.push((port, now));
@@ -60,7 +71,7 @@ fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, boo
 }
 
 /// Looks once and reports what changed; returns how many ports changed.
-pub fn check(state: &AppState, up: impl Fn(&str) -> bool) -> usize {
+pub fn check(state: &AppState, up: impl Fn(&Interface) -> bool) -> usize {
     let ch = changes(state, up);
     if ch.is_empty() {
         return 0;
@@ -97,7 +108,7 @@ pub fn watch(state: AppState) -> std::io::Result<()> {
         .name("ovr-health".into())
         .spawn(move || {
             loop {
-                check(&state, link_up);
+                check(&state, |i| port_up(&state, i));
                 std::thread::sleep(CHECK_EVERY);
             }
         })

@@ -16,9 +16,11 @@ struct Registry {
     handles: Mutex<HashMap<String, Weak<Handle>>>,
 }
 
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+/// The registry, its control thread started on first use.
 fn registry() -> Result<&'static Registry, IoError> {
-    static R: OnceLock<Registry> = OnceLock::new();
-    if let Some(r) = R.get() {
+    if let Some(r) = REGISTRY.get() {
         return Ok(r);
     }
     let manager = Manager::start().map_err(|source| IoError::Os {
@@ -26,7 +28,7 @@ fn registry() -> Result<&'static Registry, IoError> {
         op: "start the memif control thread",
         source,
     })?;
-    Ok(R.get_or_init(|| Registry {
+    Ok(REGISTRY.get_or_init(|| Registry {
         manager,
         handles: Mutex::new(HashMap::new()),
     }))
@@ -86,6 +88,18 @@ pub fn links() -> Vec<LinkReport> {
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v
+}
+
+/// Whether memif interface `name` is connected to its peer: false while it waits for
+/// one, during a handshake, and when no worker holds it (admin down, not opened).
+pub fn connected(name: &str) -> bool {
+    let Some(r) = REGISTRY.get() else {
+        return false;
+    };
+    let hs = r.handles.lock().unwrap_or_else(PoisonError::into_inner);
+    hs.get(name)
+        .and_then(Weak::upgrade)
+        .is_some_and(|h| h.link().state() == LinkState::Up)
 }
 
 /// A memif interface driven as a [`Driver`].

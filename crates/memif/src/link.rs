@@ -176,6 +176,14 @@ impl Link {
             .clone()
     }
 
+    /// Whether the link is up, connecting or down (without copying the whole status).
+    pub fn state(&self) -> LinkState {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .state
+    }
+
     pub(crate) fn set_status(&self, f: impl FnOnce(&mut Status)) {
         f(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
     }

@@ -69,7 +69,7 @@ fn server_and_client_exchange_frames() {
     let mut sp = srv.port(0, 1, 64).unwrap();
     let mut cp = cli.port(0, 1, 64).unwrap();
     wait_for("link up", || {
-        srv.link().status().state == LinkState::Up && cli.link().status().state == LinkState::Up
+        srv.link().state() == LinkState::Up && cli.link().state() == LinkState::Up
     });
     let s = srv.link().status();
     assert!(s.peer_name.starts_with("ovr"), "{s:?}");
@@ -96,9 +96,7 @@ fn server_and_client_exchange_frames() {
     // The client goes away and comes back: the server's link follows.
     drop(cp);
     drop(cli);
-    wait_for("server link down", || {
-        srv.link().status().state == LinkState::Down
-    });
+    wait_for("server link down", || srv.link().state() == LinkState::Down);
     let f = vec![frame(64, 5)];
     assert_eq!(
         sp.send(&[&f[0]]),
@@ -109,9 +107,7 @@ fn server_and_client_exchange_frames() {
     cc.secret = "topsecret".into();
     let cli = m.add(cc).unwrap();
     let mut cp = cli.port(0, 1, 64).unwrap();
-    wait_for("link up again", || {
-        srv.link().status().state == LinkState::Up
-    });
+    wait_for("link up again", || srv.link().state() == LinkState::Up);
     assert_eq!(srv.link().status().connects, 2);
     assert_eq!(exchange(&mut cp, &mut sp, &f), f);
     assert_eq!(exchange(&mut sp, &mut cp, &f), f);
@@ -128,18 +124,16 @@ fn server_restart_client_reconnects() {
         .add(Config::new("cli", Role::Client, a.clone(), 0))
         .unwrap();
     let mut cp = cli.port(0, 1, 32).unwrap();
-    wait_for("up", || cli.link().status().state == LinkState::Up);
+    wait_for("up", || cli.link().state() == LinkState::Up);
     drop(srv);
-    wait_for("client down", || cli.link().status().state != LinkState::Up);
+    wait_for("client down", || cli.link().state() != LinkState::Up);
     assert_eq!(cp.send(&[&frame(64, 0)]), 0);
     // A new server on the same socket (an ovrd restart, an admin down/up).
     let srv = m
         .add(Config::new("srv", Role::Server, a.clone(), 0))
         .unwrap();
     let mut sp = srv.port(0, 1, 32).unwrap();
-    wait_for("client up again", || {
-        cli.link().status().state == LinkState::Up
-    });
+    wait_for("client up again", || cli.link().state() == LinkState::Up);
     let f = vec![frame(128, 3)];
     assert_eq!(exchange(&mut cp, &mut sp, &f), f);
 }
@@ -157,7 +151,7 @@ fn refusals_are_named() {
     wait_for("refused", || {
         cli.link().status().last_reason.contains("Incorrect secret")
     });
-    assert_eq!(srv.link().status().state, LinkState::Down);
+    assert_eq!(srv.link().state(), LinkState::Down);
     let other = m
         .add(Config::new("cli2", Role::Client, a.clone(), 9))
         .unwrap();
@@ -197,7 +191,7 @@ fn ip_mode_carries_packets_without_ethernet() {
     let cli = m.add(cc).unwrap();
     let mut sp = srv.port(0, 1, 32).unwrap();
     let mut cp = cli.port(0, 1, 32).unwrap();
-    wait_for("up", || srv.link().status().state == LinkState::Up);
+    wait_for("up", || srv.link().state() == LinkState::Up);
     // ovr hands the driver Ethernet frames: the header is left out on the wire, and put
     // back (the interface's MAC as destination, the type from the IP version) on receipt.
     let mut v4 = frame(60, 1);

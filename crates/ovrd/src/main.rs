@@ -241,6 +241,7 @@ fn run(a: &Args) -> Result<(), String> {
     let api = agent.api;
     let app = agent.state;
     app.report_links(std::sync::Arc::new(memif_links));
+    app.follow_peer_links(std::sync::Arc::new(ovr_io::memif::connected));
     let learning = match reach {
         ReachArg::Etcd => None,
         ReachArg::Evpn => Some(evpn::learn::Learning::new(&app, evpn::learn::Source::Evpn)),

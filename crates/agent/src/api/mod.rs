@@ -44,11 +44,17 @@ pub struct AppState {
     bgp: Arc<OnceLock<Arc<dyn bgp::BgpView>>>,
     /// The links of interfaces that have a peer of their own (memif), as JSON.
     links: Arc<OnceLock<LinksReport>>,
+    /// Whether such a link is connected, by interface name (chain health).
+    peer_up: Arc<OnceLock<PeerLinkUp>>,
 }
 
 /// The state of interfaces' links (memif: up or down, the peer's name and version), as
 /// `GET /api/v1/links` serves it.
 pub type LinksReport = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// Whether the link of an interface that has a peer of its own (memif) is connected to
+/// that peer, by the interface's name: a service port's health (`crate::health`).
+pub type PeerLinkUp = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What the API knows of the cluster ovrd is a member of.
 #[derive(Clone)]
@@ -75,6 +81,7 @@ impl AppState {
             cluster: Arc::default(),
             bgp: Arc::default(),
             links: Arc::default(),
+            peer_up: Arc::default(),
         }
     }
 
@@ -86,6 +93,17 @@ impl AppState {
     /// Sets where `GET /api/v1/links` comes from (once).
     pub fn report_links(&self, report: LinksReport) {
         let _ = self.links.set(report);
+    }
+
+    /// Sets how the link of an interface with a peer of its own is known to be up (once).
+    pub fn follow_peer_links(&self, up: PeerLinkUp) {
+        let _ = self.peer_up.set(up);
+    }
+
+    /// Whether interface `name`'s peer (memif) is connected: false when nobody said how
+    /// to know.
+    pub fn peer_link_up(&self, name: &str) -> bool {
+        self.peer_up.get().is_some_and(|f| f(name))
     }
 
     pub fn links(&self) -> serde_json::Value {
