@@ -89,8 +89,9 @@ class ChainLab(Lab):
         self.prefix = f"ovrsc{os.getpid() % 10000}"
 
 
-def config(instances, mode="in-network"):
-    """red → blue through `fw` with `instances` instances (1 or 2)."""
+def config(instances, mode="in-network", probe=None):
+    """red → blue through `fw` with `instances` instances (1 or 2), probed with `probe`
+    (None: links only)."""
     ifaces = [
         {"name": "wa", "network": "red", "peer_mac": A_MAC, "peer_addresses": [A_IP]},
         {"name": "wb", "network": "blue", "peer_mac": B_MAC, "peer_addresses": [B_IP]},
@@ -121,7 +122,8 @@ def config(instances, mode="in-network"):
         ],
         "routes": [{"network": "red", "prefix": f"{B_IP}/32", "nexthop": "wb"},
                    {"network": "blue", "prefix": f"{A_IP}/32", "nexthop": "wa"}],
-        "services": [{"name": "fw", "mode": mode, "instances": insts}],
+        "services": [{"name": "fw", "mode": mode, "instances": insts,
+                      **({"probe": probe} if probe else {})}],
         "chains": [{"name": "through-fw", "functions": ["fw"]}],
     }
 
@@ -139,7 +141,7 @@ class Topology:
         self.lab, self.tmp = lab, tmp_path
         self.procs, self.ovrd, self.fw = [], None, {}
 
-    def build(self, instances, mode="in-network"):
+    def build(self, instances, mode="in-network", probe=None):
         lab, tmp_path = self.lab, self.tmp
         self.family = "bridge" if mode == "transparent" else "inet"
         self.host = lab.ns("host")
@@ -169,7 +171,7 @@ class Topology:
             sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=f)
             sh("nft", "-f", "-", ns=f, input=NFT)
         cfg = tmp_path / "ovr.json"
-        cfg.write_text(json.dumps(config(instances, mode)))
+        cfg.write_text(json.dumps(config(instances, mode, probe)))
         self.ovrd = Ovrd(self.host, tmp_path / "ovrd.log", "--config", cfg)
         self.start(self.b, ECHO_SERVER, str(PORT), wait="listening")
         self.start(self.b, ECHO_SERVER, str(BLOCKED), wait="listening")

@@ -125,6 +125,8 @@ pub struct Prober {
     /// One worker sends (each probe once); every worker takes answers.
     pub sends: bool,
     next_ns: u64,
+    /// Some port was probed at the last look.
+    active: bool,
 }
 
 impl Default for Prober {
@@ -133,6 +135,7 @@ impl Default for Prober {
             book: Arc::default(),
             sends: true,
             next_ns: 0,
+            active: false,
         }
     }
 }
@@ -143,7 +146,13 @@ impl Prober {
             book,
             sends,
             next_ns: 0,
+            active: false,
         }
+    }
+
+    /// How soon an idle worker must wake to send probes on time (`None`: it need not).
+    pub fn wake_within_ms(&self) -> Option<i32> {
+        (self.sends && self.active).then_some((TICK_NS / 1_000_000) as i32)
     }
 }
 
@@ -200,6 +209,7 @@ pub fn tick(cx: &mut Cx, st: &ForwardingState) {
             }
         }
         ports.retain(|p, _| probed.contains(p));
+        cx.probes.active = !probed.is_empty();
     }
     for (d, seq) in due {
         let mut buf = [0u8; FRAME_LEN];

@@ -44,6 +44,8 @@ pub struct AppState {
     bgp: Arc<OnceLock<Arc<dyn bgp::BgpView>>>,
     /// The links of interfaces that have a peer of their own (memif), as JSON.
     links: Arc<OnceLock<LinksReport>>,
+    /// The workers' health probes of service instances (ovrd shares it with them).
+    probes: Arc<ovr_dataplane::probe::Book>,
 }
 
 /// The state of interfaces' links (memif: up or down, the peer's name and version), as
@@ -75,7 +77,13 @@ impl AppState {
             cluster: Arc::default(),
             bgp: Arc::default(),
             links: Arc::default(),
+            probes: Arc::default(),
         }
+    }
+
+    /// The book of health probes the workers write and the health thread reads.
+    pub fn probes(&self) -> &Arc<ovr_dataplane::probe::Book> {
+        &self.probes
     }
 
     /// Gives the API a view of ovrd's BGP speaker (`/api/v1/bgp/...`).
