@@ -7,7 +7,7 @@
 //! A link is read from sysfs (`operstate`): "up", or "unknown" for devices that do not
 //! report one (TAP), count as up; anything else (down, lowerlayerdown when a veth's
 //! peer is down, an interface that is gone) as down. memif ports have no kernel
-//! interface and are not followed here.
+//! interface: only their probe, if their function has one, is followed.
 
 use crate::api::AppState;
 use ovr_tables::ids::InterfaceId;
@@ -47,10 +47,12 @@ fn changes(state: &AppState, up: impl Fn(&str) -> bool) -> Vec<(InterfaceId, boo
                 let Some(iface) = st.interface(port) else {
                     continue;
                 };
-                if iface.kind == InterfaceKind::Memif || out.iter().any(|(p, _)| *p == port) {
+                if out.iter().any(|(p, _)| *p == port) {
                     continue;
                 }
-                let now = up(&iface.name) && state.probes().ok(port);
+                // A memif port has no kernel link: its probe alone says.
+                let link = iface.kind == InterfaceKind::Memif || up(&iface.name);
+                let now = link && state.probes().ok(port);
                 let held = !st.port_down(port);
                 if now != held {
                     out.push((port, now));
