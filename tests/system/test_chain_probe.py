@@ -40,10 +40,10 @@ SNIFF = textwrap.dedent("""
 
 # What keeps the function from answering its probes, its links left up.
 SILENCE = {
-    "arp": "table arp ovrpb { chain input { type filter hook input priority 0; "
-           "policy drop; } }",
-    "icmp": "table inet ovrpb { chain input { type filter hook input priority 0; "
-            "icmp type echo-request drop; } }",
+    "arp": "table arp ovrpb {\n chain input {\n type filter hook input priority 0; "
+           "policy drop;\n }\n}\n",
+    "icmp": "table inet ovrpb {\n chain input {\n type filter hook input priority 0;\n "
+            "icmp type echo-request drop\n }\n}\n",
 }
 
 
