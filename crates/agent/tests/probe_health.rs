@@ -32,10 +32,7 @@ fn healthy(state: &AppState, instance: usize) -> bool {
 
 #[test]
 fn an_unanswered_probe_takes_the_instance_out_with_its_link_up() {
-    let state = AppState::new(
-        common::agent(Config::from_yaml(CHAIN).unwrap(), None),
-        None,
-    );
+    let state = AppState::new(common::agent(Config::from_yaml(CHAIN).unwrap(), None), None);
     let mut pipe = Pipeline::new(Settings {
         flow_capacity: 1024,
         ..Default::default()
@@ -45,7 +42,11 @@ fn an_unanswered_probe_takes_the_instance_out_with_its_link_up() {
     assert_eq!(health::check(&state, links_up), 0);
     // 100 ms apart, none answered: after the 4th probe 3 are missed.
     for k in 0..4u64 {
-        assert_eq!(run_at(&state, &mut pipe, 1 + k * 100_000_000), 4, "probe {k}");
+        assert_eq!(
+            run_at(&state, &mut pipe, 1 + k * 100_000_000),
+            4,
+            "probe {k}"
+        );
         let changed = health::check(&state, links_up);
         assert_eq!(changed, if k == 3 { 4 } else { 0 }, "after probe {k}");
     }
