@@ -122,6 +122,7 @@ def test_a_silent_instance_leaves_within_a_second_and_comes_back_when_it_answers
     sh("nft", "-f", "-", ns=topo.fw[1], input=SILENCE[kind])
     gone = topo.wait_health("fw-1", False)
     assert gone - went < 1.0, gone - went
+    print(f"{kind}: fw-1 left {gone - went:.3f} s after it went silent")
     assert link_up(topo.fw[1], "left") == "UP" and link_up(topo.fw[1], "right") == "UP"
     assert link_up(topo.host, "f1l") == "UP"
     left, right = sides(topo, "fw-1")
@@ -141,6 +142,7 @@ def test_a_silent_instance_leaves_within_a_second_and_comes_back_when_it_answers
     sh("nft", "delete", "table", "arp" if kind == "arp" else "inet", "ovrpb", ns=topo.fw[1])
     up = topo.wait_health("fw-1", True)
     assert up - back < 1.0, up - back
+    print(f"{kind}: fw-1 back {up - back:.3f} s after it answered again")
     left, _ = sides(topo, "fw-1")
     assert left["up"] and left["probe"]["missed"] == 0, left
     assert topo.ping(2).returncode == 0
