@@ -89,8 +89,9 @@ class ChainLab(Lab):
         self.prefix = f"ovrsc{os.getpid() % 10000}"
 
 
-def config(instances, mode="in-network"):
-    """red → blue through `fw` with `instances` instances (1 or 2)."""
+def config(instances, mode="in-network", probe=None):
+    """red → blue through `fw` with `instances` instances (1 or 2), probed with `probe`
+    (None: links only)."""
     ifaces = [
         {"name": "wa", "network": "red", "peer_mac": A_MAC, "peer_addresses": [A_IP]},
         {"name": "wb", "network": "blue", "peer_mac": B_MAC, "peer_addresses": [B_IP]},
@@ -121,7 +122,8 @@ def config(instances, mode="in-network"):
         ],
         "routes": [{"network": "red", "prefix": f"{B_IP}/32", "nexthop": "wb"},
                    {"network": "blue", "prefix": f"{A_IP}/32", "nexthop": "wa"}],
-        "services": [{"name": "fw", "mode": mode, "instances": insts}],
+        "services": [{"name": "fw", "mode": mode, "instances": insts,
+                      **({"probe": probe} if probe else {})}],
         "chains": [{"name": "through-fw", "functions": ["fw"]}],
     }
 
@@ -139,11 +141,11 @@ class Topology:
         self.lab, self.tmp = lab, tmp_path
         self.procs, self.ovrd, self.fw = [], None, {}
 
-    def build(self, instances, mode="in-network"):
+    def build(self, instances, mode="in-network", probe=None):
         self.workloads()
         for n in range(1, instances + 1):
             self.instance(n, mode)
-        self.run(config(instances, mode))
+        self.run(config(instances, mode, probe))
 
     def workloads(self):
         """The host's namespace, a (red) and b (blue) behind it."""

@@ -1,5 +1,6 @@
 //! The health of service chains' ports: ovrd looks at each port's link as the host
-//! sees it and reports changes into the tables, where an instance with a port down
+//! sees it, and at its probe where its function has one (ARP or ICMP, sent and
+//! answered in the workers: `ovr_dataplane::probe`), and reports changes into the tables, where an instance with a port down
 //! leaves its function's ECMP group (its sessions move on their next packet, the others'
 //! stay; with no instance left the chain drops, counted as `chain_no_instance`).
 //!
@@ -8,7 +9,8 @@
 //! peer is down, an interface that is gone) as down. A memif port has no kernel
 //! interface: it is up while connected to its peer (the network function), as ovrd
 //! tells through `AppState::follow_peer_links`; waiting for a peer, during a handshake,
-//! or after the peer left or died, it is down.
+//! or after the peer left or died, it is down. A port whose function has a probe is up
+//! only while its probe has not failed too.
 
 use crate::api::AppState;
 use ovr_tables::ids::InterfaceId;
@@ -17,7 +19,8 @@ use ovr_tables::state::TableOp;
 use std::time::Duration;
 use tracing::{info, warn};
 
-/// How often links are looked at: a port that goes down leaves well within a second.
+/// How often links and probes are looked at: a port that goes down leaves well within
+/// a second.
 pub const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Whether the host says the link of interface `name` is up.
@@ -59,7 +62,7 @@ fn changes(state: &AppState, up: impl Fn(&Interface) -> bool) -> Vec<(InterfaceI
                 if out.iter().any(|(p, _)| *p == port) {
                     continue;
                 }
-                let now = up(iface);
+                let now = up(iface) && state.probes().ok(port);
                 let held = !st.port_down(port);
                 if now != held {
                     out.push((port, now));
@@ -91,7 +94,14 @@ pub fn check(state: &AppState, up: impl Fn(&Interface) -> bool) -> usize {
                     .interface_name(*port)
                     .unwrap_or("?")
                     .to_string();
-                info!(interface = %name, up, "service port link changed");
+                let probe = state.probes().get(*port);
+                info!(
+                    interface = %name,
+                    up,
+                    probe = probe.map_or("link", |p| p.kind),
+                    missed = probe.map_or(0, |p| p.missed()),
+                    "service port health changed"
+                );
             }
             ch.len()
         }

@@ -131,6 +131,8 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
             c.services.push(ServiceConfig {
                 name: f.clone(),
                 mode: s.mode,
+                // Cluster intent has no probe yet: links only.
+                probe: Default::default(),
                 instances,
             });
         }

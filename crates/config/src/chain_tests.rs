@@ -334,3 +334,102 @@ fn an_instance_on_another_host_is_a_tunnel_to_its_mac() {
         "leave it out",
     );
 }
+
+/// GOOD with a probe on `fw` and addresses on every side.
+fn probed(probe: &str) -> String {
+    GOOD.replace(
+        "    mode: in-network\n",
+        &format!("    mode: in-network\n    probe: {probe}\n"),
+    )
+    .replace(
+        "right: { interface: f1r, mac: '02:00:00:00:01:02' }",
+        "right: { interface: f1r, mac: '02:00:00:00:01:02', address: 10.99.2.11 }",
+    )
+    .replace(
+        "left: { interface: f2l, mac: '02:00:00:00:02:01' }",
+        "left: { interface: f2l, mac: '02:00:00:00:02:01', address: 10.99.1.12 }",
+    )
+    .replace(
+        "right: { interface: f2r, mac: '02:00:00:00:02:02' }",
+        "right: { interface: f2r, mac: '02:00:00:00:02:02', address: 10.99.2.12 }",
+    )
+}
+
+#[test]
+fn a_probe_translates_with_the_gateway_of_each_sides_subnet() {
+    use ovr_tables::chain::{ProbeKind, ProbeTarget};
+    let t = Config::from_yaml(&probed("{ kind: arp, interval_ms: 50, failures: 4 }"))
+        .unwrap()
+        .translate()
+        .unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let f = &st.chains().by_name("through-fw").unwrap().functions[0];
+    assert_eq!(
+        (f.probe.kind, f.probe.interval_ms, f.probe.failures),
+        (ProbeKind::Arp, 50, 4)
+    );
+    let ip = |s: &str| s.parse().unwrap();
+    assert_eq!(
+        f.instances[1].left_probe,
+        Some(ProbeTarget {
+            from: ip("10.99.1.1"),
+            to: ip("10.99.1.12")
+        })
+    );
+    assert_eq!(f.instances[0].right_probe.unwrap().from, ip("10.99.2.1"));
+    // Without a probe (the default: links only), no side is probed.
+    let t = Config::from_yaml(GOOD).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let f = &st.chains().by_name("through-fw").unwrap().functions[0];
+    assert_eq!(f.probe.kind, ProbeKind::Link);
+    assert!(f.instances.iter().all(|i| i.left_probe.is_none()));
+    // The default is not written back.
+    let c = Config::from_yaml(GOOD).unwrap();
+    assert!(!serde_yaml_ng::to_string(&c).unwrap().contains("probe"));
+}
+
+#[test]
+fn a_probe_is_checked_at_its_field() {
+    assert_error(
+        &probed("{ kind: ping }"),
+        "services[0].probe.kind",
+        "unknown variant",
+    );
+    assert_error(
+        &probed("{ kind: icmp, interval_ms: 5 }"),
+        "services[0].probe.interval_ms",
+        "out of range: 10 to 60000 ms",
+    );
+    assert_error(
+        &probed("{ kind: icmp, failures: 0 }"),
+        "services[0].probe.failures",
+        "out of range",
+    );
+    assert_error(
+        &GOOD.replace(
+            "    mode: in-network\n",
+            "    mode: in-network\n    probe: { kind: arp }\n",
+        ),
+        "services[0].instances[0].right.address",
+        "required with probe arp or icmp",
+    );
+    assert_error(
+        &probed("{ kind: arp }").replace("10.99.2.12", "10.98.2.12"),
+        "services[0].instances[1].right.address",
+        "no gateway address in the subnet of 10.98.2.12",
+    );
+    assert_error(
+        &probed("{ kind: arp }").replace("10.99.2.12", "'fd00::12'"),
+        "services[0].instances[1].right.address",
+        "IPv4 addresses only",
+    );
+    assert_error(
+        &probed("{ kind: arp }").replace("mode: in-network", "mode: transparent"),
+        "services[0].probe.kind",
+        "only `link` is supported",
+    );
+}

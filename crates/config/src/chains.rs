@@ -11,14 +11,31 @@
 //! passes through unchanged, so they come back out routed by ovr as an in-network
 //! function's would.
 
-use crate::model::{ActionConfig, RuleConfig, ServiceModeConfig};
+use crate::model::{
+    ActionConfig, ProbeKindConfig, RuleConfig, ServiceConfig, ServiceModeConfig, ServicePortConfig,
+};
 use crate::translate::{Builder, R, err, unicast};
-use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
+use ovr_tables::chain::{
+    Chain, ChainId, Function, FunctionMode, Instance, Probe, ProbeKind, ProbeTarget,
+};
 use ovr_tables::ids::VrfId;
 use ovr_tables::nexthop::{ECMP_BUCKETS, NextHop};
 use ovr_tables::state::TableOp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// The shortest and longest time between two probes of a port, in ms.
+const PROBE_INTERVAL_MS: (u32, u32) = (10, 60_000);
+/// The most probes a port may miss in a row before it is down.
+const PROBE_FAILURES_MAX: u32 = 100;
+
+/// Whether two IPv4 addresses are in one subnet of length `len`.
+fn same_subnet(a: core::net::Ipv4Addr, b: core::net::Ipv4Addr, len: u8) -> bool {
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(len.min(32)))
+        .unwrap_or(0);
+    u32::from(a) & mask == u32::from(b) & mask
+}
 
 /// The name of the next hop made for one side of an instance.
 pub(crate) fn nexthop_name(service: &str, instance: &str, side: &str) -> String {
@@ -65,6 +82,7 @@ impl Builder<'_> {
                     format!("at most {ECMP_BUCKETS} instances (the ECMP group's buckets)"),
                 );
             }
+            self.check_probe(&path, s)?;
             let mut names = HashMap::new();
             for (k, inst) in s.instances.iter().enumerate() {
                 let ip = format!("{path}.instances[{k}]");
@@ -177,6 +195,94 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A function's probe: its timing within bounds, and with `arp` or `icmp` an
+    /// in-network function whose sides here each give an IPv4 address with a gateway of
+    /// the port's network in its subnet (the probe's source).
+    fn check_probe(&self, path: &str, s: &ServiceConfig) -> R<()> {
+        let p = &s.probe;
+        if !(PROBE_INTERVAL_MS.0..=PROBE_INTERVAL_MS.1).contains(&p.interval_ms) {
+            return err(
+                format!("{path}.probe.interval_ms"),
+                format!(
+                    "{} is out of range: {} to {} ms",
+                    p.interval_ms, PROBE_INTERVAL_MS.0, PROBE_INTERVAL_MS.1
+                ),
+            );
+        }
+        if !(1..=PROBE_FAILURES_MAX).contains(&p.failures) {
+            return err(
+                format!("{path}.probe.failures"),
+                format!(
+                    "{} is out of range: 1 to {PROBE_FAILURES_MAX} probes missed in a row",
+                    p.failures
+                ),
+            );
+        }
+        if p.kind == ProbeKindConfig::Link {
+            return Ok(());
+        }
+        if s.mode == ServiceModeConfig::Transparent {
+            return err(
+                format!("{path}.probe.kind"),
+                "a transparent function has no address to probe: only `link` is supported",
+            );
+        }
+        for (k, inst) in s.instances.iter().enumerate() {
+            for (side, port) in [("left", &inst.left), ("right", &inst.right)] {
+                if port.via.is_none() {
+                    self.probe_target(&format!("{path}.instances[{k}].{side}"), port)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The addresses a probe of a side of this host uses: the gateway's in the port's
+    /// network whose subnet holds the function's address, and that address.
+    fn probe_target(&self, at: &str, port: &ServicePortConfig) -> R<ProbeTarget> {
+        let to = match port.address {
+            Some(core::net::IpAddr::V4(a)) => a,
+            Some(_) => {
+                return err(
+                    format!("{at}.address"),
+                    "probes (arp, icmp) are sent to IPv4 addresses only",
+                );
+            }
+            None => {
+                return err(
+                    format!("{at}.address"),
+                    "required with probe arp or icmp: the function's address the probe is sent to",
+                );
+            }
+        };
+        let net = self
+            .index
+            .interfaces
+            .get(&port.interface)
+            .and_then(|&f| self.c.interfaces[f].network.as_deref())
+            .and_then(|n| self.c.networks.iter().find(|x| x.name == n));
+        let Some(net) = net else {
+            return err(
+                format!("{at}.interface"),
+                format!("'{}' has no network", port.interface),
+            );
+        };
+        let from = net.gateways.iter().find_map(|g| match g.0.addr {
+            core::net::IpAddr::V4(a) if same_subnet(a, to, g.0.prefix_len) => Some(a),
+            _ => None,
+        });
+        match from {
+            Some(from) => Ok(ProbeTarget { from, to }),
+            None => err(
+                format!("{at}.address"),
+                format!(
+                    "network '{}' has no gateway address in the subnet of {to} to send the probe from",
+                    net.name
+                ),
+            ),
+        }
     }
 
     /// A side of an instance on another host: `via` names a VXLAN tunnel next hop, the
@@ -387,12 +493,23 @@ impl Builder<'_> {
                         Some(_) => Ok(None),
                         None => self.interface(&at, &p.interface).map(Some),
                     };
+                    // Sides of this host are probed; one on another host is its
+                    // host's to follow.
+                    let target = |p: &ServicePortConfig, side: &str| {
+                        if s.probe.kind == ProbeKindConfig::Link || p.via.is_some() {
+                            return Ok(None);
+                        }
+                        self.probe_target(&format!("{at}.{}.{side}", inst.name), p)
+                            .map(Some)
+                    };
                     instances.push(Instance {
                         name: inst.name.clone(),
                         left: port(&inst.left)?,
                         right: port(&inst.right)?,
                         left_nh: nh("left")?,
                         right_nh: nh("right")?,
+                        left_probe: target(&inst.left, "left")?,
+                        right_probe: target(&inst.right, "right")?,
                     });
                 }
                 functions.push(Function {
@@ -400,6 +517,15 @@ impl Builder<'_> {
                     mode: match s.mode {
                         ServiceModeConfig::InNetwork => FunctionMode::InNetwork,
                         ServiceModeConfig::Transparent => FunctionMode::Transparent,
+                    },
+                    probe: Probe {
+                        kind: match s.probe.kind {
+                            ProbeKindConfig::Link => ProbeKind::Link,
+                            ProbeKindConfig::Arp => ProbeKind::Arp,
+                            ProbeKindConfig::Icmp => ProbeKind::Icmp,
+                        },
+                        interval_ms: s.probe.interval_ms,
+                        failures: s.probe.failures,
                     },
                     instances,
                 });

@@ -368,6 +368,60 @@ pub enum ServiceModeConfig {
     Transparent,
 }
 
+/// What probes a function's instances.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeKindConfig {
+    /// The ports' links only.
+    #[default]
+    Link,
+    /// An ARP request for the instance's address on each side, from the gateway.
+    Arp,
+    /// An ICMP echo request to the instance's address on each side, from the gateway.
+    Icmp,
+}
+
+/// A function's health probe: every `interval_ms` to each side of each instance on this
+/// host; an instance with a side that leaves `failures` probes in a row unanswered
+/// leaves its function's group until a probe is answered again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    #[serde(default)]
+    pub kind: ProbeKindConfig,
+    #[serde(default = "ProbeConfig::default_interval")]
+    pub interval_ms: u32,
+    #[serde(default = "ProbeConfig::default_failures")]
+    pub failures: u32,
+}
+
+impl ProbeConfig {
+    /// Probes 100 ms apart and 3 missed: a dead instance leaves within 1 s.
+    fn default_interval() -> u32 {
+        100
+    }
+
+    fn default_failures() -> u32 {
+        3
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        Self {
+            kind: ProbeKindConfig::Link,
+            interval_ms: Self::default_interval(),
+            failures: Self::default_failures(),
+        }
+    }
+}
+
 /// A network function and its instances.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -376,6 +430,10 @@ pub struct ServiceConfig {
     pub name: String,
     #[serde(default)]
     pub mode: ServiceModeConfig,
+    /// How its instances' health is checked besides their ports' links (default: the
+    /// links only).
+    #[serde(default, skip_serializing_if = "ProbeConfig::is_default")]
+    pub probe: ProbeConfig,
     /// The instances: ECMP members, each session pinned to one in both directions.
     #[serde(default)]
     pub instances: Vec<ServiceInstanceConfig>,

@@ -172,6 +172,8 @@ pub struct Cx {
     pub fast_path: FastPathCounters,
     /// Now, in nanoseconds of the driver's clock (replay: the capture's timestamps).
     pub now: u64,
+    /// Health probes of service instances: what this worker sends and records.
+    pub probes: crate::probe::Prober,
     /// The tables' epoch whose networks' flow quotas the flow table has (see
     /// `follow_quotas`).
     quota_epoch: Option<u32>,
@@ -192,6 +194,7 @@ impl Cx {
             offload_counters: OffloadCounters::default(),
             fast_path: FastPathCounters::default(),
             now: 0,
+            probes: crate::probe::Prober::default(),
             quota_epoch: None,
         }
     }

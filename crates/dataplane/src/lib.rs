@@ -17,6 +17,7 @@ pub mod ip;
 pub mod meta;
 pub mod nodes;
 pub mod pipeline;
+pub mod probe;
 
 pub use context::{Cx, Settings};
 pub use drop::{DropReason, Reason};

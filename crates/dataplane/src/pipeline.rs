@@ -250,6 +250,7 @@ impl Pipeline {
     /// Runs everything received through the graph, then ages the slice of the flows that
     /// the time since the last run has earned.
     pub fn run(&mut self, st: &ForwardingState) {
+        crate::probe::tick(&mut self.cx, st);
         self.graph.run(&mut self.cx, st);
         let now = self.cx.now;
         let last = *self.aged_at.get_or_insert(now);
@@ -323,6 +324,11 @@ impl Pipeline {
                 f(&mut self.cx, &meta, &head[..n]);
             }
         }
+    }
+
+    /// Shares the workers' book of probes; `sends`: this worker sends them (one does).
+    pub fn share_probes(&mut self, book: std::sync::Arc<crate::probe::Book>, sends: bool) {
+        self.cx.probes = crate::probe::Prober::new(book, sends);
     }
 
     pub fn graph(&self) -> &Graph<Cx, ForwardingState> {

@@ -9,15 +9,19 @@
 mod common;
 
 use ovr_dataplane::{DropReason, Pipeline, Reason, Settings};
-use ovr_tables::chain::{Chain, ChainId, Function, FunctionMode, Instance};
+use ovr_tables::chain::{
+    Chain, ChainId, Function, FunctionMode, Instance, Probe, ProbeKind, ProbeTarget,
+};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceKind};
+use ovr_tables::interface::{Interface, InterfaceAddress, InterfaceKind};
 use ovr_tables::nexthop::NextHop;
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
 use ovr_tables::vrf::DEFAULT_ROUTER_MAC;
-use ovr_wire::ethernet::{EthernetFrame, MacAddr};
-use ovr_wire::ipv4::Ipv4Packet;
+use ovr_wire::arp::{ArpOp, ArpPacket, ArpRepr};
+use ovr_wire::ethernet::{EthernetFrame, MacAddr, ethertype};
+use ovr_wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
+use ovr_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -43,6 +47,21 @@ fn fn_mac(n: u32, side: u8) -> MacAddr {
 }
 
 fn setup() -> (TablesWriter, TablesReader) {
+    setup_probed(Probe::default())
+}
+
+/// The probe target of instance n's side (1 left, 2 right): from the gateway
+/// 10.99.side.1 to the function's 10.99.side.(10 + n).
+fn target(n: u32, side: u8) -> ProbeTarget {
+    ProbeTarget {
+        from: Ipv4Addr::new(10, 99, side, 1),
+        to: Ipv4Addr::new(10, 99, side, 10 + n as u8),
+    }
+}
+
+/// The chain with `probe` on its function (svc's gateways 10.99.1.1/24 and 10.99.2.1/24).
+fn setup_probed(probe: Probe) -> (TablesWriter, TablesReader) {
+    let probed = probe.kind != ProbeKind::Link;
     let (mut w, r) = new_tables();
     let iface = |id: InterfaceId, vrf| {
         TableOp::UpsertInterface(Interface {
@@ -88,6 +107,8 @@ fn setup() -> (TablesWriter, TablesReader) {
             right: Some(right(n)),
             left_nh: NextHopId(10 * n),
             right_nh: NextHopId(10 * n + 1),
+            left_probe: probed.then(|| target(n, 1)),
+            right_probe: probed.then(|| target(n, 2)),
         });
     }
     for (vrf, prefix, nh) in [
@@ -109,6 +130,7 @@ fn setup() -> (TablesWriter, TablesReader) {
         functions: vec![Function {
             name: "fw".into(),
             mode: FunctionMode::InNetwork,
+            probe,
             instances,
         }],
     }])));
@@ -116,6 +138,19 @@ fn setup() -> (TablesWriter, TablesReader) {
         dst_net: Some(BLUE),
         ..PolicyRule::matching_all(PolicyAction::Chain(ChainId(0)))
     };
+    ops.push(TableOp::SetGateway {
+        vrf: SVC,
+        mac: DEFAULT_ROUTER_MAC,
+        addresses: ["10.99.1.1/24", "10.99.2.1/24"]
+            .map(|a| {
+                let (addr, len) = a.split_once('/').unwrap();
+                InterfaceAddress {
+                    addr: addr.parse().unwrap(),
+                    prefix_len: len.parse().unwrap(),
+                }
+            })
+            .into(),
+    });
     ops.push(TableOp::SetPolicy {
         vrf: RED,
         policy: Arc::new(Policy::new(vec![rule]).unwrap()),
@@ -148,6 +183,9 @@ fn pass(
     let mut out = Vec::new();
     pipe.drain_tx(|iface, bytes| {
         let eth = EthernetFrame::new_checked(bytes).unwrap();
+        if eth.ethertype() == ethertype::ARP {
+            return; // a health probe
+        }
         let ip = Ipv4Packet::new_checked(&bytes[14..]).unwrap();
         out.push((ip.ident(), iface, eth.dst()));
     });
@@ -252,4 +290,217 @@ fn a_frame_from_a_function_not_sent_to_the_gateway_has_no_place_in_the_chain() {
         pipe.cx.drops[usize::from(DropReason::from(Reason::ChainUnplaced).0)],
         1
     );
+}
+
+/// Runs the pipeline at `at` ns with `frames` received on their ports; returns what it
+/// sent (interface, frame).
+fn run_at(
+    pipe: &mut Pipeline,
+    r: &TablesReader,
+    at: u64,
+    frames: &[(InterfaceId, Vec<u8>)],
+) -> Vec<(InterfaceId, Vec<u8>)> {
+    let g = r.enter().unwrap();
+    pipe.cx.now = at;
+    for (rx, f) in frames {
+        pipe.receive(&g, *rx, [f.as_slice()]);
+    }
+    pipe.run(&g);
+    let mut out = Vec::new();
+    pipe.drain_tx(|iface, bytes| out.push((iface, bytes.to_vec())));
+    out.sort();
+    out
+}
+
+/// Every side of both instances: (port, instance, side).
+fn sides() -> [(InterfaceId, u32, u8); 4] {
+    [
+        (left(1), 1, 1),
+        (right(1), 1, 2),
+        (left(2), 2, 1),
+        (right(2), 2, 2),
+    ]
+}
+
+/// The function's ARP reply to a probe of instance n's side.
+fn arp_answer(n: u32, side: u8) -> Vec<u8> {
+    let t = target(n, side);
+    let mut f = vec![0u8; 42];
+    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+    eth.set_dst(DEFAULT_ROUTER_MAC);
+    eth.set_src(fn_mac(n, side));
+    eth.set_ethertype(ethertype::ARP);
+    ArpRepr {
+        operation: ArpOp::Reply,
+        sender_mac: fn_mac(n, side),
+        sender_ip: t.to,
+        target_mac: DEFAULT_ROUTER_MAC,
+        target_ip: t.from,
+    }
+    .emit(&mut f[14..]);
+    f
+}
+
+/// What ovrd's health thread does: each port's probe into the tables.
+fn follow_probes(w: &mut TablesWriter, pipe: &Pipeline) {
+    let ops = sides()
+        .iter()
+        .map(|&(port, _, _)| TableOp::SetPortHealth {
+            interface: port,
+            up: pipe.cx.probes.book.ok(port),
+        })
+        .collect();
+    w.commit(ops).unwrap();
+}
+
+fn total_drops(pipe: &Pipeline) -> u64 {
+    pipe.cx.drops.iter().sum()
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn arp_probes_go_out_of_every_side_and_an_instance_that_stops_answering_leaves() {
+    let probe = Probe {
+        kind: ProbeKind::Arp,
+        interval_ms: 100,
+        failures: 3,
+    };
+    let (mut w, r) = setup_probed(probe);
+    let mut pipe = Pipeline::new(Settings::default());
+    // One probe out of each side: from the gateway to the function's MAC, asking for
+    // its address.
+    let sent = run_at(&mut pipe, &r, MS, &[]);
+    assert_eq!(sent.len(), 4);
+    for ((port, bytes), (side_port, n, side)) in sent.iter().zip(sides()) {
+        assert_eq!(*port, side_port);
+        let eth = EthernetFrame::new_checked(&bytes[..]).unwrap();
+        assert_eq!(
+            (eth.dst(), eth.src(), eth.ethertype()),
+            (fn_mac(n, side), DEFAULT_ROUTER_MAC, ethertype::ARP)
+        );
+        let a = ArpRepr::parse(&ArpPacket::new_checked(&bytes[14..]).unwrap());
+        assert_eq!(a.operation, ArpOp::Request);
+        assert_eq!(
+            (a.sender_mac, a.sender_ip, a.target_ip),
+            (DEFAULT_ROUTER_MAC, target(n, side).from, target(n, side).to)
+        );
+    }
+    // Answered: taken as the answers (nothing sent, nothing dropped), none due yet.
+    let answers: Vec<_> = sides()
+        .iter()
+        .map(|&(p, n, s)| (p, arp_answer(n, s)))
+        .collect();
+    let drops = total_drops(&pipe);
+    assert!(run_at(&mut pipe, &r, 2 * MS, &answers).is_empty());
+    assert_eq!(total_drops(&pipe), drops);
+    for (p, _, _) in sides() {
+        let b = pipe.cx.probes.book.get(p).unwrap();
+        assert_eq!((b.kind, b.sent, b.answered), ("arp", 1, 1));
+        assert_eq!(b.last_answer_ns, Some(2 * MS));
+    }
+    // Every 100 ms a probe; fw-2's left stops answering: after 3 missed it is down.
+    for k in 1..=4u64 {
+        let at = MS + k * 100 * MS;
+        assert_eq!(run_at(&mut pipe, &r, at, &[]).len(), 4, "probes at {k}");
+        let answered: Vec<_> = answers
+            .iter()
+            .filter(|(p, _)| *p != left(2))
+            .cloned()
+            .collect();
+        run_at(&mut pipe, &r, at + MS, &answered);
+        let b = pipe.cx.probes.book.get(left(2)).unwrap();
+        assert_eq!(b.missed(), k as u32 - 1);
+        assert_eq!(pipe.cx.probes.book.ok(left(2)), k < 4, "after {k} probes");
+        assert!(pipe.cx.probes.book.ok(right(2)));
+    }
+    // Down like a link: fw-2 leaves, every session goes through fw-1.
+    follow_probes(&mut w, &pipe);
+    assert!(!r.enter().unwrap().chains().healthy(ChainId(0), 0, 1));
+    assert!(round(&mut pipe, &r, 32, false).iter().all(|k| *k == 1));
+    // One answer brings it back.
+    let at = pipe.cx.now + MS;
+    run_at(&mut pipe, &r, at, &[(left(2), arp_answer(2, 1))]);
+    assert!(pipe.cx.probes.book.ok(left(2)));
+    follow_probes(&mut w, &pipe);
+    assert!(r.enter().unwrap().chains().healthy(ChainId(0), 0, 1));
+}
+
+/// The function's echo reply to an ICMP probe of instance n's side, with identifier
+/// `ident`.
+fn echo_answer(n: u32, side: u8, ident: u16, seq: u16) -> Vec<u8> {
+    let t = target(n, side);
+    let icmp = Icmpv4Repr::EchoReply {
+        ident,
+        seq,
+        data: b"ovrprobe",
+    };
+    let ip = Ipv4Repr {
+        src: t.to,
+        dst: t.from,
+        protocol: 1,
+        ttl: 64,
+        dscp: 0,
+        ecn: 0,
+        ident: 1,
+        dont_frag: false,
+        payload_len: icmp.buffer_len() as u16,
+    };
+    let mut f = vec![0u8; 14 + 20 + icmp.buffer_len()];
+    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+    eth.set_dst(DEFAULT_ROUTER_MAC);
+    eth.set_src(fn_mac(n, side));
+    eth.set_ethertype(ethertype::IPV4);
+    ip.emit(&mut f[14..]);
+    icmp.emit(&mut f[34..]);
+    f
+}
+
+#[test]
+fn icmp_probes_are_echo_requests_and_only_ovrs_echo_replies_answer_them() {
+    let probe = Probe {
+        kind: ProbeKind::Icmp,
+        interval_ms: 100,
+        failures: 3,
+    };
+    let (_w, r) = setup_probed(probe);
+    let mut pipe = Pipeline::new(Settings::default());
+    let sent = run_at(&mut pipe, &r, MS, &[]);
+    assert_eq!(sent.len(), 4);
+    let (port, bytes) = &sent[0];
+    assert_eq!(*port, left(1));
+    let ip = Ipv4Packet::new_checked(&bytes[14..]).unwrap();
+    assert_eq!((ip.src(), ip.dst()), (target(1, 1).from, target(1, 1).to));
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    let Icmpv4Repr::EchoRequest { ident, seq, .. } = Icmpv4Repr::parse(&icmp).unwrap() else {
+        panic!("not an echo request");
+    };
+    // Another program's echo reply to the gateway is no answer (the gateway refuses it).
+    let drops = total_drops(&pipe);
+    run_at(
+        &mut pipe,
+        &r,
+        2 * MS,
+        &[(left(1), echo_answer(1, 1, 77, seq))],
+    );
+    assert_eq!(total_drops(&pipe), drops + 1);
+    assert_eq!(pipe.cx.probes.book.get(left(1)).unwrap().answered, 0);
+    // The function's answer is taken: nothing sent back, nothing dropped.
+    let out = run_at(
+        &mut pipe,
+        &r,
+        3 * MS,
+        &[(left(1), echo_answer(1, 1, ident, seq))],
+    );
+    assert!(out.is_empty());
+    assert_eq!(total_drops(&pipe), drops + 1);
+    assert_eq!(pipe.cx.probes.book.get(left(1)).unwrap().answered, 1);
+    // From the wrong side's address: not an answer there.
+    run_at(
+        &mut pipe,
+        &r,
+        4 * MS,
+        &[(right(1), echo_answer(1, 1, ident, seq))],
+    );
+    assert_eq!(pipe.cx.probes.book.get(right(1)).unwrap().answered, 0);
 }

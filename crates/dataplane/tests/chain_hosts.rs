@@ -196,6 +196,7 @@ fn chain_on(me: u8, placement: [&[u8]; FUNCTIONS as usize]) -> TableOp {
         .map(|f| Function {
             name: format!("f{f}"),
             mode: FunctionMode::InNetwork,
+            probe: Default::default(),
             instances: placement[usize::from(f - 1)]
                 .iter()
                 .map(|&h| Instance {
@@ -204,6 +205,8 @@ fn chain_on(me: u8, placement: [&[u8]; FUNCTIONS as usize]) -> TableOp {
                     right: (h == me).then_some(port(f, 1)),
                     left_nh: instance_nh(f, h, 0),
                     right_nh: instance_nh(f, h, 1),
+                    left_probe: None,
+                    right_probe: None,
                 })
                 .collect(),
         })

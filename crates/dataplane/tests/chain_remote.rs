@@ -79,6 +79,8 @@ fn chain_on(hosts: &[u8]) -> TableOp {
                 right: None,
                 left_nh: NextHopId(nh),
                 right_nh: NextHopId(nh + 1),
+                left_probe: None,
+                right_probe: None,
             }
         })
         .collect();
@@ -89,6 +91,7 @@ fn chain_on(hosts: &[u8]) -> TableOp {
         functions: vec![Function {
             name: "fw".into(),
             mode: FunctionMode::InNetwork,
+            probe: Default::default(),
             instances,
         }],
     }]))

@@ -145,12 +145,15 @@ fn setup() -> (TablesWriter, TablesReader) {
             functions: vec![Function {
                 name: "fw".into(),
                 mode: FunctionMode::InNetwork,
+                probe: Default::default(),
                 instances: vec![Instance {
                     name: "fw-1".into(),
                     left: Some(FW_LEFT),
                     right: Some(FW_RIGHT),
                     left_nh: NextHopId(19),
                     right_nh: NextHopId(20),
+                    left_probe: None,
+                    right_probe: None,
                 }],
             }],
         }])),

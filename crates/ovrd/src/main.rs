@@ -322,6 +322,7 @@ fn run(a: &Args) -> Result<(), String> {
             let opened = opened.clone();
             let (pref, batch) = (a.driver.into(), a.batch);
             let attached = attached.clone();
+            let probes = app.probes().clone();
             let t = std::thread::Builder::new()
                 .name(format!("ovr-worker-{index}"))
                 .spawn_scoped(scope, move || {
@@ -338,10 +339,14 @@ fn run(a: &Args) -> Result<(), String> {
                         let fast = program
                             .clone()
                             .map(|x| ovr_offload::FastPath::sharing(x, generations));
+                        let mut pipe = Pipeline::new(*settings);
+                        // Every worker takes the answers to health probes; the first
+                        // sends them.
+                        pipe.share_probes(probes, index == 0);
                         Ok(Worker {
                             share,
                             ports: Ports::open(&st, pref, batch, share, extra, program, attached)?,
-                            pipe: Pipeline::new(*settings),
+                            pipe,
                             requests,
                             handoff,
                             fast,

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 /// How long an idle worker sleeps in poll(2) before looking at its stop flag again
-/// (less if the fast path asks: `FastPath::wake_within_ms`). Frames, other workers'
+/// (less if the fast path asks, `FastPath::wake_within_ms`, or health probes are due,
+/// `Prober::wake_within_ms`). Frames, other workers'
 /// hand-overs and the API's requests wake it at once.
 const IDLE_POLL_MS: i32 = 100;
 
@@ -161,6 +162,9 @@ impl Worker {
             .fast
             .as_ref()
             .and_then(|f| f.wake_within_ms())
+            .into_iter()
+            .chain(self.pipe.cx.probes.wake_within_ms())
+            .min()
             .unwrap_or(IDLE_POLL_MS);
         let r = self.wait(ms);
         // Before this iteration drains them: a request queued later wakes the next sleep.

@@ -75,6 +75,56 @@ pub enum FunctionMode {
     Transparent,
 }
 
+/// How an instance's health is checked besides its ports' links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProbeKind {
+    /// The links only.
+    #[default]
+    Link,
+    /// An ARP request for the function's address on each side.
+    Arp,
+    /// An ICMP echo request to the function's address on each side.
+    Icmp,
+}
+
+impl ProbeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Link => "link",
+            ProbeKind::Arp => "arp",
+            ProbeKind::Icmp => "icmp",
+        }
+    }
+}
+
+/// A function's probe: sent every `interval_ms` to each side of its instances here; a
+/// side that leaves `failures` probes in a row unanswered is down until one is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Probe {
+    pub kind: ProbeKind,
+    pub interval_ms: u32,
+    pub failures: u32,
+}
+
+impl Default for Probe {
+    /// Links only; with a probe, 100 ms × 3: a dead instance leaves well within 1 s.
+    fn default() -> Self {
+        Self {
+            kind: ProbeKind::Link,
+            interval_ms: 100,
+            failures: 3,
+        }
+    }
+}
+
+/// The addresses of a probe on one side: the gateway's address in the port's network
+/// (the source) and the function's address there (the target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProbeTarget {
+    pub from: core::net::Ipv4Addr,
+    pub to: core::net::Ipv4Addr,
+}
+
 /// One instance of a function: its two ports and the next hops to it through them.
 /// An instance on another host has no port here (`None`): its next hops are tunnels to
 /// its host, and it is healthy while it is configured (its host says its ports are up).
@@ -85,9 +135,20 @@ pub struct Instance {
     pub right: Option<InterfaceId>,
     pub left_nh: NextHopId,
     pub right_nh: NextHopId,
+    /// What a probe of each side is addressed from and to (`None`: the side is not
+    /// probed: its function's probe is `link`, or the instance is on another host).
+    pub left_probe: Option<ProbeTarget>,
+    pub right_probe: Option<ProbeTarget>,
 }
 
 impl Instance {
+    pub fn probe(&self, side: Side) -> Option<ProbeTarget> {
+        match side {
+            Side::Left => self.left_probe,
+            Side::Right => self.right_probe,
+        }
+    }
+
     pub fn port(&self, side: Side) -> Option<InterfaceId> {
         match side {
             Side::Left => self.left,
@@ -108,6 +169,7 @@ impl Instance {
 pub struct Function {
     pub name: String,
     pub mode: FunctionMode,
+    pub probe: Probe,
     pub instances: Vec<Instance>,
 }
 
@@ -325,6 +387,7 @@ mod tests {
             functions: vec![Function {
                 name: "fw".into(),
                 mode: FunctionMode::InNetwork,
+                probe: Probe::default(),
                 instances: (0..instances)
                     .map(|n| Instance {
                         name: format!("fw-{n}"),
@@ -332,6 +395,8 @@ mod tests {
                         right: Some(InterfaceId(11 + 2 * n)),
                         left_nh: NextHopId(100 + 2 * n),
                         right_nh: NextHopId(101 + 2 * n),
+                        left_probe: None,
+                        right_probe: None,
                     })
                     .collect(),
             }],

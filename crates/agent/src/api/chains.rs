@@ -24,11 +24,40 @@ pub struct PortReport {
     pub via: Option<String>,
     pub mac: Option<String>,
     pub address: Option<String>,
-    /// The link as last seen (and administratively up).
+    /// Up as the tables hold it: its link as last seen (and administratively up), and
+    /// its probe answered, where its function has one.
     pub up: bool,
     /// Packets ovr sent into the function on this side, and received out of it.
     pub to_function: u64,
     pub from_function: u64,
+    /// Its health probe (none: the function follows links only, or the instance is on
+    /// another host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeReport>,
+}
+
+/// Where the probes of one side stand.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeReport {
+    /// arp or icmp.
+    pub kind: String,
+    pub sent: u64,
+    pub answered: u64,
+    /// Probes left unanswered in a row (the latest, still within its interval, aside).
+    pub missed: u32,
+    /// Missed as many as the function's `failures`: the side is down.
+    pub failed: bool,
+    /// How long ago the last answer came (none yet: null).
+    pub last_answer_ms_ago: Option<u64>,
+}
+
+/// A function's probe as configured.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeSettings {
+    /// link, arp or icmp.
+    pub kind: String,
+    pub interval_ms: u32,
+    pub failures: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -46,6 +75,7 @@ pub struct InstanceReport {
 pub struct FunctionReport {
     pub name: String,
     pub mode: String,
+    pub probe: ProbeSettings,
     pub instances: Vec<InstanceReport>,
 }
 
@@ -90,6 +120,7 @@ pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, Api
         .iter()
         .map(|i| (i.id, (i.tx_packets, i.rx_packets)))
         .collect();
+    let book = s.probes().clone();
     let report = s
         .read(move |a| {
             let config = a.config().clone();
@@ -119,6 +150,11 @@ pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, Api
                                     ovr_tables::chain::FunctionMode::Transparent => "transparent",
                                 }
                                 .into(),
+                                probe: ProbeSettings {
+                                    kind: f.probe.kind.name().into(),
+                                    interval_ms: f.probe.interval_ms,
+                                    failures: f.probe.failures,
+                                },
                                 instances: f
                                     .instances
                                     .iter()
@@ -160,6 +196,7 @@ pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, Api
                                                 }),
                                                 to_function: tx,
                                                 from_function: rx,
+                                                probe: id.and_then(|id| probe_report(&book, id)),
                                             }
                                         };
                                         InstanceReport {
@@ -185,4 +222,22 @@ pub async fn chains(State(s): State<AppState>) -> Result<Json<ChainsReport>, Api
         chains: report,
         dropped_no_instance: snap.drops.get("chain_no_instance").copied().unwrap_or(0),
     }))
+}
+
+/// The probes of port `id`, if it is probed.
+fn probe_report(
+    book: &ovr_dataplane::probe::Book,
+    id: ovr_tables::ids::InterfaceId,
+) -> Option<ProbeReport> {
+    let p = book.get(id)?;
+    Some(ProbeReport {
+        kind: p.kind.into(),
+        sent: p.sent,
+        answered: p.answered,
+        missed: p.missed(),
+        failed: p.failed(),
+        last_answer_ms_ago: p
+            .last_answer_ns
+            .map(|t| book.now().saturating_sub(t) / 1_000_000),
+    })
 }

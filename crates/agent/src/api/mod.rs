@@ -46,6 +46,8 @@ pub struct AppState {
     links: Arc<OnceLock<LinksReport>>,
     /// Whether such a link is connected, by interface name (chain health).
     peer_up: Arc<OnceLock<PeerLinkUp>>,
+    /// The workers' health probes of service instances (ovrd shares it with them).
+    probes: Arc<ovr_dataplane::probe::Book>,
 }
 
 /// The state of interfaces' links (memif: up or down, the peer's name and version), as
@@ -82,7 +84,13 @@ impl AppState {
             bgp: Arc::default(),
             links: Arc::default(),
             peer_up: Arc::default(),
+            probes: Arc::default(),
         }
+    }
+
+    /// The book of health probes the workers write and the health thread reads.
+    pub fn probes(&self) -> &Arc<ovr_dataplane::probe::Book> {
+        &self.probes
     }
 
     /// Gives the API a view of ovrd's BGP speaker (`/api/v1/bgp/...`).

@@ -28,7 +28,21 @@ fn show(v: &Value) {
     for ch in &chains {
         println!("chain {} (from {})", text(&ch["name"]), text(&ch["from"]));
         for (k, f) in ch["functions"].as_array().into_iter().flatten().enumerate() {
-            println!("  {}. {} ({})", k + 1, text(&f["name"]), text(&f["mode"]));
+            let probe = &f["probe"];
+            let probed = match probe["kind"].as_str() {
+                None | Some("link") => String::new(),
+                Some(kind) => format!(
+                    ", probe {kind} every {} ms, down after {} missed",
+                    text(&probe["interval_ms"]),
+                    text(&probe["failures"])
+                ),
+            };
+            println!(
+                "  {}. {} ({}{probed})",
+                k + 1,
+                text(&f["name"]),
+                text(&f["mode"])
+            );
             for i in f["instances"].as_array().into_iter().flatten() {
                 let port = |p: &Value| {
                     let at = match p["via"].as_str() {
@@ -36,7 +50,7 @@ fn show(v: &Value) {
                         None => text(&p["interface"]),
                     };
                     format!(
-                        "{} {} (to it {}, from it {})",
+                        "{} {} (to it {}, from it {}){}",
                         at,
                         if p["up"] == Value::Bool(true) {
                             "up"
@@ -44,7 +58,8 @@ fn show(v: &Value) {
                             "down"
                         },
                         text(&p["to_function"]),
-                        text(&p["from_function"])
+                        text(&p["from_function"]),
+                        probe_text(&p["probe"])
                     )
                 };
                 println!(
@@ -66,4 +81,27 @@ fn show(v: &Value) {
         "dropped for want of a healthy instance (chain_no_instance): {}",
         text(&v["dropped_no_instance"])
     );
+}
+
+/// ` [arp answered 12 of 13, missed 0, last answer 40 ms ago]` for a probed side.
+fn probe_text(p: &Value) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    let last = match p["last_answer_ms_ago"].as_u64() {
+        Some(ms) => format!("last answer {ms} ms ago"),
+        None => "never answered".into(),
+    };
+    format!(
+        " [{} answered {} of {}, missed {}{}, {last}]",
+        text(&p["kind"]),
+        text(&p["answered"]),
+        text(&p["sent"]),
+        text(&p["missed"]),
+        if p["failed"] == Value::Bool(true) {
+            " (failed)"
+        } else {
+            ""
+        }
+    )
 }

@@ -404,12 +404,15 @@ mod chain {
                 functions: vec![Function {
                     name: "fw".into(),
                     mode: FunctionMode::InNetwork,
+                    probe: Default::default(),
                     instances: vec![Instance {
                         name: "fw-1".into(),
                         left: Some(FW_LEFT),
                         right: Some(FW_RIGHT),
                         left_nh: NextHopId(5),
                         right_nh: NextHopId(6),
+                        left_probe: None,
+                        right_probe: None,
                     }],
                 }],
             }])),

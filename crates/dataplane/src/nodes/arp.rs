@@ -1,5 +1,6 @@
 //! arp: the virtual gateway answers ARP requests for its addresses (and for the VTEP
-//! addresses on the underlay); other ARP within a network is bridged or flooded.
+//! addresses on the underlay); other ARP within a network is bridged or flooded. A
+//! service function's reply to a health probe is taken here (`probe`).
 
 use super::drop;
 use crate::context::Cx;
@@ -7,7 +8,7 @@ use crate::describe;
 use crate::drop::Reason;
 use crate::forward::{Dest, dest};
 use crate::meta::flags;
-use ovr_graph::{Node, Vector, next_nodes};
+use ovr_graph::{CONSUMED, Node, Vector, next_nodes};
 use ovr_tables::ids::{InterfaceId, VrfId};
 use ovr_tables::interface::InterfaceKind;
 use ovr_tables::state::ForwardingState;
@@ -36,7 +37,14 @@ impl Node<Cx, ForwardingState> for Arp {
     }
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
-        v.map(|_, p| handle(cx, st, p));
+        v.map(|_, p| {
+            // A function's answer to a health probe ends here.
+            if crate::probe::take_arp_reply(cx, st, p) {
+                CONSUMED
+            } else {
+                handle(cx, st, p).into()
+            }
+        });
     }
 
     fn trace(&self, cx: &Cx, st: &ForwardingState, pkt: u32) -> Option<String> {

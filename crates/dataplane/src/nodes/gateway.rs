@@ -1,11 +1,12 @@
 //! gateway: the virtual gateway answers pings to its addresses (IPv4 and IPv6), so that
-//! a workload can check its default gateway as it would on any network.
+//! a workload can check its default gateway as it would on any network. A service
+//! function's echo reply to a health probe is taken here (`probe`).
 
 use super::drop;
 use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::{Meta, flags};
-use ovr_graph::{Node, Vector, next_nodes};
+use ovr_graph::{CONSUMED, Node, Vector, next_nodes};
 use ovr_tables::ids::VrfId;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::checksum;
@@ -29,8 +30,12 @@ impl Node<Cx, ForwardingState> for Gateway {
 
     fn process(&mut self, cx: &mut Cx, st: &ForwardingState, v: &mut Vector<'_>) {
         v.map(|_, p| {
+            // A function's answer to a health probe ends here.
+            if crate::probe::take_echo_reply(cx, st, p) {
+                return CONSUMED;
+            }
             let (meta, data) = cx.pool.split_mut(p);
-            answer(st, meta, data)
+            answer(st, meta, data).into()
         });
     }
 

@@ -72,7 +72,8 @@ pub enum TableOp {
     /// ports is kept apart (`SetPortHealth`), so that a configuration change does not
     /// bring a port that is down back.
     SetChains(Arc<Vec<Chain>>),
-    /// A service port's link went down or came back (what ovrd sees of the host).
+    /// A service port went down or came back: its link as the host sees it, and its
+    /// probe where its function has one (ovrd combines the two).
     SetPortHealth {
         interface: InterfaceId,
         up: bool,
