@@ -163,7 +163,9 @@ def test_a_moved_ping_session_is_answered_through_the_surviving_instance(lab, re
     seqs = sorted(s for _, s in got)
     gaps = [b - a - 1 for a, b in zip(seqs, seqs[1:])]
     lost_s = max(gaps, default=0) * interval
-    after = sum(1 for t, _ in got if t > removed_at)
+    # From 0.2 s after the removal on: a reply that crossed the removed instance just
+    # before its namespace went may still arrive after `removed_at`.
+    after = sum(1 for t, _ in got if t > removed_at + 0.2)
     crossed = counted(other["namespace"], "replies") - replies
     print(f"{used['name']} removed, the session moved to {other['name']}: longest loss "
           f"{lost_s:.2f} s; {after} replies after the move, {crossed} through "
