@@ -26,9 +26,9 @@ PREFIX = os.environ.get("PREFIX", "ovrfo")
 INTERVAL = 0.01
 
 
-def sh(*args, ns=None, check=True):
+def sh(*args, ns=None, check=True, timeout=120):
     cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=timeout)
 
 
 def counted(ns):

@@ -29,19 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OVRCTL = Path(os.environ.get("OVRCTL", ROOT / "target" / "release" / "ovrctl"))
 PREFIX = os.environ.get("PREFIX", "ovrci")
 
-
-def sh(*args, ns=None, check=True, timeout=120):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=timeout)
-
-
-def counted(ns):
-    rules = json.loads(sh("nft", "-j", "list", "chain", "inet", "fw", "forward", ns=ns).stdout)
-    for item in rules["nftables"]:
-        rule = item.get("rule")
-        if rule and rule.get("comment") == "lab":
-            return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
-    return 0
+# The lab's nftables counter per instance, and a command in a namespace (bench/ is on
+# the path when a script here runs).
+from chain_failover import counted, sh  # noqa: E402
 
 
 def iperf(src, dst_ns, dst, seconds):
