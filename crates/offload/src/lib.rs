@@ -409,20 +409,23 @@ impl<O: Offload> FastPath<O> {
         let Some(id) = cx.flows.lookup(&meta.key) else {
             return;
         };
-        let sender = cx.flows.get(id).map_or([0; 4], sender);
-        // Its entry takes another host's packets than the flow's latest: the session
-        // moved (the flow node followed it), so the flow is described again now.
-        let moved = self
-            .installed
-            .get(&id.0)
-            .is_some_and(|r| r.sender != sender);
+        let sender = |cx: &Cx| cx.flows.get(id).map_or([0; 4], sender);
         let i = id.0 as usize;
         if self.tried.len() <= i {
             self.tried.resize(i + 1, 0);
         }
+        // Its entry takes another host's packets than the flow's latest: the session
+        // moved (the flow node followed it), so the flow is described again now, offered
+        // this round or not. Only a packet out of a tunnel can say so.
+        let moved = meta.has(mf::SENDER)
+            && self
+                .installed
+                .get(&id.0)
+                .is_some_and(|r| r.sender != sender(cx));
         if self.tried[i] == self.round && !moved {
             return;
         }
+        let sender = sender(cx);
         self.tried[i] = self.round;
         // What is remembered per flow id is forgotten when the flow goes (the id is
         // reused by a new flow): the flow table reports the ids it removes from now on.
