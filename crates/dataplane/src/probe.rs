@@ -178,7 +178,7 @@ pub fn tick(cx: &mut Cx, st: &ForwardingState) {
     let mut due = Vec::new();
     {
         let mut ports = book.lock();
-        let mut probed = Vec::new();
+        let mut probed = std::collections::BTreeSet::new();
         for f in st.chains().chains().iter().flat_map(|c| &c.functions) {
             if f.probe.kind == ProbeKind::Link {
                 continue;
@@ -189,7 +189,7 @@ pub fn tick(cx: &mut Cx, st: &ForwardingState) {
                     let (Some(port), Some(target)) = (i.port(side), i.probe(side)) else {
                         continue;
                     };
-                    probed.push(port.0);
+                    probed.insert(port.0);
                     let e = ports
                         .entry(port.0)
                         .or_insert_with(|| PortProbe::new(f.probe.kind, f.probe.failures));
