@@ -303,7 +303,7 @@ impl Ctx {
             .await
             .map_err(|e| etcd_failed(&self.endpoints, &e))?;
         let v = json!({ "key": key, "revision": revision, "value": i.value });
-        self.print(&v, |_| println!("{key} written (revision {revision})"));
+        self.print(&v, |_| outln!("{key} written (revision {revision})"));
         Ok(())
     }
 
@@ -315,7 +315,7 @@ impl Ctx {
             .await
             .map_err(|e| etcd_failed(&self.endpoints, &e))?;
         let v = json!({ "key": k, "revision": revision });
-        self.print(&v, |_| println!("{k} deleted (revision {revision})"));
+        self.print(&v, |_| outln!("{k} deleted (revision {revision})"));
         Ok(())
     }
 }

@@ -48,7 +48,7 @@ pub fn run(path: &Path, json: bool) -> Result<(), String> {
                 "detail": drop.as_ref().map(|d| d.1.clone()),
             }));
         } else {
-            println!("{:>4}  {line}", r.number);
+            outln!("{:>4}  {line}", r.number);
         }
     }
     let dropped: usize = drops.values().sum();
@@ -62,18 +62,18 @@ pub fn run(path: &Path, json: bool) -> Result<(), String> {
             "dropped": drops,
             "warnings": reader.warnings,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
     }
     for w in &reader.warnings {
         eprintln!("ovrctl: warning: {w}");
     }
-    println!(
+    outln!(
         "{n} packets: {} well-formed, {dropped} would be dropped",
         n - dropped
     );
     for (reason, count) in drops {
-        println!("  drop {reason}: {count}");
+        outln!("  drop {reason}: {count}");
     }
     Ok(())
 }

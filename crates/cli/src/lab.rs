@@ -429,7 +429,7 @@ pub fn up(p: &Place, a: &Up, ovrd: &Path, json: bool) -> Result<(), String> {
         // Under --json stdout stays for the answer: the failure is the error object.
         let _ = teardown(p, json).map(|report| {
             if !json {
-                print!("{report}");
+                out!("{report}");
             }
         });
     }
@@ -578,8 +578,7 @@ pub fn exec(p: &Place, workload: &str, cmd: &[String]) -> Result<i32, String> {
 /// `namespaces_removed` and each host's `counters_at_exit` (ovrd's text).
 pub fn down(p: &Place, json: bool) -> Result<(), String> {
     let report = teardown(p, json)?;
-    use std::io::Write as _;
-    let _ = std::io::stdout().write_all(report.as_bytes());
+    out!("{report}");
     Ok(())
 }
 

@@ -16,7 +16,7 @@ pub fn run(prefixes: usize, lookups: usize, json: bool) -> Result<(), String> {
     }
     let built = start.elapsed().as_secs_f64();
     if !json {
-        println!(
+        outln!(
             "built an IPv4 FIB of {} BGP-like prefixes in {built:.2} s ({:.1}M inserts/s), {} second-level groups, {} MiB",
             fib.len(),
             fib.len() as f64 / built / 1e6,
@@ -54,10 +54,10 @@ pub fn run(prefixes: usize, lookups: usize, json: bool) -> Result<(), String> {
             "lookups_per_sec": done as f64 / t,
             "matched": hits,
         });
-        println!("{v}");
+        outln!("{v}");
         return Ok(());
     }
-    println!(
+    outln!(
         "{done} random lookups in batches of {BATCH}: {:.1} ns per lookup ({:.1}M lookups/s), {:.0}% matched a route",
         t * 1e9 / done as f64,
         done as f64 / t / 1e6,

@@ -1,6 +1,8 @@
 //! ovrctl: the operator's command line for ovr.
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod stdout;
 mod api;
 mod bench_engine;
 mod capfile;
@@ -198,7 +200,6 @@ fn ovrd_path() -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
-    ovr_io::default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // A usage error under --json is JSON too (help and version are not errors).

@@ -189,14 +189,14 @@ pub fn run(a: &Args) -> Result<(), String> {
         if a.trace > 0 {
             v["trace"] = pipe.graph().trace().to_string().into();
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
         for w in &warnings {
             eprintln!("ovrctl: warning: {w}");
         }
         for s in sources.iter().filter(|s| !s.left_out.is_empty()) {
             let why: Vec<String> = s.left_out.iter().map(|(r, n)| format!("{r} {n}")).collect();
-            println!(
+            outln!(
                 "{}={}: {} of {} records left out ({})",
                 s.name,
                 s.path.display(),
@@ -205,11 +205,11 @@ pub fn run(a: &Args) -> Result<(), String> {
                 why.join(", ")
             );
         }
-        println!("{} packets replayed", inputs.len());
-        print!("{snap}");
+        outln!("{} packets replayed", inputs.len());
+        out!("{snap}");
         if a.trace > 0 {
-            println!("trace");
-            print!("{}", pipe.graph().trace());
+            outln!("trace");
+            out!("{}", pipe.graph().trace());
         }
     }
     Ok(())

@@ -293,7 +293,7 @@ pub fn generate(g: &Gen) -> Result<(), String> {
     }
     let secs = t.elapsed().as_secs_f64();
     let sent = tx.stats().tx_frames.min(offered);
-    println!(
+    outln!(
         "{{\"offered\":{offered},\"sent\":{sent},\"refused\":{},\"bytes\":{bytes},\
          \"seconds\":{secs:.4},\"target_pps\":{:.0},\"offered_pps\":{:.0},\"mpps\":{:.4}}}",
         offered - sent,
@@ -446,7 +446,7 @@ pub fn sink(a: &Sink) -> Result<(), String> {
     } else {
         (0, 0, 0)
     };
-    println!(
+    outln!(
         "{{\"received\":{received},\"bytes\":{bytes},\"other\":{other},\
          \"seq_first\":{},\"seq_last\":{},\"active_seconds\":{active:.4},\"mpps\":{:.4},\
          \"lat_ns\":{{\"min\":{},\"p50\":{p50},\"p99\":{p99},\"p999\":{p999},\"max\":{},\"mean\":{:.0}}},\

@@ -22,7 +22,7 @@ mod sys;
 
 pub use af_packet::AfPacket;
 pub use af_xdp::AfXdp;
-pub use sys::default_sigpipe;
+pub use sys::die_of_sigpipe;
 
 use std::os::fd::RawFd;
 

@@ -493,11 +493,17 @@ pub fn bpf_map_lookup_batch(
     Err(e)
 }
 
-/// Puts SIGPIPE back to its default action (the Rust runtime ignores it): a command line
-/// tool whose reader went (`ovrctl flows | head`) then ends quietly, as C tools do,
-/// instead of failing on its next write.
-pub fn default_sigpipe() {
+/// Ends the process as SIGPIPE ends a C tool whose reader went (`ovrctl flows | head`):
+/// quietly, with the signal's status. SIGPIPE stays ignored until then (the Rust
+/// runtime's choice) because the same process talks to sockets: a peer that closes
+/// (etcd refusing a TLS client, ovrd restarting) must be an error to report, not a kill.
+pub fn die_of_sigpipe() -> ! {
     // SAFETY: setting a signal's disposition to SIG_DFL installs no handler and touches
-    // no memory of ours.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // no memory of ours; raise() then delivers it to this thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    // Only reached if the signal was blocked: end with the status a shell gives it.
+    std::process::exit(128 + libc::SIGPIPE)
 }

@@ -23,10 +23,10 @@ fn text(v: &Value) -> String {
 fn show(v: &Value) {
     let chains = v["chains"].as_array().cloned().unwrap_or_default();
     if chains.is_empty() {
-        println!("no chains");
+        outln!("no chains");
     }
     for ch in &chains {
-        println!("chain {} (from {})", text(&ch["name"]), text(&ch["from"]));
+        outln!("chain {} (from {})", text(&ch["name"]), text(&ch["from"]));
         for (k, f) in ch["functions"].as_array().into_iter().flatten().enumerate() {
             let probe = &f["probe"];
             let probed = match probe["kind"].as_str() {
@@ -37,7 +37,7 @@ fn show(v: &Value) {
                     text(&probe["failures"])
                 ),
             };
-            println!(
+            outln!(
                 "  {}. {} ({}{probed})",
                 k + 1,
                 text(&f["name"]),
@@ -62,7 +62,7 @@ fn show(v: &Value) {
                         probe_text(&p["probe"])
                     )
                 };
-                println!(
+                outln!(
                     "     {:<12} {:<9} sessions {:<6} left {}  right {}",
                     text(&i["name"]),
                     if i["healthy"] == Value::Bool(true) {
@@ -77,7 +77,7 @@ fn show(v: &Value) {
             }
         }
     }
-    println!(
+    outln!(
         "dropped for want of a healthy instance (chain_no_instance): {}",
         text(&v["dropped_no_instance"])
     );

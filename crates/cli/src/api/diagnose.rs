@@ -57,7 +57,7 @@ pub fn trace(action: Option<Trace>, c: &Conn) -> Result<(), Failure> {
                 Some(&json!({ "packets": packets })),
             )?;
             print(c, &v, |v| {
-                println!("tracing the next {} packets", v["pending"]);
+                outln!("tracing the next {} packets", v["pending"]);
             });
         }
         Trace::Show => {
@@ -66,7 +66,7 @@ pub fn trace(action: Option<Trace>, c: &Conn) -> Result<(), Failure> {
         }
         Trace::Clear => {
             let v = call(c, "DELETE", "/api/v1/trace", None)?;
-            print(c, &v, |_| println!("trace cleared"));
+            print(c, &v, |_| outln!("trace cleared"));
         }
     }
     Ok(())
@@ -75,13 +75,13 @@ pub fn trace(action: Option<Trace>, c: &Conn) -> Result<(), Failure> {
 fn show_trace(v: &Value) {
     let packets = v["packets"].as_array().cloned().unwrap_or_default();
     if packets.is_empty() {
-        println!("no packet traced yet");
+        outln!("no packet traced yet");
     }
     for p in &packets {
         let from = p["rx_interface"]
             .as_str()
             .map_or_else(|| format!("if {}", p["rx_interface_id"]), str::to_string);
-        println!(
+        outln!(
             "packet {} from {from}: {}",
             p["id"],
             p["fate"].as_str().unwrap_or("-")
@@ -90,7 +90,7 @@ fn show_trace(v: &Value) {
             let next = s["next"]
                 .as_str()
                 .map_or_else(String::new, |n| format!(" -> {n}"));
-            println!(
+            outln!(
                 "  {:<17} {}{next}",
                 s["node"].as_str().unwrap_or("?"),
                 s["detail"].as_str().unwrap_or("")
@@ -99,10 +99,10 @@ fn show_trace(v: &Value) {
     }
     let pending = v["pending"].as_u64().unwrap_or(0);
     if pending > 0 {
-        println!("({pending} more packets to trace)");
+        outln!("({pending} more packets to trace)");
     }
     if v["full"] == json!(true) {
-        println!("(the trace is full: clear it to record more)");
+        outln!("(the trace is full: clear it to record more)");
     }
 }
 
@@ -149,7 +149,7 @@ pub fn capture(action: Option<Capture>, c: &Conn) -> Result<(), Failure> {
             }
             let v = call(c, "POST", "/api/v1/captures", Some(&body))?;
             print(c, &v, |v| {
-                println!(
+                outln!(
                     "capture {} of {} ({}) into {}",
                     v["id"],
                     v["interface"],
@@ -165,7 +165,7 @@ pub fn capture(action: Option<Capture>, c: &Conn) -> Result<(), Failure> {
         Capture::Stop { id } => {
             let v = call(c, "DELETE", &format!("/api/v1/captures/{id}"), None)?;
             print(c, &v, |v| {
-                println!(
+                outln!(
                     "capture {} stopped: {} frames written to {}, {} dropped",
                     v["id"],
                     v["written"],

@@ -331,7 +331,7 @@ fn print(c: &Conn, v: &Value, human: impl FnOnce(&Value)) {
 /// An answer on stdout: pretty JSON for scripts, or `human` for people.
 pub fn print_as(json: bool, v: &Value, human: impl FnOnce(&Value)) {
     if json {
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     } else {
         human(v);
     }
@@ -501,7 +501,7 @@ pub fn flows(f: &FlowArgs, c: &Conn) -> Result<(), Failure> {
     if f.delete {
         let path = format!("/api/v1/flows?{}", q.join("&"));
         let v = call(c, "DELETE", &path, None)?;
-        print(c, &v, |v| println!("{} flow entries removed", v["removed"]));
+        print(c, &v, |v| outln!("{} flow entries removed", v["removed"]));
         return Ok(());
     }
     q.push(format!("limit={}", f.limit));
@@ -532,7 +532,7 @@ pub fn bgp(what: Bgp, c: &Conn) -> Result<(), Failure> {
         Bgp::Installed => {
             let v = call(c, "GET", "/api/v1/bgp/installed", None)?;
             print(c, &v, |v| {
-                println!("source: {}", v["source"].as_str().unwrap_or("?"));
+                outln!("source: {}", v["source"].as_str().unwrap_or("?"));
                 show::table(&["vtep", "state", "mac", "reason"], &v["vteps"]);
             });
             return Ok(());
@@ -584,14 +584,14 @@ pub fn batch(file: &std::path::Path, c: &Conn) -> Result<(), Failure> {
 /// The whole desired configuration.
 pub fn config(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/config", None)?;
-    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     Ok(())
 }
 
 /// Which table id each name has.
 pub fn ids(c: &Conn) -> Result<(), Failure> {
     let v = call(c, "GET", "/api/v1/ids", None)?;
-    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     Ok(())
 }
 

@@ -27,7 +27,7 @@ fn aligned(header: &[String], rows: &[Vec<String>]) {
             .enumerate()
             .map(|(i, c)| format!("{c:<w$}", w = w[i]))
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        outln!("{}", cells.join("  ").trim_end());
     };
     line(header);
     for r in rows {
@@ -39,7 +39,7 @@ fn aligned(header: &[String], rows: &[Vec<String>]) {
 pub fn table(columns: &[&str], v: &Value) {
     let items = v.as_array().cloned().unwrap_or_default();
     if items.is_empty() {
-        println!("(none)");
+        outln!("(none)");
         return;
     }
     let mut header: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
@@ -67,21 +67,21 @@ pub fn table(columns: &[&str], v: &Value) {
 /// One object, a field per line.
 pub fn object(v: &Value) {
     for (k, v) in v.as_object().into_iter().flatten() {
-        println!("{k:<16} {}", cell(v));
+        outln!("{k:<16} {}", cell(v));
     }
 }
 
 pub fn applied(v: &Value) {
-    println!("ok ({} table changes)", v["table_changes"]);
+    outln!("ok ({} table changes)", v["table_changes"]);
 }
 
 pub fn policies(v: &Value) {
     for p in v.as_array().into_iter().flatten() {
         let name = cell(&p["network"]);
         match p["rules"].as_array() {
-            None => println!("{name}: default (allow within the network, deny between networks)"),
+            None => outln!("{name}: default (allow within the network, deny between networks)"),
             Some(rules) => {
-                println!("{name}:");
+                outln!("{name}:");
                 for (i, r) in rules.iter().enumerate() {
                     let fields: Vec<String> = r
                         .as_object()
@@ -90,7 +90,7 @@ pub fn policies(v: &Value) {
                         .filter(|(k, v)| *k != "action" && !v.is_null())
                         .map(|(k, v)| format!("{k}={}", cell(v)))
                         .collect();
-                    println!("  {i:>3} {:<6} {}", cell(&r["action"]), fields.join(" "));
+                    outln!("  {i:>3} {:<6} {}", cell(&r["action"]), fields.join(" "));
                 }
             }
         }
@@ -160,7 +160,7 @@ pub fn flows(v: &Value) {
         })
         .collect();
     aligned(&header, &rows);
-    println!(
+    outln!(
         "{} shown, {} matched, {} active",
         items.len(),
         v["matched"],
@@ -171,7 +171,7 @@ pub fn flows(v: &Value) {
 pub fn drops(v: &Value) {
     let m = v.as_object().cloned().unwrap_or_default();
     if m.is_empty() {
-        println!("no drops");
+        outln!("no drops");
         return;
     }
     let rows: Vec<Vec<String>> = m.iter().map(|(k, n)| vec![k.clone(), cell(n)]).collect();
@@ -179,7 +179,7 @@ pub fn drops(v: &Value) {
 }
 
 pub fn counters(v: &Value) {
-    println!("interfaces");
+    outln!("interfaces");
     let ifs: Vec<Vec<String>> = v["interfaces"]
         .as_array()
         .into_iter()
@@ -195,7 +195,7 @@ pub fn counters(v: &Value) {
         &["name", "rx pkts", "rx bytes", "tx pkts", "tx bytes"].map(String::from),
         &ifs,
     );
-    println!("\nnodes");
+    outln!("\nnodes");
     let nodes: Vec<Vec<String>> = v["nodes"]
         .as_array()
         .into_iter()
@@ -214,10 +214,10 @@ pub fn counters(v: &Value) {
         &["name", "vectors", "packets", "pkts/vec", "ns/pkt"].map(String::from),
         &nodes,
     );
-    println!("\ndrops");
+    outln!("\ndrops");
     drops(&v["drops"]);
     let f = &v["flows"];
-    println!(
+    outln!(
         "\nflows: {} active, {} created, {} revalidated, {} aged, refused {} full / {} bucket / {} quota",
         f["active"],
         f["created"],
@@ -230,7 +230,7 @@ pub fn counters(v: &Value) {
     // Only with a fast path below the pipeline (ovrd --offload).
     let fp = &v["fast_path"];
     if fp["installed"].as_u64().unwrap_or(0) + fp["refused"].as_u64().unwrap_or(0) > 0 {
-        println!(
+        outln!(
             "fast path: {} flows (installed {}, refused {}, removed {}, invalidations {}, \
              rechecks {} (kept {}, removed {}), errors {}, redirect_failed {}), carried {} \
              packets {} bytes",

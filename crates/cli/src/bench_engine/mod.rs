@@ -208,9 +208,15 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
         None => FLOWS.to_vec(),
     };
     if !a.json {
-        println!(
+        outln!(
             "{:<18} {:>9} {:>8} {:>8} {:>9} {:>14} {:>10}",
-            "scenario", "flows", "Mpps", "ns/pkt", "CPU Mpps", "setup flows/s", "forwarded"
+            "scenario",
+            "flows",
+            "Mpps",
+            "ns/pkt",
+            "CPU Mpps",
+            "setup flows/s",
+            "forwarded"
         );
     }
     for s in &scenarios {
@@ -245,9 +251,9 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                         })
                         .collect();
                 }
-                println!("{v}");
+                outln!("{v}");
             } else {
-                println!(
+                outln!(
                     "{:<18} {:>9} {:>8.2} {:>8.1} {:>9} {:>14.0} {:>9.1}%",
                     r.scenario,
                     r.flows,
@@ -259,7 +265,7 @@ pub fn run(a: &Args) -> std::result::Result<(), String> {
                 );
                 if a.nodes {
                     for (n, ns, vec) in &r.nodes {
-                        println!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
+                        outln!("    {n:<18} {ns:>6.1} ns/pkt  {vec:>5.1} pkts/vector");
                     }
                 }
             }

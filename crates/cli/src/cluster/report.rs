@@ -161,13 +161,13 @@ pub async fn status(c: &Ctx) -> Result<(), Failure> {
 }
 
 fn human_status(v: &Value) {
-    println!(
+    outln!(
         "etcd       {} (revision {})",
         show::cell(&v["endpoints"]),
         v["revision"]
     );
     for (kind, n) in v["counts"].as_object().into_iter().flatten() {
-        println!("{kind:<10} {n}");
+        outln!("{kind:<10} {n}");
     }
     for (title, list, who) in [
         ("rejected by hosts", &v["rejected"], "host"),
@@ -175,17 +175,17 @@ fn human_status(v: &Value) {
     ] {
         let rows = list.as_array().map_or(&[][..], Vec::as_slice);
         if rows.is_empty() {
-            println!("{title}: none");
+            outln!("{title}: none");
             continue;
         }
-        println!("{title}:");
+        outln!("{title}:");
         for r in rows {
             let key = if who == "host" {
                 format!("{} {}", show::cell(&r["host"]), show::cell(&r["key"]))
             } else {
                 show::cell(&r["key"])
             };
-            println!("  {key}: {}", show::cell(&r["reason"]));
+            outln!("  {key}: {}", show::cell(&r["reason"]));
         }
     }
 }

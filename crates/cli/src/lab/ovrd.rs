@@ -61,7 +61,7 @@ pub fn restart(p: &Place, name: &str) -> Result<(), String> {
         stop(pid);
     }
     start_ovrd(p, &mut s, i)?;
-    println!(
+    outln!(
         "{}: ovrd restarted (pid {})",
         name,
         s.hosts[i].ovrd_pid.unwrap_or(0)

@@ -80,22 +80,22 @@ pub fn status_json(p: &Place) -> Result<serde_json::Value, String> {
 pub fn status(p: &Place, json: bool) -> Result<(), String> {
     if json {
         let v = status_json(p)?;
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
         return Ok(());
     }
     let Some(s) = load(p)? else {
-        println!("no lab is up");
+        outln!("no lab is up");
         return Ok(());
     };
     // A host or an etcd member: name, namespace, underlay address, its process.
     let row = |name: &str, ns: &str, ip: &str, process: String| {
         let underlay = format!("{ip}/24");
-        println!("{name:<6} {ns:<16} {underlay:<18} {process}");
+        outln!("{name:<6} {ns:<16} {underlay:<18} {process}");
     };
-    println!("{:<6} {:<16} {:<18} ovrd", "host", "namespace", "underlay");
+    outln!("{:<6} {:<16} {:<18} ovrd", "host", "namespace", "underlay");
     for h in &s.hosts {
         let ovrd = if h.kernel {
             "none: the kernel's bridge + vxlan device (VNI 101)".into()
@@ -105,8 +105,8 @@ pub fn status(p: &Place, json: bool) -> Result<(), String> {
         row(&h.name, &h.namespace, &h.underlay_ip, ovrd);
     }
     if let Some(c) = &s.etcd {
-        println!();
-        println!("etcd: {} (from this namespace)", c.root_urls().join(","));
+        outln!();
+        outln!("etcd: {} (from this namespace)", c.root_urls().join(","));
         for m in &c.members {
             row(
                 &m.name,
@@ -116,15 +116,22 @@ pub fn status(p: &Place, json: bool) -> Result<(), String> {
             );
         }
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<10} {:<6} {:<8} {:<12} mac",
-        "workload", "host", "tenant", "address"
+        "workload",
+        "host",
+        "tenant",
+        "address"
     );
     for w in &s.workloads {
-        println!(
+        outln!(
             "{:<10} h{:<5} t{:<7} {:<12} {}",
-            w.name, w.host, w.tenant, w.address, w.mac
+            w.name,
+            w.host,
+            w.tenant,
+            w.address,
+            w.mac
         );
     }
     Ok(())

@@ -24,7 +24,7 @@ pub enum Workload {
 
 pub fn workload(p: &Place, what: &Workload) -> Result<(), String> {
     match what {
-        Workload::Add { host, tenant } => add(p, *host, *tenant).map(|name| println!("{name}")),
+        Workload::Add { host, tenant } => add(p, *host, *tenant).map(|name| outln!("{name}")),
         Workload::Del { name } => del(p, name),
     }
 }
