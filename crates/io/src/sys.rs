@@ -499,11 +499,10 @@ pub fn bpf_map_lookup_batch(
 /// (etcd refusing a TLS client, ovrd restarting) must be an error to report, not a kill.
 pub fn die_of_sigpipe() -> ! {
     // SAFETY: setting a signal's disposition to SIG_DFL installs no handler and touches
-    // no memory of ours; raise() then delivers it to this thread.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::raise(libc::SIGPIPE);
-    }
+    // no memory of ours.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // SAFETY: raise() delivers the signal to this thread; its default action ends us.
+    unsafe { libc::raise(libc::SIGPIPE) };
     // Only reached if the signal was blocked: end with the status a shell gives it.
     std::process::exit(128 + libc::SIGPIPE)
 }
