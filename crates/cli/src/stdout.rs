@@ -8,10 +8,10 @@ use std::io::{ErrorKind, Write};
 /// (a full disk) are ignored: the command's exit status is its result, and a panic would
 /// replace it.
 pub fn write(args: fmt::Arguments) {
-    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        if e.kind() == ErrorKind::BrokenPipe {
-            ovr_io::die_of_sigpipe();
-        }
+    if let Err(e) = std::io::stdout().lock().write_fmt(args)
+        && e.kind() == ErrorKind::BrokenPipe
+    {
+        ovr_io::die_of_sigpipe();
     }
 }
 
