@@ -23,9 +23,8 @@ use crate::model::{Host, Labels, Network, Port, Value};
 use crate::view::View;
 use core::net::IpAddr;
 use ovr_config::model::{
-    BridgeConfig, Config, EncapConfig, InnerConfig, InterfaceConfig, InterfaceKindConfig,
-    LabelConfig, NetworkConfig, NextHopConfig, NextHopKindConfig, RouteConfig, RuleConfig,
-    TunnelConfig,
+    BridgeConfig, Config, EncapConfig, InnerConfig, InterfaceKindConfig, LabelConfig,
+    NetworkConfig, NextHopConfig, NextHopKindConfig, RouteConfig, RuleConfig, TunnelConfig,
 };
 use ovr_config::values::{Mac, Prefix};
 use ovr_tables::prefix::IpPrefix;
@@ -86,6 +85,8 @@ pub fn derive(view: &View, me: &Local) -> Derived {
     ports.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut claims: BTreeMap<&str, Claims> = BTreeMap::new();
     let mut interfaces: BTreeSet<(&str, &str)> = BTreeSet::new();
+    // (host, socket, id) of the memif ports: one interface per id on a socket.
+    let mut memifs: BTreeSet<(&str, &str, u32)> = BTreeSet::new();
     let mut accepted: BTreeMap<(&str, &str), &Port> = BTreeMap::new();
     for (_, key, host, name, p) in ports {
         let Some(n) = networks.get(p.network.as_str()) else {
@@ -94,13 +95,16 @@ pub fn derive(view: &View, me: &Local) -> Derived {
             continue;
         };
         let c = claims.entry(p.network.as_str()).or_default();
-        if let Err(why) = claim_port(p, n, c, host, &interfaces) {
+        if let Err(why) = claim_port(p, n, c, host, &interfaces, &memifs) {
             d.rejected.insert(key, why);
             continue;
         }
         c.macs.insert(p.mac.0.0);
         c.ips.extend(p.ips.iter().copied());
         interfaces.insert((host.as_str(), p.interface.as_str()));
+        if let Some(m) = &p.memif {
+            memifs.insert((host.as_str(), m.socket.as_str(), m.id));
+        }
         accepted.insert((host.as_str(), name.as_str()), p);
         if host == me.host {
             d.local_ports.insert(name.clone(), p.clone());
@@ -207,6 +211,7 @@ fn claim_port(
     c: &Claims,
     host: &str,
     interfaces: &BTreeSet<(&str, &str)>,
+    memifs: &BTreeSet<(&str, &str, u32)>,
 ) -> Result<(), String> {
     if c.macs.contains(&p.mac.0.0) {
         return Err(format!(
@@ -232,6 +237,14 @@ fn claim_port(
         return Err(format!(
             "interface {} is already a port's on host {host}",
             p.interface
+        ));
+    }
+    if let Some(m) = &p.memif
+        && memifs.contains(&(host, m.socket.as_str(), m.id))
+    {
+        return Err(format!(
+            "memif id {} on socket {} is already a port's on host {host}",
+            m.id, m.socket
         ));
     }
     Ok(())
@@ -297,19 +310,7 @@ fn build(
         .find(|i| i.kind == InterfaceKindConfig::Underlay)
         .map(|i| i.name.clone());
     for p in local_ports.values() {
-        c.interfaces.push(InterfaceConfig {
-            name: p.interface.clone(),
-            kind: InterfaceKindConfig::Workload,
-            mac: None,
-            addresses: vec![],
-            mtu: 1500,
-            network: Some(p.network.clone()),
-            policy: true,
-            admin_up: true,
-            peer_mac: Some(p.mac),
-            peer_addresses: p.ips.clone(),
-            memif: None,
-        });
+        c.interfaces.push(p.interface_config());
     }
     let local: BTreeSet<&str> = local_ports.values().map(|p| p.network.as_str()).collect();
 

@@ -9,7 +9,8 @@
 use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
-    ActionConfig, Config, EncapConfig, NetworkConfig, RuleConfig, ServiceModeConfig,
+    ActionConfig, Config, EncapConfig, InterfaceConfig, InterfaceKindConfig, MemifConfig,
+    NetworkConfig, RuleConfig, ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -84,11 +85,38 @@ pub struct Port {
     /// The workload's addresses (host routes on every host of the network).
     #[serde(default)]
     pub ips: Vec<IpAddr>,
-    /// The host-side interface (a veth end, a TAP).
+    /// The host-side interface (a veth end, a TAP); with `memif`, the name ovr gives the
+    /// memif interface (it has none in the kernel).
     pub interface: String,
+    /// A memif port's connection (socket, id, role...), as in a host's configuration: the
+    /// workload or network function is a memif peer rather than a kernel interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memif: Option<MemifConfig>,
     /// Who made the port (a CNI plugin's container id, a pod's names): kept, not used.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+}
+
+impl Port {
+    /// The port as its host's workload (or memif) interface in its network.
+    pub fn interface_config(&self) -> InterfaceConfig {
+        InterfaceConfig {
+            name: self.interface.clone(),
+            kind: match self.memif {
+                Some(_) => InterfaceKindConfig::Memif,
+                None => InterfaceKindConfig::Workload,
+            },
+            mac: None,
+            addresses: vec![],
+            mtu: 1500,
+            network: Some(self.network.clone()),
+            policy: true,
+            admin_up: true,
+            peer_mac: Some(self.mac),
+            peer_addresses: self.ips.clone(),
+            memif: self.memif.clone(),
+        }
+    }
 }
 
 /// A network function (key `services/NAME`): its instances, each on one host with its
@@ -350,12 +378,23 @@ fn translates(v: &Value) -> Result<(), String> {
                 ..Config::default()
             }
         }
+        // A memif port's connection is checked as the host will (its socket, secret,
+        // ring and buffer sizes).
+        Value::Port(p) if p.memif.is_some() => Config {
+            networks: vec![net(&p.network, 1)],
+            interfaces: vec![InterfaceConfig {
+                peer_addresses: vec![],
+                ..p.interface_config()
+            }],
+            ..Config::default()
+        },
         _ => return Ok(()),
     };
     config.translate().map(|_| ()).map_err(|e| {
         e.to_string()
             .replace("networks[0].flow_quota", "quotas.flows")
             .replace("networks[0].", "")
+            .replace("interfaces[0].", "")
     })
 }
 

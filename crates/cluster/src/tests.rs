@@ -7,7 +7,7 @@ use crate::member::{Member, Settings, SharedStatus, Sink};
 use crate::model::Labels;
 use crate::store::{Kv, Snapshot, Store};
 use crate::view::View;
-use ovr_config::model::Config;
+use ovr_config::model::{Config, InterfaceKindConfig, MemifRoleConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -297,6 +297,134 @@ fn conflicting_intent_is_refused_for_the_later_key_alone() {
     // Everything else stands.
     assert_eq!(d.local_ports.keys().collect::<Vec<_>>(), ["a"]);
     d.config.translate().expect("the rest translates");
+}
+
+#[test]
+fn a_memif_port_is_a_memif_interface_of_its_host_one_per_id_on_a_socket() {
+    let memif = |mac: &str, ip: &str, ifname: &str, m: &str| {
+        format!(
+            r#"{{"network": "red", "mac": "{mac}", "ips": ["{ip}"], "interface": "{ifname}", "memif": {m}}}"#
+        )
+    };
+    let mut kvs = two_hosts("vxlan");
+    kvs.extend([
+        (
+            "ports/h1/nf-l",
+            memif(
+                "02:00:00:00:01:20",
+                "10.1.0.20",
+                "nf-l",
+                r#"{"socket": "/run/ovr/nf.sock"}"#,
+            ),
+        ),
+        (
+            "ports/h1/nf-r",
+            memif(
+                "02:00:00:00:01:21",
+                "10.1.0.21",
+                "nf-r",
+                r#"{"socket": "/run/ovr/nf.sock", "id": 1, "role": "client", "ring_size": 12}"#,
+            ),
+        ),
+        // The same socket and id on h1: the later port loses; on h2 it is another socket.
+        (
+            "ports/h1/nf-dup",
+            memif(
+                "02:00:00:00:01:22",
+                "10.1.0.22",
+                "nf-dup",
+                r#"{"socket": "/run/ovr/nf.sock"}"#,
+            ),
+        ),
+        (
+            "ports/h2/nf",
+            memif(
+                "02:00:00:00:01:23",
+                "10.1.0.23",
+                "nf",
+                r#"{"socket": "/run/ovr/nf.sock"}"#,
+            ),
+        ),
+        // Refused on its own value, as the host's configuration would refuse it.
+        (
+            "ports/h1/nf-rel",
+            memif(
+                "02:00:00:00:01:24",
+                "10.1.0.24",
+                "nf-rel",
+                r#"{"socket": "nf.sock"}"#,
+            ),
+        ),
+        (
+            "ports/h1/nf-ring",
+            memif(
+                "02:00:00:00:01:25",
+                "10.1.0.25",
+                "nf-ring",
+                r#"{"socket": "/run/ovr/x.sock", "ring_size": 15}"#,
+            ),
+        ),
+    ]);
+    let v = view(&kvs);
+    let refused: BTreeMap<String, String> = v
+        .refused()
+        .map(|(k, r)| (k.to_string(), r.to_string()))
+        .collect();
+    assert!(
+        refused["/ovr/v1/ports/h1/nf-rel"].contains("memif.socket"),
+        "{refused:?}"
+    );
+    assert!(
+        refused["/ovr/v1/ports/h1/nf-ring"].contains("memif.ring_size"),
+        "{refused:?}"
+    );
+    assert!(
+        !refused["/ovr/v1/ports/h1/nf-ring"].contains("interfaces[0]"),
+        "{refused:?}"
+    );
+    let d = derive_for("h1", &v);
+    assert_eq!(
+        d.rejected
+            .get("/ovr/v1/ports/h1/nf-dup")
+            .map(String::as_str),
+        Some("memif id 0 on socket /run/ovr/nf.sock is already a port's on host h1"),
+        "{:?}",
+        d.rejected
+    );
+    assert_eq!(d.rejected.len(), 1, "{:?}", d.rejected);
+    let c = &d.config;
+    let nf = |name: &str| c.interfaces.iter().find(|i| i.name == name).unwrap();
+    let (l, r) = (nf("nf-l"), nf("nf-r"));
+    assert_eq!(l.kind, InterfaceKindConfig::Memif);
+    assert_eq!(l.network.as_deref(), Some("red"));
+    assert_eq!(
+        l.peer_mac.map(|m| m.to_string()).as_deref(),
+        Some("02:00:00:00:01:20")
+    );
+    let (lm, rm) = (l.memif.as_ref().unwrap(), r.memif.as_ref().unwrap());
+    assert_eq!(
+        (lm.socket.as_str(), lm.id, lm.role),
+        ("/run/ovr/nf.sock", 0, MemifRoleConfig::Server)
+    );
+    assert_eq!(
+        (rm.id, rm.role, rm.ring_size),
+        (1, MemifRoleConfig::Client, 12)
+    );
+    // A kernel port stays a workload interface without memif.
+    assert_eq!(nf("veth-a").kind, InterfaceKindConfig::Workload);
+    assert!(nf("veth-a").memif.is_none());
+    c.translate().expect("the host's configuration translates");
+    // h2's memif port uses the same path on its own host; every host refuses the same.
+    let d2 = derive_for("h2", &v);
+    assert_eq!(d2.rejected, d.rejected);
+    assert_eq!(
+        d2.config
+            .interfaces
+            .iter()
+            .filter(|i| i.memif.is_some())
+            .count(),
+        1
+    );
 }
 
 #[test]

@@ -24,7 +24,7 @@ use ovr_offload::bpf::{Attachment, Bpf, Hook};
 use ovr_tables::ids::InterfaceId;
 use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole};
 use ovr_tables::state::ForwardingState;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -266,17 +266,19 @@ impl Share {
 }
 
 /// The interfaces each worker receives from with a driver open: a port is up (the
-/// cluster publishes it as an endpoint) once ovrd really receives from it, not merely
-/// once the interface exists.
+/// cluster publishes it as an endpoint, EVPN advertises it) once ovrd really receives
+/// from it, not merely once the interface exists; a memif port only while its peer is
+/// connected (a memif driver is open from the moment its socket listens).
 #[derive(Clone)]
-pub struct Attached(Arc<Mutex<Vec<BTreeSet<String>>>>);
+pub struct Attached(Arc<Mutex<Vec<BTreeMap<String, bool>>>>);
 
 impl Attached {
     pub fn new(workers: usize) -> Self {
-        Self(Arc::new(Mutex::new(vec![BTreeSet::new(); workers])))
+        Self(Arc::new(Mutex::new(vec![BTreeMap::new(); workers])))
     }
 
-    fn set(&self, worker: usize, names: BTreeSet<String>) {
+    /// A worker's interfaces, each with whether it is a memif one.
+    fn set(&self, worker: usize, names: BTreeMap<String, bool>) {
         let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = all.get_mut(worker) {
             *slot = names;
@@ -284,14 +286,20 @@ impl Attached {
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        all.iter().any(|w| w.contains(name))
+        let memif = {
+            let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            match all.iter().find_map(|w| w.get(name)) {
+                Some(memif) => *memif,
+                None => return false,
+            }
+        };
+        !memif || ovr_io::memif::connected(name)
     }
 
     /// Every interface some worker receives from.
     pub fn names(&self) -> BTreeSet<String> {
         let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        all.iter().flatten().cloned().collect()
+        all.iter().flat_map(|w| w.keys()).cloned().collect()
     }
 }
 
@@ -385,7 +393,7 @@ impl Ports {
             self.ports
                 .iter()
                 .filter(|p| p.rx && p.driver.is_some())
-                .map(|p| p.name.clone())
+                .map(|p| (p.name.clone(), p.memif.is_some()))
                 .collect(),
         );
         self.poller = Poller::new(

@@ -47,9 +47,20 @@ pub struct PortArgs {
     /// A workload address; repeat for more.
     #[arg(long = "ip")]
     pub ips: Vec<String>,
-    /// The host-side interface (a veth end, a TAP).
+    /// The host-side interface (a veth end, a TAP), or with --memif-socket the name ovr
+    /// gives the memif interface.
     #[arg(long)]
     pub interface: String,
+    /// A memif port: its control socket (an absolute path, or @name).
+    #[arg(long)]
+    pub memif_socket: Option<String>,
+    /// The memif interface's id on its socket.
+    #[arg(long, requires = "memif_socket", default_value_t = 0)]
+    pub memif_id: u32,
+    /// Whether ovr listens on the socket (server) or connects to the function's.
+    #[arg(long, requires = "memif_socket", default_value = "server",
+          value_parser = ["server", "client"])]
+    pub memif_role: String,
     /// Who made the port, as KEY=VALUE (kept, not used); repeat for more.
     #[arg(long = "meta")]
     pub metadata: Vec<String>,
@@ -151,6 +162,9 @@ pub fn port(a: &PortArgs) -> Result<Intent, String> {
     });
     if !metadata.is_empty() {
         value["metadata"] = Value::Object(metadata);
+    }
+    if let Some(socket) = &a.memif_socket {
+        value["memif"] = json!({ "socket": socket, "id": a.memif_id, "role": a.memif_role });
     }
     Ok(Intent {
         key: Key::Port {
@@ -324,6 +338,26 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("KEY=VALUE"), "{e}");
+
+        let memif = "--host h1 nf-l --network red --mac 02:00:00:00:00:02 --interface nf-l \
+                     --memif-socket /run/ovr/nf.sock";
+        let i = port(&args(&format!("{memif} --memif-id 3 --memif-role client"))).unwrap();
+        assert_eq!(
+            i.value["memif"],
+            json!({"socket": "/run/ovr/nf.sock", "id": 3, "role": "client"})
+        );
+        assert!(i.checked().is_ok());
+        assert_eq!(
+            port(&args(memif)).unwrap().value["memif"],
+            json!({"socket": "/run/ovr/nf.sock", "id": 0, "role": "server"})
+        );
+        let rel = memif.replace("/run/ovr/nf.sock", "nf.sock");
+        let e = port(&args(&rel)).unwrap().checked().unwrap_err();
+        assert!(e.contains("memif.socket"), "{e}");
+        let i = port(&args(
+            "--host h1 w --network red --mac 02:00:00:00:00:03 --interface w",
+        ));
+        assert!(i.unwrap().value.get("memif").is_none());
 
         let i = policy(&args(
             r#"no-telnet --network red --rules [{"action":"deny","protocol":"tcp","dst_ports":"23"}]"#,
