@@ -21,6 +21,7 @@ from system.netns import Lab, sh
 from system.ovrd import Ovrd, binary
 
 W1_MAC = "02:00:00:72:00:0b"
+KW_MAC = "02:00:00:6b:00:32"
 VNI = 100
 
 # BGP converges in seconds, not milliseconds.
@@ -42,11 +43,12 @@ router bgp 65000
 """
 
 
-@pytest.fixture(scope="module")
-def evpn(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("evpn")
+def kernel_and_ovr(tmp, prefix, bgpd_conf=BGPD_CONF, network=""):
+    """The two hosts, FRR with `bgpd_conf` on the kernel host and ovrd (its network
+    `red` with `network` appended to its YAML mapping) on h1, peered: a generator
+    yielding their handles, stopping everything after."""
     lab = Lab("e")
-    lab.prefix = f"ovrev{os.getpid() % 10000}"
+    lab.prefix = prefix
     started = []
     try:
         u = lab.ns("u")
@@ -75,12 +77,12 @@ def evpn(tmp_path_factory):
         sh("bridge", "link", "set", "dev", "vxlan100", "neigh_suppress", "on", "learning",
            "off", ns=k)
         kw = lab.ns("kw")
-        lab.veth(kw, "eth0", k, "v-kw", mac_a="02:00:00:6b:00:32")
+        lab.veth(kw, "eth0", k, "v-kw", mac_a=KW_MAC)
         sh("ip", "link", "set", "v-kw", "master", "br100", ns=k)
         sh("ip", "addr", "add", "10.1.0.50/24", "dev", "eth0", ns=kw)
         for dev in ("br100", "vxlan100"):
             sh("ip", "link", "set", dev, "up", ns=k)
-        frr = Frr(k, tmp / "frr", BGPD_CONF)
+        frr = Frr(k, tmp / "frr", bgpd_conf)
         started.append(frr)
         gobgpd = Gobgpd(h1, tmp / "gobgpd.log", free_port())
         started.append(gobgpd)
@@ -89,7 +91,7 @@ interfaces:
   - {{ name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }}
   - {{ name: v-w1, kind: workload, network: red, peer_mac: "{W1_MAC}", peer_addresses: [10.1.0.11] }}
 networks:
-  - {{ name: red, vni: {VNI}, gateways: [10.1.0.1/24] }}
+  - {{ name: red, vni: {VNI}, gateways: [10.1.0.1/24]{network} }}
 """)
         ovrd = Ovrd(h1, tmp / "h1.log", "--config", tmp / "h1.yaml", "--bgp", gobgpd.api,
                     "--bgp-peer", "192.0.2.9", "--bgp-address", "192.0.2.101",
@@ -102,6 +104,10 @@ networks:
             s.stop()
         lab.close()
 
+
+@pytest.fixture(scope="module")
+def evpn(tmp_path_factory):
+    yield from kernel_and_ovr(tmp_path_factory.mktemp("evpn"), f"ovrev{os.getpid() % 10000}")
 
 
 def fdb(ns):
@@ -170,7 +176,7 @@ def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_bot
     assert [(t["remote"], t["remote_mac"]) for t in tunnels] == [("192.0.2.9", k_mac)], tunnels
     # The kernel workload speaks once (its bridge learns it locally; FRR advertises it).
     sh("ping", "-c", "1", "-W", "1", "10.1.0.99", ns=evpn["kw"], check=False)
-    kw_mac = "02:00:00:6b:00:32"
+    kw_mac = KW_MAC
     until("kw's MAC installed from FRR's type 2", lambda: any(
         b["mac"] == kw_mac and b["nexthop"] == "evpn:192.0.2.9:100"
         for b in config(ovrd)["bridge"]))

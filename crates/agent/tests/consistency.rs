@@ -75,6 +75,7 @@ fn object() -> impl Strategy<Value = Object> {
                 flood: vec![],
                 policy: None,
                 flow_quota,
+                route_targets: None,
             })
         });
     let hop = (0..5u8, 0..4u8, 0..5u8, 0..5u8)

@@ -18,7 +18,7 @@ pub struct LocalNetwork {
     pub labels: Option<(u32, u32)>,
     /// The route distinguisher's number on this host (unique per network here).
     pub rd_index: u16,
-    /// Route targets the routes carry besides the automatic ASN:VNI.
+    /// The route targets the routes carry (empty: the automatic ASN:VNI alone).
     pub export: Vec<RouteTarget>,
     /// Subnets routed by the network's gateway (type 5), address and length.
     pub subnets: Vec<(IpAddr, u8)>,
@@ -28,8 +28,10 @@ pub struct LocalNetwork {
 
 impl LocalNetwork {
     fn targets(&self, asn: u16) -> Vec<RouteTarget> {
-        let mut t = vec![RouteTarget::auto(asn, self.vni)];
-        t.extend(self.export.iter().copied());
+        let mut t = self.export.clone();
+        if t.is_empty() {
+            t.push(RouteTarget::auto(asn, self.vni));
+        }
         t.sort_unstable();
         t.dedup();
         t
@@ -148,10 +150,13 @@ mod tests {
             encap: Encap::Vxlan,
             labels: None,
             rd_index: 1,
-            export: vec![RouteTarget {
-                asn: 65000,
-                value: 9,
-            }],
+            export: vec![
+                RouteTarget {
+                    asn: 65000,
+                    value: 9,
+                },
+                RouteTarget::auto(65000, 100),
+            ],
             subnets: vec![("10.1.0.0".parse().unwrap(), 24)],
             router_mac: Mac([2, 0, 0, 0, 0, 1]),
         }
@@ -243,8 +248,12 @@ mod tests {
         // An attribute changes (an export target): announced again, nothing withdrawn.
         let mut n = red();
         n.export.clear();
-        let (announce, withdraw) =
-            changes(&after, &routes(65000, VTEP, &[n], &[port(&["10.1.0.11"])]));
+        let auto = routes(65000, VTEP, &[n], &[port(&["10.1.0.11"])]);
+        assert!(
+            auto.iter()
+                .all(|r| r.targets == [RouteTarget::auto(65000, 100)])
+        );
+        let (announce, withdraw) = changes(&after, &auto);
         assert_eq!((announce.len(), withdraw.len()), (after.len(), 0));
         // The network goes: everything withdrawn.
         let (announce, withdraw) = changes(&after, &BTreeSet::new());

@@ -383,6 +383,7 @@ fn build(
             flood,
             policy: policies.get(*net).cloned(),
             flow_quota: n.quotas.flows,
+            route_targets: n.route_targets.clone(),
         });
     }
     for ((host, net), list) in remote {

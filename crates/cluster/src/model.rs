@@ -10,7 +10,7 @@ use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
     ActionConfig, Config, EncapConfig, InterfaceConfig, InterfaceKindConfig, MemifConfig,
-    NetworkConfig, RuleConfig, ServiceModeConfig,
+    NetworkConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,9 @@ pub struct Network {
     /// Limits on what the network may use on each host.
     #[serde(default, skip_serializing_if = "Quotas::is_empty")]
     pub quotas: Quotas,
+    /// BGP EVPN route targets, as in a host's configuration (absent: auto, ASN:VNI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_targets: Option<RouteTargetsConfig>,
 }
 
 /// A network's limits, each per host (a tenant cannot fill a host's shared tables).
@@ -334,12 +337,14 @@ fn translates(v: &Value) -> Result<(), String> {
         flood: vec![],
         policy: None,
         flow_quota: None,
+        route_targets: None,
     };
     let config = match v {
         Value::Network(n) => Config {
             networks: vec![NetworkConfig {
                 gateways: n.gateways.clone(),
                 flow_quota: n.quotas.flows,
+                route_targets: n.route_targets.clone(),
                 ..net("network", n.vni)
             }],
             ..Config::default()

@@ -191,6 +191,31 @@ fn a_networks_flow_quota_reaches_the_hosts_configuration() {
 }
 
 #[test]
+fn a_networks_route_targets_reach_the_hosts_configuration() {
+    let mut kvs = two_hosts("vxlan");
+    kvs[0].1 = r#"{"vni": 100, "route_targets": {"import": ["65000:4242", "auto"]}}"#.into();
+    let d = derive_for("h1", &view(&kvs));
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let rt = d.config.networks[0].route_targets.as_ref().unwrap();
+    assert_eq!(
+        (rt.import.len(), rt.export.clone()),
+        (2, vec![ovr_config::model::RouteTarget::Auto])
+    );
+    d.config
+        .translate()
+        .expect("the derived configuration translates");
+    // Refused for the network's key at the field, as a host's configuration would be.
+    kvs[0].1 = r#"{"vni": 100, "route_targets": {"export": []}}"#.into();
+    let v = view(&kvs);
+    let refused: BTreeMap<String, &str> = v.refused().collect();
+    let why = refused["/ovr/v1/networks/red"];
+    assert!(
+        why.starts_with("route_targets.export: at least one"),
+        "{why}"
+    );
+}
+
+#[test]
 fn mpls_networks_use_the_labels_each_host_allocated() {
     let d = derive_for("h1", &view(&two_hosts("mpls_udp")));
     let c = &d.config;

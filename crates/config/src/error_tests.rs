@@ -644,3 +644,57 @@ fn memif_settings_are_checked_at_their_field() {
     let c = Config::from_yaml(&ok).unwrap();
     c.translate().unwrap();
 }
+
+#[test]
+fn route_targets_are_checked_at_their_field() {
+    let n = |rt: &str| format!("networks: [{{ name: red, vni: 100, route_targets: {rt} }}]");
+    assert_error(
+        &n("{ import: ['65536:1'] }"),
+        "networks[0].route_targets.import[0]",
+        "not a route target",
+    );
+    assert_error(
+        &n("{ export: ['1.2.3.4:1'] }"),
+        "networks[0].route_targets.export[0]",
+        "ASN:NUMBER",
+    );
+    assert_error(
+        &n("{ export: [] }"),
+        "networks[0].route_targets.export",
+        "at least one route target",
+    );
+    assert_error(
+        &n("{ import: [auto, '65000:7', auto] }"),
+        "networks[0].route_targets.import[2]",
+        "auto is listed twice",
+    );
+    assert_error(
+        &n("{ import: ['65000:7'], bogus: 1 }"),
+        "networks[0].route_targets.bogus",
+        "unknown field",
+    );
+    assert_error(
+        "networks: [{ name: red, route_targets: { import: ['65000:7'] } }]",
+        "networks[0].route_targets",
+        "without a vni",
+    );
+    assert_error(
+        "networks: [{ name: red, vni: 1, route_targets: { import: ['65000:7'] } },\
+                    { name: blue, vni: 2, route_targets: { import: [auto, '65000:7'] } }]",
+        "networks[1].route_targets.import[1]",
+        "65000:7 is imported by network 'red' already",
+    );
+    // Both directions default to auto; written back as given.
+    let c = Config::from_yaml(&n("{ import: ['65000:7', auto] }")).unwrap();
+    let rt = c.networks[0].route_targets.as_ref().unwrap();
+    assert_eq!(
+        (rt.import.len(), rt.export.clone()),
+        (2, vec![crate::model::RouteTarget::Auto])
+    );
+    let yaml = serde_yaml_ng::to_string(&c.networks[0]).unwrap();
+    assert!(
+        yaml.contains("import:\n  - 65000:7\n  - auto\n  export:\n  - auto"),
+        "{yaml}"
+    );
+    c.translate().unwrap();
+}

@@ -2,7 +2,7 @@
 //! (MACs, prefixes, addresses, port ranges) are parsed as the document is read (see
 //! `values`); names stay names, resolved during translation.
 
-pub use crate::values::{Address, Mac, Ports, Prefix, Protocol};
+pub use crate::values::{Address, Mac, Ports, Prefix, Protocol, RouteTarget};
 use core::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
@@ -168,6 +168,31 @@ pub struct NetworkConfig {
     /// `flow_table_full` and in the flow counters' `refused_quota`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_quota: Option<u32>,
+    /// The BGP EVPN route targets its routes carry and that it imports (absent: `auto`,
+    /// ASN:VNI, both ways).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_targets: Option<RouteTargetsConfig>,
+}
+
+/// A network's route targets: each list replaces the automatic ASN:VNI, which `auto`
+/// puts back among others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RouteTargetsConfig {
+    /// Routes carrying one of these are the network's (a route target names one network
+    /// of a host).
+    #[serde(default = "auto_target")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub import: Vec<RouteTarget>,
+    /// What the network's routes carry.
+    #[serde(default = "auto_target")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub export: Vec<RouteTarget>,
+}
+
+fn auto_target() -> Vec<RouteTarget> {
+    vec![RouteTarget::Auto]
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -329,6 +329,49 @@ impl Builder<'_> {
                 None => {}
             }
         }
+        self.route_targets()
+    }
+
+    /// Route targets are the speaker's business (ovrd's EVPN), not the tables': checked
+    /// here so that a host never imports one route target into two networks.
+    fn route_targets(&self) -> R<()> {
+        let mut imported: BTreeMap<RouteTarget, &str> = BTreeMap::new();
+        for (i, n) in self.c.networks.iter().enumerate() {
+            let Some(rt) = &n.route_targets else { continue };
+            let path = format!("networks[{i}].route_targets");
+            if n.vni.is_none() {
+                return err(path, "a network without a vni is not carried by BGP");
+            }
+            for (what, list) in [("import", &rt.import), ("export", &rt.export)] {
+                if list.is_empty() {
+                    return err(
+                        format!("{path}.{what}"),
+                        "at least one route target (auto: ASN:VNI)",
+                    );
+                }
+                for (k, t) in list.iter().enumerate() {
+                    if list[..k].contains(t) {
+                        return err(
+                            format!("{path}.{what}[{k}]"),
+                            format!("{t} is listed twice"),
+                        );
+                    }
+                }
+            }
+            for (k, t) in rt.import.iter().enumerate() {
+                if *t == RouteTarget::Auto {
+                    continue;
+                }
+                if let Some(other) = imported.insert(*t, &n.name) {
+                    return err(
+                        format!("{path}.import[{k}]"),
+                        format!(
+                            "{t} is imported by network '{other}' already (a route target names one network of a host)"
+                        ),
+                    );
+                }
+            }
+        }
         Ok(())
     }
 

@@ -351,3 +351,39 @@ mod schema {
         "tcp"
     );
 }
+
+/// A BGP EVPN route target: `auto` (the network's ASN:VNI, RFC 8365 section 5.1.2.1,
+/// with the speaker's ASN) or a two-octet AS specific one, "65000:4242" (RFC 4360).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteTarget {
+    Auto,
+    As2 { asn: u16, value: u32 },
+}
+
+impl TextValue for RouteTarget {
+    const EXPECTING: &'static str = "a route target: auto, or ASN:NUMBER like 65000:4242";
+
+    fn parse(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(RouteTarget::Auto);
+        }
+        let wrong = || {
+            format!(
+                "'{s}' is not a route target: auto, or ASN:NUMBER with ASN up to 65535 and NUMBER up to 4294967295"
+            )
+        };
+        let (asn, value) = s.split_once(':').ok_or_else(wrong)?;
+        Ok(RouteTarget::As2 {
+            asn: asn.parse().map_err(|_| wrong())?,
+            value: value.parse().map_err(|_| wrong())?,
+        })
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteTarget::Auto => f.write_str("auto"),
+            RouteTarget::As2 { asn, value } => write!(f, "{asn}:{value}"),
+        }
+    }
+}
+text_value!(RouteTarget);

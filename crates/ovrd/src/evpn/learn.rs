@@ -228,12 +228,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The route targets the intent's networks import (ASN:VNI), to their names.
-fn imports(c: &Config, asn: u16) -> BTreeMap<RouteTarget, String> {
-    c.networks
-        .iter()
-        .filter_map(|n| Some((RouteTarget::auto(asn, n.vni?), n.name.clone())))
-        .collect()
+/// The route targets the intent's networks import, to their names. One that two
+/// networks would import (a configured one equal to another network's ASN:VNI; the
+/// configuration refuses two configured alike) stays with the first by name.
+pub(crate) fn imports(c: &Config, asn: u16) -> BTreeMap<RouteTarget, String> {
+    let mut networks: Vec<_> = c.networks.iter().collect();
+    networks.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = BTreeMap::new();
+    for n in networks {
+        for t in super::targets(n, asn, super::Direction::Import) {
+            if let Some(first) = out.get(&t) {
+                warn!(route_target = %t, network = %n.name, imported_by = %first,
+                      "bgp: a route target imported by two networks: the first keeps it");
+                continue;
+            }
+            out.insert(t, n.name.clone());
+        }
+    }
+    out
 }
 
 /// What the watch brings: a batch of changes, or word that it started again (what

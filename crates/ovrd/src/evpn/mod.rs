@@ -19,9 +19,9 @@ use ovr_agent::api::bgp::BgpView;
 use ovr_agent::api::intent::Pending;
 use ovr_agent::error::ApiError;
 use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
-use ovr_bgp::evpn::{Encap, Mac, Nlri, Route};
+use ovr_bgp::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
-use ovr_config::model::{Config, InterfaceKindConfig};
+use ovr_config::model::{self, Config, InterfaceKindConfig, NetworkConfig};
 use ovr_tables::prefix::mask;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -91,6 +91,32 @@ fn vtep(c: &Config) -> Option<Ipv4Addr> {
         })
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Import,
+    Export,
+}
+
+/// The route targets network `n` imports or exports as BGP carries them: its configured
+/// ones (`auto` being ASN:VNI), or ASN:VNI alone; none without a VNI.
+pub fn targets(n: &NetworkConfig, asn: u16, way: Direction) -> Vec<RouteTarget> {
+    let Some(vni) = n.vni else { return vec![] };
+    let auto = RouteTarget::auto(asn, vni);
+    let Some(rt) = &n.route_targets else {
+        return vec![auto];
+    };
+    let list = match way {
+        Direction::Import => &rt.import,
+        Direction::Export => &rt.export,
+    };
+    list.iter()
+        .map(|t| match *t {
+            model::RouteTarget::Auto => auto,
+            model::RouteTarget::As2 { asn, value } => RouteTarget { asn, value },
+        })
+        .collect()
+}
+
 /// What this host advertises for configuration `c`: networks with a VNI and a workload
 /// here, the workloads (with a peer MAC) whose interface `up` says is attached.
 /// MPLS networks are not advertised yet (their labels are the cluster's).
@@ -119,7 +145,7 @@ pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -
                 encap: Encap::Vxlan,
                 labels: None,
                 rd_index: u16::try_from(i + 1).ok()?,
-                export: vec![],
+                export: targets(n, asn, Direction::Export),
                 subnets: n
                     .gateways
                     .iter()
@@ -444,6 +470,62 @@ networks:
         );
         // All up: red (imet, prefix, w1 alone and with its address, w2), blue (imet, w3).
         assert_eq!(wanted(&c, 65000, v, |_| true).len(), 7);
+    }
+
+    #[test]
+    fn configured_route_targets_replace_the_automatic_one_which_auto_puts_back() {
+        let c = Config::from_yaml(
+            r#"
+interfaces:
+  - { name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }
+  - { name: w1, kind: workload, network: red, peer_mac: "02:00:00:00:01:0a" }
+  - { name: w3, kind: workload, network: blue, peer_mac: "02:00:00:00:02:0a" }
+networks:
+  - { name: red, vni: 100 }
+  - { name: blue, vni: 200, route_targets: { import: ["65000:4242", auto], export: ["65001:7"] } }
+  - { name: green, vni: 300, route_targets: { export: ["65000:4242", auto] } }
+  - { name: grey, vni: 400, route_targets: { import: ["65000:100"] } }
+"#,
+        )
+        .unwrap();
+        let rt = |asn, value| RouteTarget { asn, value };
+        let net = |name: &str| c.networks.iter().find(|n| n.name == name).unwrap();
+        assert_eq!(
+            targets(net("red"), 65000, Direction::Export),
+            [rt(65000, 100)]
+        );
+        assert_eq!(
+            targets(net("blue"), 65000, Direction::Export),
+            [rt(65001, 7)]
+        );
+        assert_eq!(
+            targets(net("green"), 65000, Direction::Export),
+            [rt(65000, 4242), rt(65000, 300)]
+        );
+        // What each network's routes carry, as advertised.
+        let routes = wanted(&c, 65000, vtep(&c).unwrap(), |_| true);
+        let imet = |vni| {
+            routes
+                .iter()
+                .find(|r| matches!(r.nlri, Nlri::Imet { .. }) && r.pmsi.unwrap().0 == vni)
+                .unwrap()
+                .targets
+                .clone()
+        };
+        assert_eq!(
+            (imet(100), imet(200)),
+            (vec![rt(65000, 100)], vec![rt(65001, 7)])
+        );
+        // Imports: a route target names one network. grey's configured 65000:100 is red's
+        // automatic one: the first network by name, grey, keeps it.
+        let imports = learn::imports(&c, 65000);
+        let named = |t| imports.get(&t).map(String::as_str);
+        assert_eq!(named(rt(65000, 4242)), Some("blue"));
+        assert_eq!(named(rt(65000, 200)), Some("blue"));
+        assert_eq!(named(rt(65000, 300)), Some("green"));
+        assert_eq!(named(rt(65000, 100)), Some("grey"));
+        assert_eq!(named(rt(65001, 7)), None);
+        assert_eq!(imports.len(), 4);
     }
 
     #[test]
