@@ -187,7 +187,9 @@ pub fn into(
 }
 
 /// The right next hop of function `hop`'s instance on host `sender` whose right MAC is
-/// `mac`, as this host reaches it (a tunnel to that host, to that MAC).
+/// `mac`, as this host reaches it (a tunnel to that host, to that MAC); failing that,
+/// the function's only instance on that host (a session moved to it from another there
+/// that is gone).
 pub fn sending_instance(
     st: &ForwardingState,
     chain: ChainId,
@@ -195,15 +197,23 @@ pub fn sending_instance(
     sender: IpAddr,
     mac: MacAddr,
 ) -> Option<NextHopId> {
-    st.chains()
+    let on_sender = st
+        .chains()
         .function(chain, hop)?
         .instances
         .iter()
-        .map(|i| i.right_nh)
-        .find(|nh| {
-            matches!(st.nexthop(*nh), Some(NextHop::Tunnel(t))
-                if t.dst == sender && t.inner_dst == Some(mac))
-        })
+        .filter_map(|i| match st.nexthop(i.right_nh) {
+            Some(NextHop::Tunnel(t)) if t.dst == sender => Some((i.right_nh, t.inner_dst)),
+            _ => None,
+        });
+    let mut only = None;
+    for (n, (nh, to)) in on_sender.enumerate() {
+        if to == Some(mac) {
+            return Some(nh);
+        }
+        only = (n == 0).then_some(nh);
+    }
+    only
 }
 
 /// Whether `vtep` is the host of an instance of some chain here (one reached through a
@@ -260,27 +270,27 @@ pub fn port_of_key(st: &ForwardingState, key: &FlowKey) -> Option<Result<Service
 }
 
 /// A cached flow's decision taken again when it belongs to a chain (`None`: it does not,
-/// or it is a chain's entry, which the policy decides). `reverse`: the flow was
-/// installed as a pair's reply direction, which goes back into the instance it names,
-/// or into another of the same function if that one is no longer healthy.
+/// or it is a chain's entry, which the policy decides), with the key VRF of its pair's
+/// reverse as a new pair would have it (a pass out of a function). `reverse`: the flow
+/// was installed as a pair's reply direction, which goes back into the instance it
+/// names, or into another of the same function if that one is no longer healthy.
 pub fn decide_again(
     st: &ForwardingState,
     key: &FlowKey,
     dst_mac: MacAddr,
     previous: Option<NextHopId>,
     reverse: bool,
-) -> Option<Result<NextHopId, Reason>> {
+) -> Option<Result<Steered, Reason>> {
+    let alone = |nh| Steered { nh, rev: None };
     if let Some(port) = into_key_port(key.vrf) {
         // Into the port the frame's MAC names, as bridging would.
         let p = st.service_port(port);
         let nh = p.and_then(|p| Some(st.chains().instance(&p)?.nexthop(p.side)));
-        return Some(nh.ok_or(Reason::ChainUnplaced));
+        return Some(nh.map(alone).ok_or(Reason::ChainUnplaced));
     }
     if let Some(port) = port_of_key(st, key) {
         let hash = key.symmetric_hash();
-        return Some(
-            port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous).map(|s| s.nh)),
-        );
+        return Some(port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous)));
     }
     if !reverse {
         return None;
@@ -295,6 +305,7 @@ pub fn decide_again(
                 key.symmetric_hash(),
                 previous,
             )
+            .map(alone)
             .ok_or(Reason::ChainNoInstance),
     )
 }

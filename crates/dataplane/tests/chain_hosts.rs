@@ -425,3 +425,55 @@ fn three_and_four_functions_spread_over_three_hosts() {
     let mut c = cluster(3, &[every, every, every, every]);
     assert_eq!(sessions(&mut c, 300).len(), 12);
 }
+
+/// Every host's chain without the instances `gone` ((function, host)): they failed.
+fn without(c: &mut [Host], placement: Placement, gone: &[Pass]) {
+    let left: Vec<Vec<u8>> = (1..)
+        .zip(placement)
+        .map(|(f, on)| {
+            on.iter()
+                .copied()
+                .filter(|h| !gone.contains(&(f, *h)))
+                .collect()
+        })
+        .collect();
+    let left: Vec<&[u8]> = left.iter().map(Vec::as_slice).collect();
+    for (me, h) in (1..).zip(c.iter_mut()) {
+        h.w.commit(vec![chain_on(me, &left)]).unwrap();
+    }
+}
+
+/// Sessions whose first function's instance was on the entry host move to the one on
+/// another host, and back: the entry host keeps no reverse of the old pass that the new
+/// instance's host's replies would hit (they would be steered into the first function
+/// again).
+#[test]
+fn sessions_moved_off_the_entry_host_s_first_function_are_answered_through_the_new_one() {
+    let placement: Placement = &[&[1, 3], &[2]];
+    let mut c = cluster(3, placement);
+    assert!(sessions(&mut c, 60).contains(&(1, 1)));
+    without(&mut c, placement, &[(1, 1)]);
+    assert_eq!(sessions(&mut c, 60), BTreeSet::from([(1, 3), (2, 2)]));
+    // Back to h1: the destination's host hears each session from another host.
+    without(&mut c, placement, &[(1, 3)]);
+    assert_eq!(sessions(&mut c, 60), BTreeSet::from([(1, 1), (2, 2)]));
+}
+
+/// A middle function's sessions move from one host to another and back: the hosts on
+/// either side follow, among them a host the session leaves twice.
+#[test]
+fn sessions_moved_between_hosts_in_the_middle_of_a_chain_keep_symmetric_replies() {
+    let placement: Placement = &[&[1], &[2, 3], &[1], &[2]];
+    let mut c = cluster(3, placement);
+    assert_eq!(sessions(&mut c, 60).len(), 5);
+    without(&mut c, placement, &[(2, 2)]);
+    assert_eq!(
+        sessions(&mut c, 60),
+        BTreeSet::from([(1, 1), (2, 3), (3, 1), (4, 2)])
+    );
+    without(&mut c, placement, &[(2, 3)]);
+    assert_eq!(
+        sessions(&mut c, 60),
+        BTreeSet::from([(1, 1), (2, 2), (3, 1), (4, 2)])
+    );
+}

@@ -185,6 +185,26 @@ fn moved_replies(cx: &mut Cx, id: FlowId, p: u32, epoch: u32) {
     }
 }
 
+/// Whether a chain pass's pair, whose decision was taken again, now has its replies
+/// coming back with another key than its reverse's (its instance moved between this
+/// host and another, or between two ports here): then the pair is removed, for the
+/// packet to set it up again with its reverse keyed as they come (else the replies
+/// would set up a pair of their own, in the source network replacing the very flow).
+fn rekey(
+    cx: &mut Cx,
+    id: FlowId,
+    partner: Option<FlowKey>,
+    rev: Option<(u32, ovr_tables::ids::NextHopId)>,
+) -> bool {
+    match (partner, rev) {
+        (Some(p), Some((vrf, _))) if p.vrf != vrf => {
+            cx.flows.remove(id);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Sends a packet the way its installed flow says, counting it on the flow.
 pub(crate) fn follow(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) -> Next {
     let len = cx.pool.len(p) as u64;
@@ -285,10 +305,17 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         m.epoch = st.epoch();
         return true;
     }
+    let partner = partner_entry.map(|r| r.key);
     // A pass through a service chain keeps its instance while it is healthy.
     if let Some(d) = chain::decide_again(st, &e.key, MacAddr(e.dst_mac), previous, reverse) {
+        if let Ok(s) = d
+            && !reverse
+            && rekey(cx, id, partner, s.rev)
+        {
+            return false;
+        }
         let action = match d {
-            Ok(nh) => FlowAction::Forward { next_hop: nh },
+            Ok(s) => FlowAction::Forward { next_hop: s.nh },
             Err(r) => FlowAction::Drop {
                 reason: DropReason::from(r).0,
             },
@@ -299,7 +326,6 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         }
         return true;
     }
-    let partner = partner_entry.map(|r| r.key);
     let route = decide::route(st, &lookup);
     if route == Ok(Route::Flood) {
         cx.flows.remove(id);
@@ -335,7 +361,12 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         // Into a chain: the instance it had, while healthy.
         (PolicyAction::Chain(c), Ok(Route::NextHop(_))) if !e.key.bridged => {
             match chain::enter(st, c, e.key.symmetric_hash(), previous) {
-                Ok((nh, _)) => FlowAction::Forward { next_hop: nh },
+                Ok((nh, rev_vrf)) => {
+                    if rekey(cx, id, partner, Some((rev_vrf, nh))) {
+                        return false;
+                    }
+                    FlowAction::Forward { next_hop: nh }
+                }
                 Err(r) => FlowAction::Drop {
                     reason: DropReason::from(r).0,
                 },
