@@ -236,7 +236,7 @@ fn cluster_with(hosts: u8, placement: Placement, settings: Settings) -> Vec<Host
             Host {
                 w,
                 r,
-                pipe: Pipeline::new(settings.clone()),
+                pipe: Pipeline::new(settings),
                 sent: vec![],
             }
         })
