@@ -401,6 +401,20 @@ fn put(index: &mut Vec<Option<ServicePort>>, at: u32, p: ServicePort) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn keys_out_of_a_port_and_into_it_name_the_port_apart() {
+        for port in [InterfaceId(0), InterfaceId(7), InterfaceId(0xffff)] {
+            let (out, into) = (key_vrf(port), into_key_vrf(port));
+            assert_ne!(out, into);
+            assert!(is_service_key(out) && is_service_key(into));
+            assert_eq!((key_port(out), into_key_port(out)), (Some(port), None));
+            assert_eq!((key_port(into), into_key_port(into)), (None, Some(port)));
+        }
+        // A network's VRF is neither.
+        assert_eq!((key_port(5), into_key_port(5)), (None, None));
+        assert!(!is_service_key(5));
+    }
+
     fn chain(instances: u32) -> Chain {
         Chain {
             id: ChainId(0),
