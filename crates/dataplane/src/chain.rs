@@ -9,15 +9,24 @@
 //! reply back into the very instance the forward direction used, so replies take the
 //! same instances whatever their hash; only a new pair picks an instance, by ECMP over
 //! the healthy ones, keeping the one a session had while it stays healthy.
+//!
+//! A pass between instances on two hosts is bridged in the ports' network to the
+//! function's MAC; the receiving host keys such a frame by the port it is sent into
+//! (`ovr_tables::chain::into_key_vrf`), so each function a session enters on a host has
+//! a flow of its own there, both ways, however often the session comes back to the host.
 
 use crate::decide::{self, Lookup, Route};
 use crate::drop::Reason;
 use core::net::IpAddr;
-use ovr_tables::chain::{ChainId, ServicePort, Side, is_service_key, key_port, key_vrf};
-use ovr_tables::flow::{FlowAction, FlowEntry, FlowKey, FlowTable, flags as flow_flags};
+use ovr_tables::chain::{
+    ChainId, ServicePort, Side, into_key_port, into_key_vrf, is_service_key, key_port, key_vrf,
+};
+use ovr_tables::flow::FlowKey;
+use ovr_tables::ids::InterfaceId;
 use ovr_tables::ids::NextHopId;
 use ovr_tables::nexthop::NextHop;
 use ovr_tables::state::ForwardingState;
+use ovr_tables::vrf::Vrf;
 use ovr_wire::ethernet::MacAddr;
 
 /// The decision for one pass: the next hop, and the reverse flow of the pair (its key's
@@ -94,12 +103,19 @@ pub fn from_port(
         let nh = chains
             .pick(port.chain, hop, side, hash, previous)
             .ok_or(Reason::ChainNoInstance)?;
-        let rev_vrf = port_key_vrf(st, port.chain, nh)?;
-        // Leftwards into an instance on another host, the pair would have its reverse in
-        // the source network, the key of the chain's entry flow: none (requests do not
-        // come out of a left side).
-        let rev = (side == Side::Left || is_service_key(rev_vrf)).then_some((rev_vrf, back));
-        return Ok(Steered { nh, rev });
+        // The other direction comes back out of the instance here, or, from an instance
+        // on another host, is sent into this port by its MAC.
+        let rev_vrf = match st.nexthop(nh) {
+            Some(NextHop::Interface { interface, .. }) => key_vrf(*interface),
+            Some(NextHop::Tunnel(_)) => {
+                into_key_vrf(key_port(key.vrf).ok_or(Reason::ChainUnplaced)?)
+            }
+            _ => return Err(Reason::ChainUnplaced),
+        };
+        return Ok(Steered {
+            nh,
+            rev: Some((rev_vrf, back)),
+        });
     }
     // Out of the chain: routed in the source network.
     let from = chain.from.ok_or(Reason::ChainUnplaced)?;
@@ -121,73 +137,83 @@ pub fn from_port(
     }
 }
 
-/// A packet out of function k+1's left side (k ≥ 0) on its way back, whose request
-/// came into this instance from another host (bridged in the ports' network, a flow
-/// that remembers its sender): back to that host in the chain's source network, where
-/// the reverse of the pair out of function k's instance sends it into the very instance
-/// the request passed, rather than into one of function k's instances picked by this
-/// packet's hash. `None`: not such a packet, or the sender runs no instance of
-/// function k (then it is picked here).
-pub fn back_to_request_host(
-    st: &ForwardingState,
-    flows: &FlowTable,
-    port: &ServicePort,
-    key: &FlowKey,
-) -> Option<NextHopId> {
-    if port.side != Side::Left || port.hop == 0 {
+/// The service port here that a frame from another host is addressed to (bridged in
+/// the ports' network `vrf` to the function's MAC): a pass of a chain from an instance
+/// there into this one. `None`: not such a frame (or no chain here: one branch).
+#[inline]
+pub fn into_port(st: &ForwardingState, vrf: &Vrf, dst: &[u8; 6]) -> Option<InterfaceId> {
+    if st.chains().chains().is_empty() {
         return None;
     }
-    let iface = key_port(key.vrf)?;
-    let mut req = key.reverse();
-    req.vrf = st.interface(iface)?.vrf?.0;
-    req.bridged = true;
-    let e = flows.get(flows.lookup(&req)?)?;
-    let into_port = match e.action {
-        Some(FlowAction::Forward { next_hop }) => matches!(
-            st.nexthop(next_hop),
-            Some(NextHop::Interface { interface, .. }) if *interface == iface
-        ),
-        _ => false,
-    };
-    if !into_port || e.flags & flow_flags::SENT == 0 {
-        return None;
-    }
-    let sender = crate::meta::vtep(&e.sender);
-    let chains = st.chains();
-    let before = chains.function(port.chain, usize::from(port.hop) - 1)?;
-    let runs_it = before
-        .instances
-        .iter()
-        .any(|i| matches!(st.nexthop(i.right_nh), Some(NextHop::Tunnel(t)) if t.dst == sender));
-    if !runs_it {
-        return None;
-    }
-    let from = chains.chain(port.chain)?.from?;
-    st.routed_tunnel(st.vrf(from)?.vni?, sender)
+    into_port_slow(st, vrf, dst)
 }
 
-/// The key of the packets out of the left side of the service port a bridged flow
-/// sends into, when that port is a left side past the chain's first function: the
-/// replies `back_to_request_host` sends to the flow's sender (taken again when the
-/// sender changes: the session moved).
-pub fn reply_key_of_bridged(st: &ForwardingState, e: &FlowEntry) -> Option<FlowKey> {
-    if !e.key.bridged {
-        return None;
-    }
-    let Some(FlowAction::Forward { next_hop }) = e.action else {
+#[cold]
+fn into_port_slow(st: &ForwardingState, vrf: &Vrf, dst: &[u8; 6]) -> Option<InterfaceId> {
+    let nh = vrf.bridge.lookup(&MacAddr(*dst))?;
+    let Some(NextHop::Interface { interface, .. }) = st.nexthop(nh) else {
         return None;
     };
-    let Some(NextHop::Interface { interface, .. }) = st.nexthop(next_hop) else {
-        return None;
+    st.service_port(*interface).map(|_| *interface)
+}
+
+/// A frame another host sent into service port `port` (keyed by `into_key_vrf`): into
+/// the function, as its MAC says. Into a left side past the first function, the pair's
+/// reverse (the replies out of this left side) goes back into the instance of the
+/// function before whose request this is: on the host that sent it (`sender`), the one
+/// whose right MAC the frame comes from (`src_mac`; a host sends a pass between
+/// instances from the function's own MAC). `None` for the reverse: no such instance (the
+/// replies then set up their own way, picked by hash).
+pub fn into(
+    st: &ForwardingState,
+    port: InterfaceId,
+    sender: Option<IpAddr>,
+    src_mac: MacAddr,
+) -> Result<Steered, Reason> {
+    let p = st.service_port(port).ok_or(Reason::ChainUnplaced)?;
+    let chains = st.chains();
+    let nh = chains
+        .instance(&p)
+        .ok_or(Reason::ChainUnplaced)?
+        .nexthop(p.side);
+    let rev = match (p.side, sender) {
+        (Side::Left, Some(sender)) if p.hop > 0 => {
+            sending_instance(st, p.chain, usize::from(p.hop) - 1, sender, src_mac)
+                .map(|back| (key_vrf(port), back))
+        }
+        _ => None,
     };
-    let p = st.service_port(*interface)?;
-    if p.side != Side::Left || p.hop == 0 {
-        return None;
+    Ok(Steered { nh, rev })
+}
+
+/// The right next hop of function `hop`'s instance on host `sender` whose right MAC is
+/// `mac`, as this host reaches it (a tunnel to that host, to that MAC); failing that,
+/// the function's only instance on that host (a session moved to it from another there
+/// that is gone).
+pub fn sending_instance(
+    st: &ForwardingState,
+    chain: ChainId,
+    hop: usize,
+    sender: IpAddr,
+    mac: MacAddr,
+) -> Option<NextHopId> {
+    let on_sender = st
+        .chains()
+        .function(chain, hop)?
+        .instances
+        .iter()
+        .filter_map(|i| match st.nexthop(i.right_nh) {
+            Some(NextHop::Tunnel(t)) if t.dst == sender => Some((i.right_nh, t.inner_dst)),
+            _ => None,
+        });
+    let mut only = None;
+    for (n, (nh, to)) in on_sender.enumerate() {
+        if to == Some(mac) {
+            return Some(nh);
+        }
+        only = (n == 0).then_some(nh);
     }
-    let mut k = e.key.reverse();
-    k.vrf = key_vrf(*interface);
-    k.bridged = false;
-    Some(k)
+    only
 }
 
 /// Whether `vtep` is the host of an instance of some chain here (one reached through a
@@ -244,21 +270,27 @@ pub fn port_of_key(st: &ForwardingState, key: &FlowKey) -> Option<Result<Service
 }
 
 /// A cached flow's decision taken again when it belongs to a chain (`None`: it does not,
-/// or it is a chain's entry, which the policy decides). `reverse`: the flow was
-/// installed as a pair's reply direction, which goes back into the instance it names,
-/// or into another of the same function if that one is no longer healthy.
+/// or it is a chain's entry, which the policy decides), with the key VRF of its pair's
+/// reverse as a new pair would have it (a pass out of a function). `reverse`: the flow
+/// was installed as a pair's reply direction, which goes back into the instance it
+/// names, or into another of the same function if that one is no longer healthy.
 pub fn decide_again(
     st: &ForwardingState,
     key: &FlowKey,
     dst_mac: MacAddr,
     previous: Option<NextHopId>,
     reverse: bool,
-) -> Option<Result<NextHopId, Reason>> {
+) -> Option<Result<Steered, Reason>> {
+    let alone = |nh| Steered { nh, rev: None };
+    if let Some(port) = into_key_port(key.vrf) {
+        // Into the port the frame's MAC names, as bridging would.
+        let p = st.service_port(port);
+        let nh = p.and_then(|p| Some(st.chains().instance(&p)?.nexthop(p.side)));
+        return Some(nh.map(alone).ok_or(Reason::ChainUnplaced));
+    }
     if let Some(port) = port_of_key(st, key) {
         let hash = key.symmetric_hash();
-        return Some(
-            port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous).map(|s| s.nh)),
-        );
+        return Some(port.and_then(|p| from_port(st, p, key, dst_mac, hash, previous)));
     }
     if !reverse {
         return None;
@@ -273,6 +305,7 @@ pub fn decide_again(
                 key.symmetric_hash(),
                 previous,
             )
+            .map(alone)
             .ok_or(Reason::ChainNoInstance),
     )
 }
@@ -294,6 +327,16 @@ pub fn describe_port(st: &ForwardingState, p: &ServicePort) -> String {
 
 /// The network a flow key's VRF field names, or the service port it came from (trace).
 pub fn describe_key_vrf(st: &ForwardingState, vrf: u32) -> String {
+    if let Some(port) = into_key_port(vrf) {
+        return match st.service_port(port) {
+            Some(p) => format!(
+                "into service port {} from another host ({})",
+                crate::describe::interface(st, port.0),
+                describe_port(st, &p)
+            ),
+            None => format!("into service port {} (no longer in a chain)", port.0),
+        };
+    }
     let Some(port) = key_port(vrf) else {
         return crate::describe::vrf(st, vrf);
     };

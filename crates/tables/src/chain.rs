@@ -43,11 +43,33 @@ pub fn is_service_key(vrf: u32) -> bool {
     vrf & SERVICE_KEY_VRF != 0
 }
 
-/// The service port a flow key's VRF field names (the inverse of [`key_vrf`]; `None`:
-/// it names a network).
+/// Flow keys of frames another host sends into a service port here (bridged in the
+/// ports' network to the function's MAC: one pass of a chain from an instance there)
+/// carry this bit besides [`SERVICE_KEY_VRF`]: each port a session is sent into has
+/// keys of its own, however often the session comes back to this host.
+pub const INTO_KEY_VRF: u32 = 0x4000_0000;
+
+/// The flow-key VRF of frames sent from another host into service port `port`.
+#[inline]
+pub fn into_key_vrf(port: InterfaceId) -> u32 {
+    SERVICE_KEY_VRF | INTO_KEY_VRF | port.0
+}
+
+/// The service port a flow key's VRF field names as the port its packets come out of
+/// (the inverse of [`key_vrf`]; `None`: it names a network, or a port packets are sent
+/// into).
 #[inline]
 pub fn key_port(vrf: u32) -> Option<InterfaceId> {
-    is_service_key(vrf).then_some(InterfaceId(vrf & !SERVICE_KEY_VRF))
+    (vrf & (SERVICE_KEY_VRF | INTO_KEY_VRF) == SERVICE_KEY_VRF)
+        .then_some(InterfaceId(vrf & !SERVICE_KEY_VRF))
+}
+
+/// The service port a flow key's VRF field names as the port another host's frames are
+/// sent into (the inverse of [`into_key_vrf`]).
+#[inline]
+pub fn into_key_port(vrf: u32) -> Option<InterfaceId> {
+    let both = SERVICE_KEY_VRF | INTO_KEY_VRF;
+    (vrf & both == both).then_some(InterfaceId(vrf & !both))
 }
 
 /// A side of a function: left faces the chain's source network, right its destination.
@@ -378,6 +400,20 @@ fn put(index: &mut Vec<Option<ServicePort>>, at: u32, p: ServicePort) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_out_of_a_port_and_into_it_name_the_port_apart() {
+        for port in [InterfaceId(0), InterfaceId(7), InterfaceId(0xffff)] {
+            let (out, into) = (key_vrf(port), into_key_vrf(port));
+            assert_ne!(out, into);
+            assert!(is_service_key(out) && is_service_key(into));
+            assert_eq!((key_port(out), into_key_port(out)), (Some(port), None));
+            assert_eq!((key_port(into), into_key_port(into)), (None, Some(port)));
+        }
+        // A network's VRF is neither.
+        assert_eq!((key_port(5), into_key_port(5)), (None, None));
+        assert!(!is_service_key(5));
+    }
 
     fn chain(instances: u32) -> Chain {
         Chain {

@@ -26,7 +26,7 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
 use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
-use ovr_tables::chain::key_vrf;
+use ovr_tables::chain::{into_key_vrf, key_port, key_vrf};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
@@ -203,6 +203,13 @@ fn candidate(
     if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
         key.vrf = key_vrf(InterfaceId(meta.rx_if));
     }
+    // Into a network function from another host: keyed by its port, as ip-input keys it.
+    if from_tunnel
+        && !routed
+        && let Some(to) = crate::chain::into_port(st, vrf, data.first_chunk().unwrap_or(&[0; 6]))
+    {
+        key.vrf = into_key_vrf(to);
+    }
     Some((
         if routed { key } else { key.into_bridged() },
         (HEADER_LEN + ihl) as u16,
@@ -262,7 +269,14 @@ fn action<'a>(
                     // Inside VXLAN, between the gateway MACs (ip-rewrite's choice).
                     let vrf = st.vrf_by_vni(vni).or_else(|| st.vrf(e.key.vrf()))?;
                     let dst = t.inner_dst.unwrap_or(vrf.router_mac);
-                    (VXLAN4_HEAD, Some((vrf.router_mac, dst)))
+                    // From a function to one on that host: from its own MAC (ip-rewrite).
+                    let src = match (t.inner_dst, key_port(e.key.vrf)) {
+                        (Some(_), Some(_)) => {
+                            MacAddr(*cx.pool.data(p).get(6..12)?.first_chunk::<6>()?)
+                        }
+                        _ => vrf.router_mac,
+                    };
+                    (VXLAN4_HEAD, Some((src, dst)))
                 }
                 Encap::Vxlan { .. } => (VXLAN4_HEAD, None),
                 Encap::MplsOverUdp { .. } => (MPLS_UDP4_HEAD, None),

@@ -10,6 +10,7 @@ use crate::drop::{DropReason, Reason};
 use crate::forward::{Dest, dest};
 use crate::meta::{Meta, flags};
 use ovr_graph::{Node, VECTOR_SIZE, Vector, next_nodes};
+use ovr_tables::chain::into_key_port;
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey, flags as flow_flags};
 use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::ForwardingState;
@@ -99,16 +100,8 @@ impl Node<Cx, ForwardingState> for Flow {
                 stale |= e.epoch != epoch;
                 moved = sender_moved(e, cx.pool.meta(p));
             }
-            let moved = if moved {
-                moved_replies(cx, st, id)
-            } else {
-                [None; 2]
-            };
-            for r in moved.into_iter().flatten() {
-                if let Some(r) = cx.flows.get_mut(r) {
-                    // A past epoch: never current again.
-                    r.epoch = epoch.wrapping_sub(1);
-                }
+            if moved {
+                moved_replies(cx, id, p, epoch);
             }
             if stale {
                 let policy = policy_applies(st, cx.pool.meta(p));
@@ -167,17 +160,49 @@ fn sender_moved(e: &mut ovr_tables::flow::FlowEntry, meta: &Meta) -> bool {
     true
 }
 
-/// The flows whose way back depends on the sender of flow `id`, which changed: its
-/// reverse (`chain::reply_to_sender`), and, for a request bridged into a chain's
-/// function past the first, the replies out of that function's left
-/// (`chain::back_to_request_host`).
+/// The flow whose way back depends on the sender of flow `id`, which changed (packet
+/// `p` came from another host): its reverse (`chain::reply_to_sender`, or for a flow
+/// into a function from another host the instance there its request comes from, by the
+/// source MAC, `chain::into`) takes its decision again at its next packet.
 #[cold]
-fn moved_replies(cx: &Cx, st: &ForwardingState, id: FlowId) -> [Option<FlowId>; 2] {
-    let Some(e) = cx.flows.get(id) else {
-        return [None; 2];
-    };
-    let out = chain::reply_key_of_bridged(st, e).and_then(|k| cx.flows.lookup(&k));
-    [e.reverse, out]
+fn moved_replies(cx: &mut Cx, id: FlowId, p: u32, epoch: u32) {
+    let Some(e) = cx.flows.get(id) else { return };
+    let into = into_key_port(e.key.vrf).is_some();
+    let Some(r) = e.reverse else { return };
+    let src = cx
+        .pool
+        .data(p)
+        .get(6..12)
+        .and_then(|m| m.first_chunk::<6>().copied());
+    if let Some(r) = cx.flows.get_mut(r) {
+        // A past epoch: never current again.
+        r.epoch = epoch.wrapping_sub(1);
+        // The reverse of a flow into a function remembers the request's source MAC
+        // (the sending instance's).
+        if into && let Some(src) = src {
+            r.dst_mac = src;
+        }
+    }
+}
+
+/// Whether a chain pass's pair, whose decision was taken again, now has its replies
+/// coming back with another key than its reverse's (its instance moved between this
+/// host and another, or between two ports here): then the pair is removed, for the
+/// packet to set it up again with its reverse keyed as they come (else the replies
+/// would set up a pair of their own, in the source network replacing the very flow).
+fn rekey(
+    cx: &mut Cx,
+    id: FlowId,
+    partner: Option<FlowKey>,
+    rev: Option<(u32, ovr_tables::ids::NextHopId)>,
+) -> bool {
+    match (partner, rev) {
+        (Some(p), Some((vrf, _))) if p.vrf != vrf => {
+            cx.flows.remove(id);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Sends a packet the way its installed flow says, counting it on the flow.
@@ -252,10 +277,25 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         hash: e.key.symmetric_hash(),
     };
     let reverse = e.flags & flow_flags::REVERSE != 0;
-    // A reply out of a function whose request came from another host's instance goes
-    // back there while it does (a pair's reverse goes back into its own instance).
-    let back = match chain::port_of_key(st, &e.key) {
-        Some(Ok(port)) if !reverse => chain::back_to_request_host(st, &cx.flows, &port, &e.key),
+    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r)).copied();
+    // The replies out of a function whose request came from another host's instance go
+    // back into that instance while it is there: the one on the request's latest
+    // sender with the MAC it sends from (`chain::into`).
+    let back = match (chain::port_of_key(st, &e.key), partner_entry) {
+        (Some(Ok(port)), Some(f))
+            if reverse
+                && port.hop > 0
+                && f.flags & flow_flags::SENT != 0
+                && into_key_port(f.key.vrf).is_some() =>
+        {
+            chain::sending_instance(
+                st,
+                port.chain,
+                usize::from(port.hop) - 1,
+                crate::meta::vtep(&f.sender),
+                MacAddr(e.dst_mac),
+            )
+        }
         _ => None,
     };
     if let Some(via) = back
@@ -265,10 +305,17 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         m.epoch = st.epoch();
         return true;
     }
+    let partner = partner_entry.map(|r| r.key);
     // A pass through a service chain keeps its instance while it is healthy.
     if let Some(d) = chain::decide_again(st, &e.key, MacAddr(e.dst_mac), previous, reverse) {
+        if let Ok(s) = d
+            && !reverse
+            && rekey(cx, id, partner, s.rev)
+        {
+            return false;
+        }
         let action = match d {
-            Ok(nh) => FlowAction::Forward { next_hop: nh },
+            Ok(s) => FlowAction::Forward { next_hop: s.nh },
             Err(r) => FlowAction::Drop {
                 reason: DropReason::from(r).0,
             },
@@ -279,8 +326,6 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         }
         return true;
     }
-    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r)).copied();
-    let partner = partner_entry.map(|r| r.key);
     let route = decide::route(st, &lookup);
     if route == Ok(Route::Flood) {
         cx.flows.remove(id);
@@ -316,7 +361,12 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         // Into a chain: the instance it had, while healthy.
         (PolicyAction::Chain(c), Ok(Route::NextHop(_))) if !e.key.bridged => {
             match chain::enter(st, c, e.key.symmetric_hash(), previous) {
-                Ok((nh, _)) => FlowAction::Forward { next_hop: nh },
+                Ok((nh, rev_vrf)) => {
+                    if rekey(cx, id, partner, Some((rev_vrf, nh))) {
+                        return false;
+                    }
+                    FlowAction::Forward { next_hop: nh }
+                }
                 Err(r) => FlowAction::Drop {
                     reason: DropReason::from(r).0,
                 },

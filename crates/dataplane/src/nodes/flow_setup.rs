@@ -13,8 +13,10 @@ use crate::drop::{DropReason, Reason};
 use crate::forward::dest;
 use crate::meta::{Meta, flags};
 use ovr_graph::{Node, Vector};
+use ovr_tables::chain::into_key_port;
 use ovr_tables::flow::{FlowAction, FlowInsertError, FlowKey, flags as flow_flags};
 use ovr_tables::ids::NextHopId;
+use ovr_tables::nexthop::NextHop;
 use ovr_tables::policy::PolicyAction;
 use ovr_tables::state::ForwardingState;
 use ovr_wire::ethernet::MacAddr;
@@ -167,7 +169,18 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
     };
     match installed {
         Ok((f, r)) => {
-            for (id, mac) in [(Some(f), dst_mac), (r, src_mac)] {
+            // A reverse into a function from another host: its frames come to the
+            // function's MAC.
+            let rev_mac = match (rev_key, back.route) {
+                (Some(k), Ok(Route::NextHop(nh))) if into_key_port(k.vrf).is_some() => {
+                    match st.nexthop(nh) {
+                        Some(NextHop::Interface { dst_mac, .. }) => *dst_mac,
+                        _ => src_mac,
+                    }
+                }
+                _ => src_mac,
+            };
+            for (id, mac) in [(Some(f), dst_mac), (r, rev_mac)] {
                 if let Some(e) = id.and_then(|id| cx.flows.get_mut(id)) {
                     e.epoch = epoch;
                     e.dst_mac = mac.0;
@@ -258,33 +271,40 @@ fn steer(
 ) -> Result<Steer, Reason> {
     let key = meta.key;
     let mut rev_key = key.reverse();
-    // Out of a network function: on along its chain, the reply back into it; or a
-    // reply back to the host whose instance its request came from.
-    if let Some(port) = chain::port_of_key(st, &key) {
-        let port = port?;
-        let back = chain::back_to_request_host(st, &cx.flows, &port, &key);
-        let (nh, rev) = match back {
-            Some(via) => (via, None),
-            None => {
-                let s = chain::from_port(st, port, &key, dst_mac, meta.hash, None)?;
-                (s.nh, s.rev)
-            }
-        };
+    // Out of a network function: on along its chain, the reply back into it. Into one
+    // from another host: into it, the reply back to the instance the request came from.
+    let steered = match (into_key_port(key.vrf), chain::port_of_key(st, &key)) {
+        (Some(port), _) => Some(chain::into(st, port, meta.sender(), src_mac)?),
+        (None, Some(port)) => Some(chain::from_port(st, port?, &key, dst_mac, meta.hash, None)?),
+        (None, None) => None,
+    };
+    if let Some(chain::Steered { nh, rev }) = steered {
         if !admit(cx) {
             return Err(Reason::FlowSetupLimited);
         }
+        // A flow into a function from another host remembers that host: its reverse is
+        // taken again when the session comes from elsewhere.
+        let watch_sender = into_key_port(key.vrf).is_some() && meta.sender().is_some();
         let Some((rev_vrf, rev_nh)) = rev else {
             return Ok(Steer::Forward {
                 nh,
                 rev_key: None,
-                back: Back::to(nh),
+                back: Back {
+                    watch_sender,
+                    ..Back::to(nh)
+                },
             });
         };
         rev_key.vrf = rev_vrf;
+        // (Sent into a port by another host: a bridged frame, to the function's MAC.)
+        rev_key.bridged = into_key_port(rev_vrf).is_some();
         return Ok(Steer::Forward {
             nh,
             rev_key: Some(rev_key),
-            back: Back::to(rev_nh),
+            back: Back {
+                watch_sender,
+                ..Back::to(rev_nh)
+            },
         });
     }
     let lookup = Lookup {

@@ -150,6 +150,13 @@ fn inspect(
     if !from_tunnel && st.service_port(rx).is_some() {
         key.vrf = ovr_tables::chain::key_vrf(rx);
     }
+    // Sent by another host into a network function here: keyed by the port it enters.
+    if from_tunnel
+        && !routed
+        && let Some(to) = crate::chain::into_port(st, vrf, data.first_chunk().unwrap_or(&[0; 6]))
+    {
+        key.vrf = ovr_tables::chain::into_key_vrf(to);
+    }
     meta.key = key;
     meta.hash = key.symmetric_hash();
     let len = l3 + ip.len;

@@ -9,6 +9,7 @@ use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::{Meta, flags};
 use ovr_graph::{Node, Vector, next_nodes};
+use ovr_tables::chain::key_port;
 use ovr_tables::ids::{NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop};
 use ovr_tables::state::ForwardingState;
@@ -90,7 +91,12 @@ fn rewrite(cx: &mut Cx, st: &ForwardingState, p: u32) -> Next {
                     return drop(meta, Reason::NoVrf, Next::Drop);
                 };
                 let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
-                eth.set_src(vrf.router_mac);
+                // A pass from a function here to one on that host leaves from the
+                // function's own MAC: that host tells by it which instance the session
+                // comes from, for the replies (`chain::into`).
+                if t.inner_dst.is_none() || key_port(meta.key.vrf).is_none() {
+                    eth.set_src(vrf.router_mac);
+                }
                 // To a network function's port behind that host: bridged there to it.
                 eth.set_dst(t.inner_dst.unwrap_or(vrf.router_mac));
                 Next::Vxlan
