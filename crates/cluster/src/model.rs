@@ -9,7 +9,7 @@
 use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
-    ActionConfig, Config, EncapConfig, NetworkConfig, RuleConfig, ServiceModeConfig,
+    ActionConfig, Config, EncapConfig, NetworkConfig, ProbeConfig, RuleConfig, ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -103,6 +103,11 @@ pub struct Service {
     /// host could bridge a frame to.
     #[serde(default)]
     pub mode: ServiceModeConfig,
+    /// How its instances' health is checked besides their ports' links (default: the
+    /// links only). Each instance's host probes it; the other hosts take its word, the
+    /// instance's ports' endpoints, which its host withdraws while a probe fails.
+    #[serde(default, skip_serializing_if = "ProbeConfig::is_default")]
+    pub probe: ProbeConfig,
     pub instances: Vec<ServiceInstance>,
 }
 
@@ -365,6 +370,9 @@ fn check_service(s: &Service) -> Result<(), String> {
             "mode: transparent functions are not in the cluster's intent yet (in-network only)"
                 .into(),
         );
+    }
+    if let Err((field, why)) = s.probe.check_timing() {
+        return Err(format!("probe.{field}: {why}"));
     }
     if s.instances.len() > ovr_tables::nexthop::ECMP_BUCKETS {
         return Err(format!(
