@@ -43,6 +43,23 @@ pub fn port_up(state: &AppState, iface: &Interface) -> bool {
     }
 }
 
+/// Whether interface `name` is a service port that health holds down (its link or its
+/// probe failed, as last reported into the tables). A cluster member withdraws such a
+/// port's endpoint, so that the other hosts leave its instance out too: they take this
+/// host's word for it rather than probing it over the overlay.
+pub fn held_down(state: &AppState, name: &str) -> bool {
+    let Ok(agent) = state.agent().lock() else {
+        return false;
+    };
+    let Some(&port) = agent.names().interfaces.get(name) else {
+        return false;
+    };
+    let Some(st) = agent.writer().read() else {
+        return false;
+    };
+    st.service_port(port).is_some() && st.port_down(port)
+}
+
 /// The changes to report: (port, up) for each service port whose link differs from
 /// what the tables hold.
 fn changes(state: &AppState, up: impl Fn(&Interface) -> bool) -> Vec<(InterfaceId, bool)> {

@@ -1,6 +1,7 @@
 //! The health thread follows the workers' probes: a port whose probe is not answered
 //! `failures` times in a row is down in the tables (its instance leaves its function's
-//! group) though its link is up, and up again after an answer.
+//! group) though its link is up, and up again after an answer; a cluster member reads
+//! it as held down (`health::held_down`).
 
 mod common;
 
@@ -40,6 +41,7 @@ fn an_unanswered_probe_takes_the_instance_out_with_its_link_up() {
     pipe.share_probes(state.probes().clone(), true);
     let links_up = |_: &ovr_tables::interface::Interface| true;
     assert_eq!(health::check(&state, links_up), 0);
+    assert!(!health::held_down(&state, "f1l"));
     // 100 ms apart, none answered: after the 4th probe 3 are missed.
     for k in 0..4u64 {
         assert_eq!(
@@ -51,6 +53,9 @@ fn an_unanswered_probe_takes_the_instance_out_with_its_link_up() {
         assert_eq!(changed, if k == 3 { 4 } else { 0 }, "after probe {k}");
     }
     assert!(!healthy(&state, 0) && !healthy(&state, 1));
+    // What a cluster member reads to withdraw the ports' endpoints: service ports only.
+    assert!(health::held_down(&state, "f1l") && health::held_down(&state, "f2r"));
+    assert!(!health::held_down(&state, "wa") && !health::held_down(&state, "nope"));
     let agent = state.agent().lock().unwrap();
     let f1l = agent.names().interfaces["f1l"];
     drop(agent);

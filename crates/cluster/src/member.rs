@@ -27,7 +27,8 @@ pub trait Sink: Send + 'static {
     /// anything): how many table changes that made. An error says why the host refused
     /// it, and leaves the host as it was.
     fn install(&mut self, config: Config) -> Result<usize, String>;
-    /// Whether an interface is there (a port becomes an endpoint once its interface is).
+    /// Whether an interface is there and fit to carry traffic (a port becomes an
+    /// endpoint once it is; a service port whose probe fails is not, and is withdrawn).
     fn interface_up(&self, name: &str) -> bool;
 }
 
@@ -107,7 +108,8 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// How often a local port not yet up is looked at (it becomes an endpoint once it is).
 const PENDING: Duration = Duration::from_millis(10);
 /// How often the ports published as up are looked at (a lookup each in the sink): one
-/// that goes down (a service instance's namespace removed) is withdrawn then, not at the
+/// that goes down (a service instance's namespace removed, or its probe failing) is
+/// withdrawn then, not at the
 /// next `RECHECK`, so that the other hosts move its sessions sooner.
 const DOWN_EVERY: Duration = Duration::from_millis(20);
 

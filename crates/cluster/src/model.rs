@@ -10,7 +10,7 @@ use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
     ActionConfig, Config, EncapConfig, InterfaceConfig, InterfaceKindConfig, MemifConfig,
-    NetworkConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
+    NetworkConfig, ProbeConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -134,6 +134,11 @@ pub struct Service {
     /// host could bridge a frame to.
     #[serde(default)]
     pub mode: ServiceModeConfig,
+    /// How its instances' health is checked besides their ports' links (default: the
+    /// links only). Each instance's host probes it; the other hosts take its word, the
+    /// instance's ports' endpoints, which its host withdraws while a probe fails.
+    #[serde(default, skip_serializing_if = "ProbeConfig::is_default")]
+    pub probe: ProbeConfig,
     pub instances: Vec<ServiceInstance>,
 }
 
@@ -409,6 +414,9 @@ fn check_service(s: &Service) -> Result<(), String> {
             "mode: transparent functions are not in the cluster's intent yet (in-network only)"
                 .into(),
         );
+    }
+    if let Err((field, why)) = s.probe.check_timing() {
+        return Err(format!("probe.{field}: {why}"));
     }
     if s.instances.len() > ovr_tables::nexthop::ECMP_BUCKETS {
         return Err(format!(

@@ -9,7 +9,13 @@
 //!   ports are up, say it is there; each side is then reached `via` the VXLAN next hop
 //!   to that host in the port's network (`HOST:NETWORK`), the frame inside addressed to
 //!   the port's MAC, which that host bridges to it. While either endpoint is missing
-//!   (its host down, a port gone) the instance is left out: it takes no sessions here.
+//!   (its host down, a port gone, or its host's probe of it failing) the instance is
+//!   left out: it takes no sessions here.
+//!
+//! A function's probe (ARP, ICMP) is in every host's configuration, and each host probes
+//! the sides of its own instances only: an instance on another host is that host's word,
+//! through the endpoints it withdraws while its probe fails (ovrd's `Sink`), not probed
+//! again over the overlay from every host.
 //!
 //! And the two networks route each other's endpoints (their host routes, "leaked"),
 //! which a chain needs at both ends: what leaves the chain is routed in the source
@@ -20,18 +26,19 @@
 //! chain already used from another network (the first by network name keeps it), is
 //! refused and the rule denies (fails closed); a service named by two chains stays with
 //! the first chain by name; a port that two services' instances name stays with the
-//! first service by name.
+//! first service by name; with an ARP or ICMP probe, an instance whose side cannot be
+//! probed (no IPv4 address, no gateway in its subnet) is refused.
 
 use crate::keys::Key;
 use crate::model::{Chain, Network, Port, Service, Value};
 use crate::view::View;
 use core::net::IpAddr;
 use ovr_config::model::{
-    ActionConfig, ChainConfig, Config, EncapConfig, RouteConfig, ServiceConfig,
-    ServiceInstanceConfig, ServicePortConfig,
+    ActionConfig, ChainConfig, Config, EncapConfig, ProbeConfig, ProbeKindConfig, RouteConfig,
+    ServiceConfig, ServiceInstanceConfig, ServicePortConfig,
 };
 use ovr_config::values::Prefix;
-use ovr_tables::prefix::IpPrefix;
+use ovr_tables::prefix::{IpPrefix, mask};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the chains' derivation needs from the rest of it.
@@ -120,7 +127,7 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
             let mut instances = Vec::new();
             for (k, inst) in s.instances.iter().enumerate() {
                 let at = format!("instances[{k}]");
-                match instance(i, inst, f, &mut ports_taken) {
+                match instance(i, inst, f, &s.probe, &mut ports_taken) {
                     Ok(Some(x)) => instances.push(x),
                     Ok(None) => {}
                     Err(why) => {
@@ -128,11 +135,12 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
                     }
                 }
             }
+            // The probe goes to every host's configuration: a host probes the sides of
+            // its own instances only (those of another host are `via` it, and its word).
             c.services.push(ServiceConfig {
                 name: f.clone(),
                 mode: s.mode,
-                // Cluster intent has no probe yet: links only.
-                probe: Default::default(),
+                probe: s.probe,
                 instances,
             });
         }
@@ -248,6 +256,7 @@ fn instance<'v>(
     i: &Inputs<'v>,
     inst: &'v crate::model::ServiceInstance,
     service: &'v str,
+    probe: &ProbeConfig,
     taken: &mut BTreeMap<(&'v str, &'v str), &'v str>,
 ) -> Result<Option<ServiceInstanceConfig>, String> {
     let mut sides = Vec::new();
@@ -263,7 +272,13 @@ fn instance<'v>(
                 inst.host
             ));
         }
-        let address = p.ips.first().copied();
+        let address = match probe.kind {
+            ProbeKindConfig::Link => p.ips.first().copied(),
+            kind => Some(
+                probe_target(i, p, kind)
+                    .map_err(|why| format!("{side}: port {}/{name}: {why}", inst.host))?,
+            ),
+        };
         if inst.host == i.host {
             sides.push(ServicePortConfig {
                 interface: p.interface.clone(),
@@ -306,6 +321,34 @@ fn instance<'v>(
         left,
         right,
     }))
+}
+
+/// Where an ARP or ICMP probe of a side goes: the port's first IPv4 address, which needs
+/// a gateway address of the port's network in its subnet to be sent from. Checked on
+/// every host alike (not only on the instance's, whose configuration would refuse it),
+/// so that every host leaves such an instance out and reports why.
+fn probe_target(i: &Inputs, p: &Port, kind: ProbeKindConfig) -> Result<IpAddr, String> {
+    let what = match kind {
+        ProbeKindConfig::Arp => "arp",
+        _ => "icmp",
+    };
+    let Some(to) = p.ips.iter().copied().find(IpAddr::is_ipv4) else {
+        return Err(format!(
+            "no IPv4 address to send the {what} probe to (probes are IPv4 only)"
+        ));
+    };
+    let gateways = i.networks.get(p.network.as_str()).map(|n| &n.gateways);
+    let from = gateways.into_iter().flatten().find(|g| {
+        let g = g.0;
+        g.addr.is_ipv4() && mask(g.addr, g.prefix_len) == mask(to, g.prefix_len)
+    });
+    match from {
+        Some(_) => Ok(to),
+        None => Err(format!(
+            "network '{}' has no gateway address in the subnet of {to} to send the {what} probe from",
+            p.network
+        )),
+    }
 }
 
 /// Host routes in network `into` for the endpoints of network `of`: to this host's

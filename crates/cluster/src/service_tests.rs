@@ -309,3 +309,136 @@ fn a_host_with_no_port_in_the_instances_network_still_reaches_an_instance_elsewh
     let t = c.translate().unwrap();
     assert!(t.names.nexthops.contains_key("fw/fw-h2/left"));
 }
+
+/// The lab's intent with `fw` probed (`probe` is the JSON of the service's field).
+fn probed(probe: &str) -> Vec<(String, String)> {
+    intent()
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "services/fw" => (k, v.replacen('{', &format!(r#"{{"probe": {probe}, "#), 1)),
+            _ => (k, v),
+        })
+        .collect()
+}
+
+#[test]
+fn a_probe_goes_to_every_host_which_probes_its_own_instances_only() {
+    use ovr_config::model::ProbeKindConfig;
+    use ovr_tables::chain::{ProbeKind, ProbeTarget};
+    let d = derive_h1(&probed(
+        r#"{"kind": "icmp", "interval_ms": 50, "failures": 2}"#,
+    ));
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let fw = &d.config.services[0];
+    assert_eq!(
+        (fw.probe.kind, fw.probe.interval_ms, fw.probe.failures),
+        (ProbeKindConfig::Icmp, 50, 2)
+    );
+    let ip = |s: &str| s.parse::<core::net::Ipv4Addr>().unwrap();
+    assert_eq!(fw.instances[0].left.address, Some(ip("10.98.1.11").into()));
+    // The whole host configuration installs; h1 probes its own instance, from svc's
+    // gateway in each side's subnet, and not the one on h2 (its host's word counts).
+    let t = d.config.translate().unwrap();
+    let (mut w, r) = ovr_tables::state::new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let f = &st.chains().by_name("through-fw").unwrap().functions[0];
+    assert_eq!(
+        (f.probe.kind, f.probe.interval_ms, f.probe.failures),
+        (ProbeKind::Icmp, 50, 2)
+    );
+    assert_eq!(
+        f.instances[0].left_probe,
+        Some(ProbeTarget {
+            from: ip("10.98.1.1"),
+            to: ip("10.98.1.11")
+        })
+    );
+    assert_eq!(f.instances[0].right_probe.unwrap().from, ip("10.98.2.1"));
+    assert!(f.instances[1].left_probe.is_none() && f.instances[1].right_probe.is_none());
+
+    // Without a probe: links only, and the default is not written into the intent.
+    let d = derive_h1(&intent());
+    assert_eq!(d.config.services[0].probe.kind, ProbeKindConfig::Link);
+    let key = crate::keys::Key::parse("/ovr/v1/services/fw").unwrap();
+    let (_, fw) = intent()
+        .into_iter()
+        .find(|(k, _)| k == "services/fw")
+        .unwrap();
+    let Ok(Value::Service(s)) = parse(&key, fw.as_bytes()) else {
+        panic!("services/fw");
+    };
+    assert!(!serde_json::to_string(&s).unwrap().contains("probe"));
+}
+
+#[test]
+fn a_bad_probe_is_refused_at_its_field_and_an_instance_it_cannot_probe_is_left_out() {
+    let key = crate::keys::Key::parse("/ovr/v1/services/fw").unwrap();
+    let refused = |probe: &str| {
+        let v = format!(r#"{{"probe": {probe}, "instances": []}}"#);
+        parse(&key, v.as_bytes()).unwrap_err()
+    };
+    let e = refused(r#"{"kind": "icmp", "interval_ms": 5}"#);
+    assert_eq!(e, "probe.interval_ms: 5 is out of range: 10 to 60000 ms");
+    let e = refused(r#"{"kind": "arp", "failures": 0}"#);
+    assert!(e.starts_with("probe.failures: 0 is out of range"), "{e}");
+    let e = refused(r#"{"kind": "ping"}"#);
+    assert!(e.contains("unknown variant `ping`"), "{e}");
+    let e = refused(r#"{"kind": "icmp", "timeout_ms": 10}"#);
+    assert!(e.contains("unknown field `timeout_ms`"), "{e}");
+
+    // h2's left port has no IPv4 address: that instance cannot be probed, and is left
+    // out (the same on every host), reported for the service; h1's stays.
+    let kvs: Vec<_> = probed(r#"{"kind": "arp"}"#)
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "ports/h2/fw-l" => (k, port("svc", "02:00:00:f0:01:02", "fd00::12", "fwl")),
+            "networks/svc" => (
+                k,
+                net(
+                    198,
+                    r#""10.98.1.0/24", "10.98.2.0/24", "fd00::/64""#,
+                    r#""10.98.1.1/24", "10.98.2.1/24""#,
+                ),
+            ),
+            _ => (k, v),
+        })
+        .collect();
+    let d = derive_h1(&kvs);
+    let fw = &d.config.services[0];
+    assert_eq!(fw.instances.len(), 1);
+    assert_eq!(fw.instances[0].name, "fw-h1");
+    let why = &d.rejected["/ovr/v1/services/fw"];
+    assert_eq!(
+        why,
+        "instances[1].left: port h2/fw-l: no IPv4 address to send the arp probe to (probes are IPv4 only)"
+    );
+    d.config.translate().unwrap();
+
+    // No gateway of svc in the subnet of h1's right side: refused on h1 too, where the
+    // host's configuration would otherwise not install.
+    let kvs: Vec<_> = probed(r#"{"kind": "icmp"}"#)
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "networks/svc" => (
+                k,
+                net(
+                    198,
+                    r#""10.98.1.0/24", "10.98.2.0/24""#,
+                    r#""10.98.1.1/24""#,
+                ),
+            ),
+            _ => (k, v),
+        })
+        .collect();
+    let d = derive_h1(&kvs);
+    assert!(d.config.services[0].instances.is_empty());
+    let why = &d.rejected["/ovr/v1/services/fw"];
+    assert!(
+        why.ends_with(
+            ".right: port h2/fw-r: network 'svc' has no gateway address in the subnet of 10.98.2.12 to send the icmp probe from"
+        ),
+        "{why}"
+    );
+    d.config.translate().unwrap();
+}

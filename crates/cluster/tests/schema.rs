@@ -179,6 +179,9 @@ fn schemas_and_examples_agree_with_the_model() {
         "endpoint.invalid.no-mac.json",
         "service.invalid.transparent.json",
         "service.invalid.no-right.json",
+        "service.invalid.probe-interval.json",
+        "service.invalid.probe-kind.json",
+        "service.invalid.probe-failures.json",
         "chain.invalid.empty.json",
         "chain.invalid.twice.json",
     ] {

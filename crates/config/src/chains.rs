@@ -24,11 +24,6 @@ use ovr_tables::state::TableOp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// The shortest and longest time between two probes of a port, in ms.
-const PROBE_INTERVAL_MS: (u32, u32) = (10, 60_000);
-/// The most probes a port may miss in a row before it is down.
-const PROBE_FAILURES_MAX: u32 = 100;
-
 /// Whether two IPv4 addresses are in one subnet of length `len`.
 fn same_subnet(a: core::net::Ipv4Addr, b: core::net::Ipv4Addr, len: u8) -> bool {
     let mask = u32::MAX
@@ -202,23 +197,8 @@ impl Builder<'_> {
     /// the port's network in its subnet (the probe's source).
     fn check_probe(&self, path: &str, s: &ServiceConfig) -> R<()> {
         let p = &s.probe;
-        if !(PROBE_INTERVAL_MS.0..=PROBE_INTERVAL_MS.1).contains(&p.interval_ms) {
-            return err(
-                format!("{path}.probe.interval_ms"),
-                format!(
-                    "{} is out of range: {} to {} ms",
-                    p.interval_ms, PROBE_INTERVAL_MS.0, PROBE_INTERVAL_MS.1
-                ),
-            );
-        }
-        if !(1..=PROBE_FAILURES_MAX).contains(&p.failures) {
-            return err(
-                format!("{path}.probe.failures"),
-                format!(
-                    "{} is out of range: 1 to {PROBE_FAILURES_MAX} probes missed in a row",
-                    p.failures
-                ),
-            );
+        if let Err((field, why)) = p.check_timing() {
+            return err(format!("{path}.probe.{field}"), why);
         }
         if p.kind == ProbeKindConfig::Link {
             return Ok(());

@@ -423,6 +423,11 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
+    /// The shortest and longest time between two probes of a port, in ms.
+    pub const INTERVAL_MS: (u32, u32) = (10, 60_000);
+    /// The most probes a port may miss in a row before it is down.
+    pub const FAILURES_MAX: u32 = 100;
+
     /// Probes 100 ms apart and 3 missed: a dead instance leaves within 1 s.
     fn default_interval() -> u32 {
         100
@@ -432,8 +437,31 @@ impl ProbeConfig {
         3
     }
 
-    fn is_default(&self) -> bool {
+    pub fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Its timing within bounds, or the field (`interval_ms`, `failures`) and why not:
+    /// checked alike in a host's configuration and in a cluster's intent.
+    pub fn check_timing(&self) -> Result<(), (&'static str, String)> {
+        let (lo, hi) = Self::INTERVAL_MS;
+        if !(lo..=hi).contains(&self.interval_ms) {
+            return Err((
+                "interval_ms",
+                format!("{} is out of range: {lo} to {hi} ms", self.interval_ms),
+            ));
+        }
+        if !(1..=Self::FAILURES_MAX).contains(&self.failures) {
+            return Err((
+                "failures",
+                format!(
+                    "{} is out of range: 1 to {} probes missed in a row",
+                    self.failures,
+                    Self::FAILURES_MAX
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 use tracing::warn;
 
 /// The derived configuration goes to the agent; a port is up when a worker receives
-/// from its interface.
+/// from its interface and, for a service port, while its health (link and probe) holds.
 struct Agent {
     state: AppState,
     attached: Attached,
@@ -42,7 +42,9 @@ impl Sink for Agent {
     }
 
     fn interface_up(&self, name: &str) -> bool {
-        self.attached.contains(name)
+        // A service instance failing its probe keeps its interface: its endpoint goes all
+        // the same, so that the other hosts move its sessions.
+        self.attached.contains(name) && !ovr_agent::health::held_down(&self.state, name)
     }
 }
 

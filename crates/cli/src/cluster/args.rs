@@ -93,6 +93,10 @@ pub struct ServiceArgs {
     /// chain's source and its destination); repeat for more.
     #[arg(long = "instance", required = true)]
     pub instances: Vec<String>,
+    /// A health probe, KIND[:INTERVAL_MS[:FAILURES]] (KIND: link, arp or icmp; default
+    /// 100 ms and 3 missed), sent by each instance's host (none: the links only).
+    #[arg(long)]
+    pub probe: Option<String>,
     /// Overwrite the service if it exists.
     #[arg(long)]
     pub replace: bool,
@@ -200,11 +204,33 @@ pub fn service(a: &ServiceArgs) -> Result<Intent, String> {
             _ => Err(format!("--instance {i}: give NAME:HOST:LEFT:RIGHT")),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut value = json!({ "mode": a.mode, "instances": instances });
+    if let Some(p) = &a.probe {
+        value["probe"] = probe(p)?;
+    }
     Ok(Intent {
         key: Key::Service(a.name.clone()),
-        value: json!({ "mode": a.mode, "instances": instances }),
+        value,
         replace: a.replace,
     })
+}
+
+/// A --probe KIND[:INTERVAL_MS[:FAILURES]]; its bounds are the check's.
+fn probe(p: &str) -> Result<Value, String> {
+    let mut parts = p.split(':');
+    let mut v = json!({ "kind": parts.next().unwrap_or_default() });
+    for field in ["interval_ms", "failures"] {
+        if let Some(n) = parts.next() {
+            let n: u32 = n
+                .parse()
+                .map_err(|_| format!("--probe {p}: {field} '{n}' is not a number"))?;
+            v[field] = n.into();
+        }
+    }
+    if parts.next().is_some() {
+        return Err(format!("--probe {p}: give KIND[:INTERVAL_MS[:FAILURES]]"));
+    }
+    Ok(v)
 }
 
 pub fn chain(a: &ChainArgs) -> Intent {
@@ -246,6 +272,21 @@ mod tests {
                 {"name": "fw-2", "host": "h2", "left": "fw2-l", "right": "fw2-r"}]})
         );
         s.checked().unwrap();
+        let s = service(&args("fw --instance fw-1:h1:l:r --probe icmp:50:2")).unwrap();
+        assert_eq!(
+            s.value["probe"],
+            json!({"kind": "icmp", "interval_ms": 50, "failures": 2})
+        );
+        s.checked().unwrap();
+        let s = service(&args("fw --instance fw-1:h1:l:r --probe arp")).unwrap();
+        assert_eq!(s.value["probe"], json!({"kind": "arp"}));
+        let e = service(&args("fw --instance fw-1:h1:l:r --probe icmp:5"))
+            .unwrap()
+            .checked()
+            .unwrap_err();
+        assert!(e.contains("probe.interval_ms: 5 is out of range"), "{e}");
+        let e = service(&args("fw --instance fw-1:h1:l:r --probe icmp:x")).unwrap_err();
+        assert!(e.contains("interval_ms 'x' is not a number"), "{e}");
         let e = service(&args("fw --instance fw-1:h1:fw1-l")).unwrap_err();
         assert!(e.contains("NAME:HOST:LEFT:RIGHT"), "{e}");
         let c = chain(&args("through-fw --function fw --function ids"));
