@@ -12,8 +12,8 @@ given an ICMP probe (`ovrctl cluster services add fw ... --probe icmp:100:3 --re
   in fw-h1's nftables and no more reach fw-h2.
 - Answering again, fw-h2's endpoints come back and h1 steers new sessions to it.
 - The same with the instance on h1 (the session's entry host, which drops it at once;
-  h2 follows through etcd): the two losses side by side. That session, moved to fw-h2,
-  crosses it one way only (docs/chains.md, Limits): an expected failure until fixed.
+  h2 follows through etcd): the two losses side by side. That session, moved to fw-h2
+  (on its destination's host), crosses it both ways.
 
 One lab for the module (prefix `pclab<pid>`), always taken down. Each round prints the
 loss it measured (bench/RESULTS.md quotes them)."""
@@ -136,13 +136,7 @@ def unhang(ns):
                ns=ns)
 
 
-@pytest.mark.parametrize("host", [
-    "h2",
-    pytest.param("h1", marks=pytest.mark.xfail(strict=True, reason=(
-        "a session moved from the entry host's instance to one on the destination's "
-        "host: its requests reach the destination without crossing the new instance "
-        "(only the replies do)"))),
-])
+@pytest.mark.parametrize("host", ["h2", "h1"])
 def test_a_hung_instance_leaves_every_host_within_1s_and_comes_back(lab, host):
     """The instance on `host` hangs while h1's session goes through it: on h2 the other
     host (h1, the session's entry host) takes h2's word through etcd; on h1 its own host
