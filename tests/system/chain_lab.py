@@ -20,3 +20,14 @@ def counted(ns, comment="lab"):
         if rule and rule.get("comment") == comment:
             return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
     raise AssertionError(f"no rule '{comment}' in {ns}: {rules}")
+
+
+def delete_rules(ns, comment):
+    """Deletes the rules with this comment from `inet fw forward` in namespace `ns`."""
+    rules = json.loads(sh("nft", "-a", "-j", "list", "chain", "inet", "fw", "forward",
+                          ns=ns).stdout)
+    for item in rules["nftables"]:
+        rule = item.get("rule")
+        if rule and rule.get("comment") == comment:
+            sh("nft", "delete", "rule", "inet", "fw", "forward", "handle", rule["handle"],
+               ns=ns)

@@ -15,7 +15,6 @@ overlay.
 One lab for the module (prefix `ovrhc<pid>`), always taken down; the tests run in order
 (the last removes an instance)."""
 
-import json
 import os
 import subprocess
 import time
@@ -23,7 +22,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from system.chain_lab import counted, ext_on
+from system.chain_lab import counted, delete_rules, ext_on
 from system.overlay_lab import OverlayLab, sh
 
 
@@ -92,13 +91,7 @@ def test_a_drop_rule_in_every_instance_stops_the_ping(lab):
             assert r.returncode != 0, "the ping went through with every instance dropping"
     finally:
         for ns in instances:
-            rules = json.loads(
-                sh("nft", "-a", "-j", "list", "chain", "inet", "fw", "forward", ns=ns).stdout)
-            for item in rules["nftables"]:
-                rule = item.get("rule")
-                if rule and rule.get("comment") == "drop":
-                    sh("nft", "delete", "rule", "inet", "fw", "forward", "handle",
-                       rule["handle"], ns=ns)
+            delete_rules(ns, "drop")
     assert reached(lab, dst, 5), "the ping does not come back once the drop rules are gone"
 
 

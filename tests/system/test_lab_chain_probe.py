@@ -26,7 +26,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from system.chain_lab import counted, ext_on
+from system.chain_lab import counted, delete_rules, ext_on
 from system.overlay_lab import OVRCTL, OverlayLab, sh
 
 PROBE = {"kind": "icmp", "interval_ms": 100, "failures": 3}
@@ -127,13 +127,7 @@ def test_every_host_takes_the_probe_and_probes_its_own_instance(lab):
 
 def unhang(ns):
     sh("nft", "delete", "table", "inet", "pchang", ns=ns, check=False)
-    rules = json.loads(sh("nft", "-a", "-j", "list", "chain", "inet", "fw", "forward",
-                          ns=ns).stdout)
-    for item in rules["nftables"]:
-        rule = item.get("rule")
-        if rule and rule.get("comment") == "hang":
-            sh("nft", "delete", "rule", "inet", "fw", "forward", "handle", rule["handle"],
-               ns=ns)
+    delete_rules(ns, "hang")
 
 
 @pytest.mark.parametrize("host", ["h2", "h1"])

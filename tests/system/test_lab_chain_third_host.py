@@ -16,7 +16,6 @@ same way back, h2 → h3 → h1, not straight from h2 to h1:
 
 One lab for the module (prefix `ovrc3<pid>`), always taken down."""
 
-import json
 import os
 import subprocess
 import time
@@ -24,7 +23,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from system.chain_lab import counted, ext_on
+from system.chain_lab import counted, delete_rules, ext_on
 from system.overlay_lab import OverlayLab, sh
 
 PORT = 7007
@@ -98,13 +97,7 @@ def with_rule(lab, match, action):
     try:
         return action()
     finally:
-        rules = json.loads(sh("nft", "-a", "-j", "list", "chain", "inet", "fw", "forward",
-                              ns=ns).stdout)
-        for item in rules["nftables"]:
-            rule = item.get("rule")
-            if rule and rule.get("comment") == "drop":
-                sh("nft", "delete", "rule", "inet", "fw", "forward", "handle", rule["handle"],
-                   ns=ns)
+        delete_rules(ns, "drop")
 
 
 def test_h1_and_h2_reach_the_only_instance_on_h3(lab):
