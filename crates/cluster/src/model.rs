@@ -10,7 +10,7 @@ use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
     ActionConfig, Config, EncapConfig, InterfaceConfig, InterfaceKindConfig, MemifConfig,
-    NetworkConfig, ProbeConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
+    NetworkConfig, ProbeConfig, ProbeKindConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -130,8 +130,8 @@ impl Port {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
-    /// Only `in-network` in the cluster: a transparent function has no MAC that another
-    /// host could bridge a frame to.
+    /// `in-network` (reached from any host) or `transparent` (a bump in the wire, which
+    /// has no MAC another host could bridge a frame to: used by its own host only).
     #[serde(default)]
     pub mode: ServiceModeConfig,
     /// How its instances' health is checked besides their ports' links (default: the
@@ -409,11 +409,8 @@ fn translates(v: &Value) -> Result<(), String> {
 }
 
 fn check_service(s: &Service) -> Result<(), String> {
-    if s.mode == ServiceModeConfig::Transparent {
-        return Err(
-            "mode: transparent functions are not in the cluster's intent yet (in-network only)"
-                .into(),
-        );
+    if s.mode == ServiceModeConfig::Transparent && s.probe.kind != ProbeKindConfig::Link {
+        return Err("probe.kind: a transparent function has no address to probe: only link".into());
     }
     if let Err((field, why)) = s.probe.check_timing() {
         return Err(format!("probe.{field}: {why}"));

@@ -4,8 +4,10 @@
 //! `action: chain` whose source and destination networks both have a port here). Each
 //! function's instances become `services` of the host's configuration:
 //!
-//! - an instance on this host: its two ports are local ports, so their interfaces;
-//! - an instance on another host: its ports' endpoints, published by that host once the
+//! - an instance on this host: its two ports are local ports, so their interfaces (a
+//!   transparent function's send from the port's MAC, with no workload behind them);
+//! - an instance on another host, of an in-network function (a transparent one is left
+//!   out: it has no MAC to be bridged to): its ports' endpoints, published by that host once the
 //!   ports are up, say it is there; each side is then reached `via` the VXLAN next hop
 //!   to that host in the port's network (`HOST:NETWORK`), the frame inside addressed to
 //!   the port's MAC, which that host bridges to it. While either endpoint is missing
@@ -34,8 +36,8 @@ use crate::model::{Chain, Network, Port, Service, Value};
 use crate::view::View;
 use core::net::IpAddr;
 use ovr_config::model::{
-    ActionConfig, ChainConfig, Config, EncapConfig, ProbeConfig, ProbeKindConfig, RouteConfig,
-    ServiceConfig, ServiceInstanceConfig, ServicePortConfig,
+    ActionConfig, ChainConfig, Config, EncapConfig, ProbeKindConfig, RouteConfig, ServiceConfig,
+    ServiceInstanceConfig, ServiceModeConfig, ServicePortConfig,
 };
 use ovr_config::values::Prefix;
 use ovr_tables::prefix::{IpPrefix, mask};
@@ -127,8 +129,13 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
             let mut instances = Vec::new();
             for (k, inst) in s.instances.iter().enumerate() {
                 let at = format!("instances[{k}]");
-                match instance(i, inst, f, &s.probe, &mut ports_taken) {
-                    Ok(Some(x)) => instances.push(x),
+                match instance(i, inst, f, s, &mut ports_taken) {
+                    Ok(Some(x)) => {
+                        if s.mode == ServiceModeConfig::Transparent {
+                            own_mac_on_transparent_sides(i, inst, c);
+                        }
+                        instances.push(x);
+                    }
                     Ok(None) => {}
                     Err(why) => {
                         rejected.insert(Key::Service(f.clone()).to_string(), format!("{at}.{why}"));
@@ -256,9 +263,11 @@ fn instance<'v>(
     i: &Inputs<'v>,
     inst: &'v crate::model::ServiceInstance,
     service: &'v str,
-    probe: &ProbeConfig,
+    s: &Service,
     taken: &mut BTreeMap<(&'v str, &'v str), &'v str>,
 ) -> Result<Option<ServiceInstanceConfig>, String> {
+    let probe = &s.probe;
+    let transparent = s.mode == ServiceModeConfig::Transparent;
     let mut sides = Vec::new();
     for (side, name) in [("left", &inst.left), ("right", &inst.right)] {
         let Some(p) = i.ports.get(&(inst.host.as_str(), name.as_str())) else {
@@ -271,6 +280,20 @@ fn instance<'v>(
                 "{side}: port {}/{name} is already service '{other}''s (two instances cannot share a next hop)",
                 inst.host
             ));
+        }
+        if transparent {
+            // A bump in the wire has no MAC another host could bridge a frame to: only
+            // its own host steers into it.
+            if inst.host != i.host {
+                return Ok(None);
+            }
+            sides.push(ServicePortConfig {
+                interface: p.interface.clone(),
+                via: None,
+                mac: None,
+                address: None,
+            });
+            continue;
         }
         let address = match probe.kind {
             ProbeKindConfig::Link => p.ips.first().copied(),
@@ -321,6 +344,22 @@ fn instance<'v>(
         left,
         right,
     }))
+}
+
+/// A transparent function's sides are where ovr sends from, with the port's MAC as the
+/// interface's own (not the gateway's, which a bridging function would learn on the
+/// wrong side), and no workload behind them.
+fn own_mac_on_transparent_sides(i: &Inputs, inst: &crate::model::ServiceInstance, c: &mut Config) {
+    for name in [&inst.left, &inst.right] {
+        let Some(p) = i.ports.get(&(inst.host.as_str(), name.as_str())) else {
+            continue;
+        };
+        if let Some(f) = c.interfaces.iter_mut().find(|f| f.name == p.interface) {
+            f.mac = Some(p.mac);
+            f.peer_mac = None;
+            f.peer_addresses.clear();
+        }
+    }
 }
 
 /// Where an ARP or ICMP probe of a side goes: the port's first IPv4 address, which needs

@@ -257,8 +257,11 @@ fn bad_services_chains_and_chain_rules_are_refused_at_their_field() {
         &format!(r#"{{"instances": [{}]}}"#, inst("h/1", "l", "r")),
     );
     assert!(e.starts_with("instances[0].host:"), "{e}");
-    let e = refused("services/fw", r#"{"mode": "transparent", "instances": []}"#);
-    assert!(e.starts_with("mode:"), "{e}");
+    let e = refused(
+        "services/fw",
+        r#"{"mode": "transparent", "probe": {"kind": "icmp"}, "instances": []}"#,
+    );
+    assert!(e.starts_with("probe.kind: a transparent function"), "{e}");
     let e = refused("chains/c", r#"{"functions": []}"#);
     assert!(e.starts_with("functions:"), "{e}");
     let e = refused("chains/c", r#"{"functions": ["fw", "fw"]}"#);
@@ -441,4 +444,42 @@ fn a_bad_probe_is_refused_at_its_field_and_an_instance_it_cannot_probe_is_left_o
         "{why}"
     );
     d.config.translate().unwrap();
+}
+
+#[test]
+fn a_transparent_function_is_used_by_its_own_host_only_from_its_ports_macs() {
+    let mut kvs = intent();
+    for (k, v) in kvs.iter_mut() {
+        if k == "services/fw" {
+            *v = v.replace(
+                "{\"instances\"",
+                "{\"mode\": \"transparent\", \"instances\"",
+            );
+        }
+    }
+    let d = derive_h1(&kvs);
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    let c = &d.config;
+    let fw = &c.services[0];
+    assert_eq!(fw.mode, ovr_config::model::ServiceModeConfig::Transparent);
+    // h1's own instance only: h2's has no MAC h1 could bridge a frame to.
+    assert_eq!(fw.instances.len(), 1);
+    let here = &fw.instances[0];
+    assert_eq!(
+        (
+            here.name.as_str(),
+            here.left.interface.as_str(),
+            here.right.interface.as_str()
+        ),
+        ("fw-h1", "fwl", "fwr")
+    );
+    assert!(here.left.mac.is_none() && here.left.via.is_none() && here.left.address.is_none());
+    // Its ports send from their own MACs, with no workload behind them.
+    let side = |name: &str| c.interfaces.iter().find(|i| i.name == name).unwrap();
+    assert_eq!(side("fwl").mac.unwrap().to_string(), "02:00:00:f0:01:01");
+    assert_eq!(side("fwr").mac.unwrap().to_string(), "02:00:00:f0:02:01");
+    assert!(side("fwl").peer_mac.is_none() && side("fwl").peer_addresses.is_empty());
+    // A workload port keeps its peer.
+    assert!(side("t1w1").peer_mac.is_some());
+    c.translate().expect("the host's configuration installs");
 }
