@@ -7,10 +7,10 @@
 //! - an instance on this host: its two ports are local ports, so their interfaces (a
 //!   transparent function's send from the port's MAC, with no workload behind them);
 //! - an instance on another host, of an in-network function (a transparent one is left
-//!   out: it has no MAC to be bridged to): its ports' endpoints, published by that host once the
-//!   ports are up, say it is there; each side is then reached `via` the VXLAN next hop
-//!   to that host in the port's network (`HOST:NETWORK`), the frame inside addressed to
-//!   the port's MAC, which that host bridges to it. While either endpoint is missing
+//!   out: it has no MAC to be bridged to): its ports' endpoints, published by that host
+//!   once the ports are up, say it is there; each side is then reached `via` the VXLAN
+//!   next hop to that host in the port's network (`HOST:NETWORK`), the frame inside
+//!   addressed to the port's MAC, which that host bridges to it. While either endpoint is missing
 //!   (its host down, a port gone, or its host's probe of it failing) the instance is
 //!   left out: it takes no sessions here.
 //!
