@@ -309,8 +309,10 @@ fn build(
         .iter()
         .find(|i| i.kind == InterfaceKindConfig::Underlay)
         .map(|i| i.name.clone());
-    for p in local_ports.values() {
-        c.interfaces.push(p.interface_config());
+    let transparent = crate::service::transparent_sides(view, me.host);
+    for (name, p) in local_ports {
+        c.interfaces
+            .push(p.interface_config(transparent.contains(name.as_str())));
     }
     let local: BTreeSet<&str> = local_ports.values().map(|p| p.network.as_str()).collect();
 

@@ -109,8 +109,8 @@ const RECHECK: Duration = Duration::from_secs(1);
 const PENDING: Duration = Duration::from_millis(10);
 /// How often the ports published as up are looked at (a lookup each in the sink): one
 /// that goes down (a service instance's namespace removed, or its probe failing) is
-/// withdrawn then, not at the
-/// next `RECHECK`, so that the other hosts move its sessions sooner.
+/// withdrawn then, not at the next `RECHECK`, so that the other hosts move its sessions
+/// sooner.
 const DOWN_EVERY: Duration = Duration::from_millis(20);
 
 pub struct Member<S: Store, K: Sink> {

@@ -101,22 +101,29 @@ pub struct Port {
 }
 
 impl Port {
-    /// The port as its host's workload (or memif) interface in its network.
-    pub fn interface_config(&self) -> InterfaceConfig {
+    /// The port as its host's workload (or memif) interface in its network. A side of a
+    /// transparent function has no workload behind it: its MAC is where ovr sends from
+    /// (the interface's own, not the gateway's, which a bridging function would learn
+    /// on the wrong side).
+    pub fn interface_config(&self, transparent_side: bool) -> InterfaceConfig {
         InterfaceConfig {
             name: self.interface.clone(),
             kind: match self.memif {
                 Some(_) => InterfaceKindConfig::Memif,
                 None => InterfaceKindConfig::Workload,
             },
-            mac: None,
+            mac: transparent_side.then_some(self.mac),
             addresses: vec![],
             mtu: 1500,
             network: Some(self.network.clone()),
             policy: true,
             admin_up: true,
-            peer_mac: Some(self.mac),
-            peer_addresses: self.ips.clone(),
+            peer_mac: (!transparent_side).then_some(self.mac),
+            peer_addresses: if transparent_side {
+                vec![]
+            } else {
+                self.ips.clone()
+            },
             memif: self.memif.clone(),
         }
     }
@@ -392,10 +399,7 @@ fn translates(v: &Value) -> Result<(), String> {
         // ring and buffer sizes).
         Value::Port(p) if p.memif.is_some() => Config {
             networks: vec![net(&p.network, 1)],
-            interfaces: vec![InterfaceConfig {
-                peer_addresses: vec![],
-                ..p.interface_config()
-            }],
+            interfaces: vec![p.interface_config(false)],
             ..Config::default()
         },
         _ => return Ok(()),

@@ -130,12 +130,7 @@ pub(crate) fn derive(i: &Inputs, c: &mut Config, rejected: &mut BTreeMap<String,
             for (k, inst) in s.instances.iter().enumerate() {
                 let at = format!("instances[{k}]");
                 match instance(i, inst, f, s, &mut ports_taken) {
-                    Ok(Some(x)) => {
-                        if s.mode == ServiceModeConfig::Transparent {
-                            own_mac_on_transparent_sides(i, inst, c);
-                        }
-                        instances.push(x);
-                    }
+                    Ok(Some(x)) => instances.push(x),
                     Ok(None) => {}
                     Err(why) => {
                         rejected.insert(Key::Service(f.clone()).to_string(), format!("{at}.{why}"));
@@ -202,6 +197,20 @@ pub(crate) fn instance_ports<'v>(
             _ => None,
         })
         .flatten()
+        .collect()
+}
+
+/// The names of the ports on `host` that are sides of a transparent function's
+/// instance (`Port::interface_config`).
+pub(crate) fn transparent_sides<'v>(view: &'v View, host: &str) -> BTreeSet<&'v str> {
+    view.valid()
+        .filter_map(|(_, _, v)| match v {
+            Value::Service(s) if s.mode == ServiceModeConfig::Transparent => Some(&s.instances),
+            _ => None,
+        })
+        .flatten()
+        .filter(|i| i.host == host)
+        .flat_map(|i| [i.left.as_str(), i.right.as_str()])
         .collect()
 }
 
@@ -344,22 +353,6 @@ fn instance<'v>(
         left,
         right,
     }))
-}
-
-/// A transparent function's sides are where ovr sends from, with the port's MAC as the
-/// interface's own (not the gateway's, which a bridging function would learn on the
-/// wrong side), and no workload behind them.
-fn own_mac_on_transparent_sides(i: &Inputs, inst: &crate::model::ServiceInstance, c: &mut Config) {
-    for name in [&inst.left, &inst.right] {
-        let Some(p) = i.ports.get(&(inst.host.as_str(), name.as_str())) else {
-            continue;
-        };
-        if let Some(f) = c.interfaces.iter_mut().find(|f| f.name == p.interface) {
-            f.mac = Some(p.mac);
-            f.peer_mac = None;
-            f.peer_addresses.clear();
-        }
-    }
 }
 
 /// Where an ARP or ICMP probe of a side goes: the port's first IPv4 address, which needs

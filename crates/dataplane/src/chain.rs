@@ -139,10 +139,11 @@ pub fn from_port(
 
 /// The service port here that a frame from another host is addressed to (bridged in
 /// the ports' network `vrf` to the function's MAC): a pass of a chain from an instance
-/// there into this one. `None`: not such a frame (or no chain here: one branch).
+/// there into this one. `None`: not such a frame (or no service port in the network:
+/// one branch).
 #[inline]
 pub fn into_port(st: &ForwardingState, vrf: &Vrf, dst: &[u8; 6]) -> Option<InterfaceId> {
-    if st.chains().chains().is_empty() {
+    if !st.has_service_ports(vrf.id) {
         return None;
     }
     into_port_slow(st, vrf, dst)

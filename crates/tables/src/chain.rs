@@ -245,6 +245,13 @@ impl ChainTable {
         self.chains.iter().find(|c| c.name == name)
     }
 
+    /// Every service port's interface.
+    pub fn port_ids(&self) -> impl Iterator<Item = InterfaceId> + '_ {
+        (0u32..)
+            .zip(&self.ports)
+            .filter_map(|(i, p)| p.map(|_| InterfaceId(i)))
+    }
+
     /// The place of a service port (`None`: the interface is not one).
     #[inline]
     pub fn port(&self, interface: InterfaceId) -> Option<ServicePort> {

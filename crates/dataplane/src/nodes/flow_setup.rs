@@ -273,7 +273,8 @@ fn steer(
     let mut rev_key = key.reverse();
     // Out of a network function: on along its chain, the reply back into it. Into one
     // from another host: into it, the reply back to the instance the request came from.
-    let steered = match (into_key_port(key.vrf), chain::port_of_key(st, &key)) {
+    let into = into_key_port(key.vrf);
+    let steered = match (into, chain::port_of_key(st, &key)) {
         (Some(port), _) => Some(chain::into(st, port, meta.sender(), src_mac)?),
         (None, Some(port)) => Some(chain::from_port(st, port?, &key, dst_mac, meta.hash, None)?),
         (None, None) => None,
@@ -284,7 +285,7 @@ fn steer(
         }
         // A flow into a function from another host remembers that host: its reverse is
         // taken again when the session comes from elsewhere.
-        let watch_sender = into_key_port(key.vrf).is_some() && meta.sender().is_some();
+        let watch_sender = into.is_some() && meta.sender().is_some();
         let Some((rev_vrf, rev_nh)) = rev else {
             return Ok(Steer::Forward {
                 nh,

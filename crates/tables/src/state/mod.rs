@@ -47,6 +47,10 @@ pub struct ForwardingState {
     chains: ChainTable,
     /// Service ports whose link is down.
     ports_down: std::collections::BTreeSet<InterfaceId>,
+    /// The networks of the service ports (a handful), kept with the chains and the
+    /// interfaces: a frame bridged in another network is no chain's, known without a
+    /// bridge lookup per frame.
+    service_vrfs: Vec<VrfId>,
     /// The routed VXLAN next hops (no inner destination MAC) by (VNI, remote VTEP).
     routed_tunnels: HashMap<(u32, IpAddr), std::collections::BTreeSet<NextHopId>>,
 }
@@ -156,6 +160,23 @@ impl ForwardingState {
         self.chains.port(interface)
     }
 
+    /// Whether network `vrf` holds a service port.
+    #[inline]
+    pub fn has_service_ports(&self, vrf: VrfId) -> bool {
+        self.service_vrfs.contains(&vrf)
+    }
+
+    fn follow_service_vrfs(&mut self) {
+        let mut v: Vec<VrfId> = self
+            .chains
+            .port_ids()
+            .filter_map(|p| self.interfaces.get(p)?.vrf)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        self.service_vrfs = v;
+    }
+
     /// Whether a port's link was last reported down.
     pub fn port_down(&self, interface: InterfaceId) -> bool {
         self.ports_down.contains(&interface)
@@ -219,11 +240,13 @@ impl ForwardingState {
                 }
                 self.interfaces.upsert(iface.clone());
                 self.follow_chain_health();
+                self.follow_service_vrfs();
             }
             TableOp::RemoveInterface(id) => {
                 if let Some(v) = self.interfaces.remove(*id).and_then(|o| o.vrf) {
                     bump(&mut self.refs.vrf, v, false);
                 }
+                self.follow_service_vrfs();
             }
             TableOp::UpsertVrf { id, name, vni } => {
                 let i = id.0 as usize;
@@ -344,6 +367,7 @@ impl ForwardingState {
             TableOp::SetChains(chains) => {
                 self.chains
                     .set(chains.to_vec(), port_up(&self.ports_down, &self.interfaces));
+                self.follow_service_vrfs();
             }
             TableOp::SetPortHealth { interface, up } => {
                 if *up {
