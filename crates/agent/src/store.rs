@@ -10,7 +10,11 @@
 //! records (one JSON value per line), each a batch of route, bridge or label changes
 //! accepted since, appended and flushed to disk (`fdatasync`) before the change is
 //! answered. A record is whole or, if a crash cut it, the torn last one, which was never
-//! answered and is ignored when the file is read. When the records outgrow the snapshot
+//! answered and is ignored when the file is read. Records of what ovrd learnt from a peer
+//! (EVPN routes) are appended without the flush (`Flush::Later`): written before they are
+//! installed, so ovrd's own crash keeps them, and flushed with the next flushed record or
+//! by the kernel's writeback; a machine crash may lose the last of them (the file keeps a
+//! prefix of its appends), which the peer gives again. When the records outgrow the snapshot
 //! (and at every start, and for any other kind of change) the file is rewritten whole as
 //! above, so appending costs at most twice the bytes of the changes themselves.
 
@@ -23,6 +27,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// When an appended record reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Before `append` returns (a change someone asked for is answered only once saved).
+    Now,
+    /// When the kernel writes the page cache back, or with the next flushed record: for
+    /// soft state, which a machine crash would lose with the fast path anyway.
+    Later,
+}
 
 /// The state file's format version.
 const VERSION: u32 = 1;
@@ -261,10 +275,10 @@ impl Store {
     }
 
     /// Appends a batch of route, bridge and label changes to the file and flushes it to
-    /// disk. `Ok(false)`: not appended, the caller rewrites the file instead (the records
-    /// outgrew the snapshot, or an earlier append failed). On an error the file is cut
-    /// back to what it was.
-    pub fn append(&mut self, changes: &[Change]) -> Result<bool, StoreError> {
+    /// disk (unless `Flush::Later`). `Ok(false)`: not appended, the caller rewrites the
+    /// file instead (the records outgrew the snapshot, or an earlier append failed). On an
+    /// error the file is cut back to what it was.
+    pub fn append(&mut self, changes: &[Change], flush: Flush) -> Result<bool, StoreError> {
         if self.dirty {
             return Ok(false);
         }
@@ -282,7 +296,11 @@ impl Store {
             .open(&self.path)
             .map_err(|e| self.io(e))?;
         let len = f.metadata().map_err(|e| self.io(e))?.len();
-        if let Err(e) = f.write_all(&line).and_then(|()| f.sync_data()) {
+        let written = f.write_all(&line).and_then(|()| match flush {
+            Flush::Now => f.sync_data(),
+            Flush::Later => Ok(()),
+        });
+        if let Err(e) = written {
             if f.set_len(len).and_then(|()| f.sync_data()).is_err() {
                 self.dirty = true;
             }

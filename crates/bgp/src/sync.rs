@@ -49,7 +49,7 @@ impl Install {
             Install::Nothing => Ok(None),
             Install::Whole(c) if *c == *agent.config() => Ok(None),
             Install::Whole(c) => agent.replace(*c).map(Some),
-            Install::Changes(cs) => agent.apply(cs, true).map(Some),
+            Install::Changes(cs) => agent.apply_learnt(cs).map(Some),
         }
     }
 }

@@ -116,9 +116,10 @@ impl Learning {
             let r = match g.installer.take() {
                 Install::Nothing => return,
                 Install::Whole(c) => self.state.install(*c),
-                Install::Changes(cs) => {
-                    self.state.with_agent(|a| a.apply(cs, true)).and_then(|r| r)
-                }
+                Install::Changes(cs) => self
+                    .state
+                    .with_agent(|a| a.apply_learnt(cs))
+                    .and_then(|r| r),
             };
             match r {
                 Ok(a) => report(&g.installer.report(), a.table_changes),
