@@ -120,13 +120,15 @@ def main():
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--prefix", default="ovre4b")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--ovrd", default=str(RELEASE / "ovrd"),
+                   help="the ovrd binary (to compare two builds side by side)")
     a = p.parse_args()
     assert a.routes % 2 == 0, "--routes: an even number (a MAC route and a MAC/IP route each)"
     n = a.routes
     # Stopped from outside: still stop the daemons and remove the namespaces.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     with tempfile.TemporaryDirectory(prefix=f"{a.prefix}-") as d:
-        lab = RouterLab(a.prefix, Path(d), RELEASE / "ovrd",
+        lab = RouterLab(a.prefix, Path(d), Path(a.ovrd),
                         RELEASE / "examples" / "evpn_inject")
         out = lambda r: print(json.dumps(r) if a.json else show(r), flush=True)  # noqa: E731
         try:
