@@ -43,7 +43,7 @@ router bgp 65000
 
 def mac(i):
     """The `i`th MAC the router's bridge is given (none is a workload's)."""
-    return f"02:02:{(i >> 24) & 0xFF:02x}:{(i >> 16) & 0xFF:02x}:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}"
+    return "02:02:" + ":".join(f"{(i >> s) & 0xFF:02x}" for s in (24, 16, 8, 0))
 
 
 class FrrLab:
