@@ -19,6 +19,17 @@ Reported per phase (install, withdraw):
     cargo build --release -p ovrd
     cargo build --release -p ovr-bgp --example evpn_inject
     sudo python3 bench/evpn_e2e.py --routes 100000 [--rounds 3] [--json]
+
+`--source frr`: the routes come from FRR instead (tests/system/evpn_frr.py): N static
+MACs added to the kernel bridge of a router running FRR (zebra + bgpd,
+`advertise-all-vni`) in one `bridge -batch`, announced by zebra to bgpd and by bgpd to
+ovr's gobgpd as N type 2 routes (MAC only, one VTEP); withdrawn by deleting them in one
+batch. Meanwhile ovr's workload pings the router's workload every 10 ms through the
+tunnel ("forwarding": replies / requests, goal ≥ 95%). CPU of ovrd, ovr's gobgpd, zebra,
+bgpd and the `bridge` batch.
+
+    cargo build --release -p ovrd
+    sudo python3 bench/evpn_e2e.py --source frr --routes 100000 [--rounds 3] [--json]
 """
 
 import argparse
@@ -33,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from system.evpn_router import VTEPS, RouterLab, cpu_seconds  # noqa: E402
+from system.evpn_frr import FrrLab  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"
 
@@ -95,8 +107,56 @@ def load(lab, n):
                             "injector": inj}}
 
 
+def frr_phase(lab, n, name, withdraw, timeout):
+    """N MACs added to (or deleted from) the FRR router's bridge; timed until ovrd has
+    installed (or removed) them all, a ping crossing the tunnel meanwhile."""
+    base = lab.installed()["installed"]["macs"]
+    want = base - n if withdraw else base + n
+    want_received = lab.received() + (-n if withdraw else n)
+    pids = lab.pids()
+    ping = lab.ping()
+    time.sleep(0.5)
+    before = {k: cpu_seconds(p) for k, p in pids.items()}
+    t0 = time.time()
+    batch = lab.macs(0, n, add=not withdraw)
+    batch_cpu = fed = bgp_done = ovr_done = None
+    while ovr_done is None or bgp_done is None or batch_cpu is None:
+        now = time.time()
+        assert now - t0 < timeout, f"not done within {timeout} s: {lab.installed()}"
+        if batch_cpu is None:
+            batch_cpu = lab.finish(batch, wait=False)
+            fed = now
+        if bgp_done is None and lab.received() == want_received:
+            bgp_done = now
+        if ovr_done is None and lab.installed()["installed"]["macs"] == want:
+            ovr_done = now
+        time.sleep(0.05)
+    after = {k: cpu_seconds(p) for k, p in pids.items()}
+    time.sleep(0.5)
+    sent, got = lab.delivered(ping)
+    cpu = {k: after[k] - before[k] for k in pids}
+    cpu["bridge_batch"] = batch_cpu
+    total = sum(cpu.values())
+    return {
+        "phase": name, "source": "frr", "routes": n, "seconds": ovr_done - t0,
+        "routes_per_s": n / (ovr_done - t0), "batch_seconds": fed - t0,
+        "bgp_received_seconds": bgp_done - t0,
+        "forwarding": got / sent if sent else None, "pings": [sent, got],
+        "cpu_seconds": cpu, "cpu_total": total,
+        "ovrd_share": cpu["ovrd"] / total if total else None,
+    }
+
+
 def show(r):
     c = r["cpu_seconds"]
+    if r.get("source") == "frr":
+        return (f"{r['phase']:>8} N={r['routes']}: {r['seconds']:.2f} s end to end "
+                f"({r['routes_per_s']:.0f} routes/s; bridge batch done at "
+                f"{r['batch_seconds']:.2f} s, ovr's gobgpd had them at "
+                f"{r['bgp_received_seconds']:.2f} s); forwarding {100 * r['forwarding']:.1f}% "
+                f"({r['pings'][1]}/{r['pings'][0]}); CPU s: ovrd {c['ovrd']:.2f}, ovr gobgpd "
+                f"{c['ovr_gobgpd']:.2f}, zebra {c['zebra']:.2f}, bgpd {c['bgpd']:.2f}, "
+                f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%")
     if r["phase"] == "load":
         return (f"    load N={r['routes']}: {r['seconds']:.2f} s into the router's gobgpd, no "
                 f"peer ({r['routes_per_s']:.0f} routes/s); CPU s: router gobgpd "
@@ -116,17 +176,22 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--routes", type=int, default=100_000)
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--mode", choices=("table", "stream"), default="table")
+    p.add_argument("--source", choices=("gobgp", "frr"), default="gobgp")
+    p.add_argument("--mode", choices=("table", "stream"), default="table",
+                   help="gobgp source: the router's table loaded before the session, or "
+                   "injected while it is up")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--prefix", default="ovre4b")
     p.add_argument("--json", action="store_true")
     p.add_argument("--ovrd", default=str(RELEASE / "ovrd"),
                    help="the ovrd binary (to compare two builds side by side)")
     a = p.parse_args()
-    assert a.routes % 2 == 0, "--routes: an even number (a MAC route and a MAC/IP route each)"
     n = a.routes
     # Stopped from outside: still stop the daemons and remove the namespaces.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if a.source == "frr":
+        return frr_main(a)
+    assert n % 2 == 0, "--routes: an even number (a MAC route and a MAC/IP route each)"
     with tempfile.TemporaryDirectory(prefix=f"{a.prefix}-") as d:
         lab = RouterLab(a.prefix, Path(d), Path(a.ovrd),
                         RELEASE / "examples" / "evpn_inject")
@@ -144,6 +209,20 @@ def main():
                     out(phase(lab, n, "install", False, lambda: lab.inject(n), a.timeout))
                     out(phase(lab, n, "withdraw", True, lambda: lab.inject(n, withdraw=True),
                               a.timeout))
+        finally:
+            lab.close()
+
+
+def frr_main(a):
+    out = lambda r: print(json.dumps(r) if a.json else show(r), flush=True)  # noqa: E731
+    # FRR's daemons run as user frr: their directory is one of their own (tests' Frr).
+    with tempfile.TemporaryDirectory(prefix=f"{a.prefix}-") as d:
+        lab = FrrLab(a.prefix, Path(d), RELEASE / "ovrd")
+        try:
+            lab.wait_ready()
+            for _ in range(a.rounds):
+                out(frr_phase(lab, a.routes, "install", False, a.timeout))
+                out(frr_phase(lab, a.routes, "withdraw", True, a.timeout))
         finally:
             lab.close()
 
