@@ -398,6 +398,7 @@ mod tests {
                 mac: mac(m),
                 ip: ip.map(|i| i.parse().unwrap()),
                 label: 100,
+                routed: None,
             },
             100,
         );

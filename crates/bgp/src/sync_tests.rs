@@ -62,6 +62,7 @@ fn mac_ip(from: u8, m: u8, ip: Option<u8>, seq: Option<u32>, vni: u32) -> Route 
             mac: EvpnMac([2, 0, 0, 0, 1, m]),
             ip: ip.map(|i| IpAddr::V4(Ipv4Addr::new(10, 1, 0, i))),
             label: vni,
+            routed: None,
         },
         next_hop: vtep(from),
         targets: vec![RouteTarget::auto(65000, vni)],
