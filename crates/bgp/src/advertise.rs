@@ -226,7 +226,9 @@ mod tests {
             };
             match route.nlri {
                 Nlri::Imet { .. } => assert_eq!(route.pmsi.unwrap().0, want),
-                Nlri::MacIp { label, routed, ip, .. } => {
+                Nlri::MacIp {
+                    label, routed, ip, ..
+                } => {
                     assert_eq!(label, want);
                     // With an address, the routed packets' label second.
                     assert_eq!(routed, ip.map(|_| 100_001));

@@ -173,7 +173,8 @@ fn a_local_workloads_mac_or_address_stays_local_and_another_encapsulation_is_ref
     r.macs.insert(("red".into(), w1), vxlan("192.0.2.2", 100));
     r.hosts.insert(("red".into(), ip("10.1.0.10")), w1);
     // red is a VXLAN network: an MPLS route for it is not installed.
-    r.macs.insert(("red".into(), mac(9)), mpls("192.0.2.4", 100_000));
+    r.macs
+        .insert(("red".into(), mac(9)), mpls("192.0.2.4", 100_000));
     r.flood
         .insert("blue".into(), [vxlan("192.0.2.2", 200)].into());
     let l = layer(&intent, &r, &neighbours(&["192.0.2.2", "192.0.2.4"]));
@@ -194,8 +195,8 @@ fn mpls(vtep: &str, label: u32) -> Remote {
 
 #[test]
 fn an_mpls_networks_routes_become_mpls_next_hops_with_their_labels() {
-    let intent = Config::from_yaml(&INTENT.replace("gateways", "encap: mpls_udp, gateways"))
-        .unwrap();
+    let intent =
+        Config::from_yaml(&INTENT.replace("gateways", "encap: mpls_udp, gateways")).unwrap();
     let mut r = Reach::default();
     r.flood
         .insert("red".into(), [mpls("192.0.2.2", 100_000)].into());

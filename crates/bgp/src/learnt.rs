@@ -575,7 +575,10 @@ mod tests {
         assert_eq!((r.label, r.routed), (100, Some(101)));
         assert_eq!(rib.mac_reach(&imports(), vtep(1), "red", mac(10)), Some(r));
         assert_eq!(
-            (r.bridging().routed, r.routing().map(|h| (h.label, h.routed))),
+            (
+                r.bridging().routed,
+                r.routing().map(|h| (h.label, h.routed))
+            ),
             (None, Some((101, None)))
         );
         // Over VXLAN one VNI bridges and routes.
