@@ -76,6 +76,7 @@ fn object() -> impl Strategy<Value = Object> {
                 policy: None,
                 flow_quota,
                 route_targets: None,
+                encap: None,
             })
         });
     let hop = (0..5u8, 0..4u8, 0..5u8, 0..5u8)

@@ -102,6 +102,7 @@ fn type2(i: usize, asn: u16) -> Route {
             mac: Mac([2, 1, 0, b, c, d]),
             ip: (i % 2 == 1).then_some(IpAddr::V4(Ipv4Addr::new(10, b, c, d))),
             label: VNI,
+            routed: None,
         },
         next_hop: vtep(from).into(),
         targets: vec![RouteTarget::auto(asn, VNI)],

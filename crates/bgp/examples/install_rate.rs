@@ -104,6 +104,7 @@ fn route(i: usize) -> Route {
             mac: Mac([2, 1, 0, b, c, d]),
             ip,
             label: 100,
+            routed: None,
         },
         next_hop: vtep(from),
         targets: vec![RouteTarget::auto(ASN, 100)],

@@ -108,6 +108,7 @@ pub fn routes(
                         mac: p.mac,
                         ip,
                         label: n.l2(),
+                        routed: n.labels.filter(|_| ip.is_some()).map(|(_, l3)| l3),
                     },
                     pmsi: None,
                     ..base.clone()
@@ -217,7 +218,7 @@ mod tests {
             labels: Some((100_000, 100_001)),
             ..red()
         };
-        for route in routes(65000, VTEP, &[mpls], &[port(&[])]) {
+        for route in routes(65000, VTEP, &[mpls], &[port(&["10.1.0.10"])]) {
             let want = if matches!(route.nlri, Nlri::Prefix { .. }) {
                 100_001
             } else {
@@ -225,7 +226,20 @@ mod tests {
             };
             match route.nlri {
                 Nlri::Imet { .. } => assert_eq!(route.pmsi.unwrap().0, want),
-                Nlri::MacIp { label, .. } | Nlri::Prefix { label, .. } => assert_eq!(label, want),
+                Nlri::MacIp {
+                    label, routed, ip, ..
+                } => {
+                    assert_eq!(label, want);
+                    // With an address, the routed packets' label second.
+                    assert_eq!(routed, ip.map(|_| 100_001));
+                }
+                Nlri::Prefix { label, .. } => assert_eq!(label, want),
+            }
+        }
+        // VXLAN: one VNI for both.
+        for route in routes(65000, VTEP, &[red()], &[port(&["10.1.0.10"])]) {
+            if let Nlri::MacIp { routed, .. } = route.nlri {
+                assert_eq!(routed, None);
             }
         }
         // A port of a network the host does not advertise is left out.

@@ -153,6 +153,10 @@ pub enum Nlri {
         ip: Option<IpAddr>,
         /// The VNI (VXLAN) or the MPLS label the advertiser bridges frames with.
         label: u32,
+        /// MPLS, with an address: the label the advertiser routes packets to it with
+        /// (the second label, RFC 7432 section 7.2, RFC 9135): bridged frames and routed
+        /// packets travel under different labels, as Ethernet and as bare IP.
+        routed: Option<u32>,
     },
     /// Type 5, IP prefix: a routed subnet or an external prefix.
     Prefix {

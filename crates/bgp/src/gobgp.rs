@@ -95,6 +95,7 @@ fn nlri_any(n: &Nlri, encap: Encap) -> Any {
             mac,
             ip,
             label,
+            routed,
         } => any(&api::EvpnmacipAdvertisementRoute {
             rd: Some(rd_any(*rd)),
             esi: Some(api::EthernetSegmentIdentifier {
@@ -104,7 +105,10 @@ fn nlri_any(n: &Nlri, encap: Encap) -> Any {
             ethernet_tag: *tag,
             mac_address: mac.to_string(),
             ip_address: ip.map(|a| a.to_string()).unwrap_or_default(),
-            labels: vec![encap.label_field(*label)],
+            labels: core::iter::once(label)
+                .chain(routed)
+                .map(|l| encap.label_field(*l))
+                .collect(),
         }),
         Nlri::Prefix {
             rd,
@@ -168,7 +172,9 @@ pub fn encode(r: &Route) -> api::Path {
         pattrs.push(any(&api::PmsiTunnelAttribute {
             flags: 0,
             r#type: 6,
-            label,
+            // GoBGP writes the 3 octets as given: an MPLS label in the high 20 bits, as
+            // in the NLRI (RFC 7432 section 11.2).
+            label: r.encap.label_field(label),
             id: endpoint.octets().to_vec(),
         }));
     }
@@ -219,14 +225,15 @@ fn address(field: &str, s: &str) -> Result<IpAddr, Refusal> {
 
 fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
     if let Ok(r) = a.to_msg::<api::EvpnmacipAdvertisementRoute>() {
-        let [label] = r.labels[..] else {
-            return refuse(
-                "bad_label",
-                format!(
-                    "a MAC/IP route with {} labels (ovr uses one)",
-                    r.labels.len()
-                ),
-            );
+        let (label, routed) = match r.labels[..] {
+            [label] => (label, None),
+            [label, routed] => (label, Some(routed)),
+            _ => {
+                return refuse(
+                    "bad_label",
+                    format!("a MAC/IP route with {} labels", r.labels.len()),
+                );
+            }
         };
         let mac: Mac = r
             .mac_address
@@ -243,6 +250,7 @@ fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
             mac,
             ip,
             label,
+            routed,
         });
     }
     if let Ok(r) = a.to_msg::<api::EvpnInclusiveMulticastEthernetTagRoute>() {
@@ -365,7 +373,24 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
     let mut nlri = nlri;
     // The route's label fields hold the raw 3 octets until the encapsulation says how
     // to read them.
-    if let Nlri::MacIp { label, .. } | Nlri::Prefix { label, .. } = &mut nlri {
+    let labels: [Option<&mut u32>; 2] = match &mut nlri {
+        Nlri::MacIp {
+            ip, label, routed, ..
+        } => {
+            // ovr's VXLAN networks route and bridge with one VNI (a symmetric IRB's
+            // layer 3 VNI is not ovr's); MPLS's second label is an address's.
+            if routed.is_some() && (encap == Encap::Vxlan || ip.is_none()) {
+                return refuse(
+                    "bad_label",
+                    format!("a second label in a {encap:?} MAC/IP route of {ip:?}"),
+                );
+            }
+            [Some(label), routed.as_mut()]
+        }
+        Nlri::Prefix { label, .. } => [Some(label), None],
+        Nlri::Imet { .. } => [None, None],
+    };
+    for label in labels.into_iter().flatten() {
         if *label > 0xff_ffff {
             return refuse("bad_label", format!("{label} is over 24 bits"));
         }
@@ -374,11 +399,14 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
             return refuse("bad_label", format!("MPLS label {label} is reserved"));
         }
     }
-    if let Some((l, _)) = pmsi.filter(|(l, _)| *l > encap.max_label()) {
-        return refuse(
-            "bad_label",
-            format!("PMSI label {l} is over {encap:?}'s range"),
-        );
+    if let Some((l, _)) = &mut pmsi {
+        if *l > 0xff_ffff {
+            return refuse("bad_label", format!("PMSI label {l} is over 24 bits"));
+        }
+        *l = encap.label_of(*l);
+        if encap != Encap::Vxlan && *l < 16 {
+            return refuse("bad_label", format!("PMSI MPLS label {l} is reserved"));
+        }
     }
     Ok(Route {
         nlri,

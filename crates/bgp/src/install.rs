@@ -2,9 +2,12 @@
 //! the static file, or what the cluster derived) with the learnt reachability added to
 //! it, whole, so that the agent installs only the difference. Per remote VTEP a tunnel
 //! `evpn:VTEP` (its underlay MAC resolved beforehand: `neighbours`); per VTEP and VNI a
-//! next hop `evpn:VTEP:VNI`; per network its flood list (type 3), bridge entries (type
-//! 2 MACs), host routes (type 2 MAC/IP) and routes to prefixes (type 5, an ECMP next hop
-//! `evpn:ecmp:NETWORK:PREFIX` where several VTEPs advertise one).
+//! next hop `evpn:VTEP:VNI` (MPLS: per VTEP and label, `evpn:VTEP:mpls_udp:LABEL` or
+//! `mpls_gre`); per network its flood list (type 3), bridge entries (type 2 MACs), host
+//! routes (type 2 MAC/IP) and routes to prefixes (type 5, an ECMP next hop
+//! `evpn:ecmp:NETWORK:PREFIX` where several VTEPs advertise one). A route is installed
+//! only with the encapsulation its network uses (the network's `encap`, VXLAN by
+//! default); one with another is skipped as `wrong_encap`.
 //!
 //! What the intent already has wins, so that the same endpoint known twice (from etcd
 //! and from BGP) is installed once: a VTEP the intent has a tunnel to keeps that tunnel;
@@ -18,12 +21,12 @@ use crate::pernet::{PerNet, PerNetSet};
 use core::net::IpAddr;
 use ovr_agent::change::{Change, Key, Object};
 use ovr_config::model::{
-    BridgeConfig, Config, EncapConfig, InterfaceKindConfig, NextHopConfig, NextHopKindConfig,
-    RouteConfig, TunnelConfig,
+    BridgeConfig, Config, EncapConfig, InterfaceKindConfig, NetworkConfig, NextHopConfig,
+    NextHopKindConfig, RouteConfig, TunnelConfig,
 };
 use ovr_config::values::{Mac, Prefix};
 use ovr_tables::prefix::{IpPrefix, mask};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The prefix of every name this layer makes.
 pub const PREFIX: &str = "evpn:";
@@ -49,17 +52,21 @@ pub struct Counts {
     pub prefixes: usize,
 }
 
-/// The VTEPs `reach` needs a tunnel to (VXLAN ones: the others are not installed).
+/// The VTEPs `reach` needs a tunnel to.
 pub fn vteps(reach: &Reach) -> BTreeSet<IpAddr> {
     let flood = reach.flood.values().flatten();
     let macs = reach.macs.values();
     let prefixes = reach.prefixes.values().flatten();
-    flood
-        .chain(macs)
-        .chain(prefixes)
-        .filter(|r| r.encap == Encap::Vxlan)
-        .map(|r| r.vtep)
-        .collect()
+    flood.chain(macs).chain(prefixes).map(|r| r.vtep).collect()
+}
+
+/// The encapsulation network `n` is sent to with.
+fn encap_of(n: &NetworkConfig) -> Encap {
+    match n.encap.unwrap_or(EncapConfig::Vxlan) {
+        EncapConfig::Vxlan => Encap::Vxlan,
+        EncapConfig::MplsUdp => Encap::MplsOverUdp,
+        EncapConfig::MplsGre => Encap::MplsOverGre,
+    }
 }
 
 /// `intent` without what an earlier `layer` added to it.
@@ -95,7 +102,11 @@ pub fn layer_kept(
             .filter_map(|i| Some((i.network.as_ref()?, i)))
     };
     let state = State {
-        networks: intent.networks.iter().map(|n| n.name.clone()).collect(),
+        networks: intent
+            .networks
+            .iter()
+            .map(|n| (n.name.clone(), encap_of(n)))
+            .collect(),
         bridge: intent
             .bridge
             .iter()
@@ -164,7 +175,8 @@ pub struct Whole;
 /// What the last `layer_kept` decided, kept up to date by `mac` and `host`.
 #[derive(Debug, Clone, Default)]
 pub struct State {
-    networks: HashSet<String>,
+    /// The intent's networks and their encapsulations.
+    networks: HashMap<String, Encap>,
     /// The intent's bridge entries and routes.
     bridge: PerNetSet<[u8; 6]>,
     routes: PerNetSet<IpPrefix>,
@@ -175,8 +187,8 @@ pub struct State {
     type5: PerNetSet<IpPrefix>,
     /// This layer's next hops, and how many entries use each.
     uses: BTreeMap<String, usize>,
-    /// The names of next hops through a VTEP with a VNI, made once (`via`).
-    names: HashMap<(IpAddr, u32), String>,
+    /// The names of next hops through a VTEP with a VNI or label, made once (`via`).
+    names: HashMap<Remote, String>,
     /// The VTEPs without a MAC, and how many entries wait for each.
     waiting: BTreeMap<IpAddr, usize>,
     macs: PerNet<EvpnMac, Outcome>,
@@ -243,14 +255,14 @@ impl State {
         Ok(())
     }
 
-    /// The next hop through `r` if it is there already.
-    fn via(&mut self, r: &Remote) -> Result<Outcome, Whole> {
-        if r.encap != Encap::Vxlan {
-            return Ok(Outcome::Skip("mpls_not_installed", None));
+    /// The next hop through `r` for `net` if it is there already.
+    fn via(&mut self, net: &str, r: &Remote) -> Result<Outcome, Whole> {
+        if self.networks.get(net) != Some(&r.encap) {
+            return Ok(Outcome::Skip("wrong_encap", None));
         }
         let name = self
             .names
-            .entry((r.vtep, r.label))
+            .entry(r.bridging())
             .or_insert_with(|| nexthop_name(r));
         if self.uses.contains_key(name.as_str()) {
             return Ok(Outcome::Via(name.clone()));
@@ -262,13 +274,13 @@ impl State {
     }
 
     fn decide_mac(&mut self, net: &str, mac: EvpnMac, r: &Remote) -> Result<Outcome, Whole> {
-        if !self.networks.contains(net) {
+        if !self.networks.contains_key(net) {
             return Ok(Outcome::Skip("no_such_network", None));
         }
         if self.bridge.contains(net, &mac.0) || self.local_macs.contains(net, &mac.0) {
             return Ok(Outcome::Skip("known_from_intent", None));
         }
-        self.via(r)
+        self.via(net, r)
     }
 
     fn decide_host(&mut self, net: &str, ip: IpAddr, r: &Remote) -> Result<Outcome, Whole> {
@@ -276,13 +288,16 @@ impl State {
         let Ok(p) = IpPrefix::new(ip, len) else {
             return Ok(Outcome::Skip("bad_prefix", None));
         };
-        if !self.networks.contains(net) {
+        if !self.networks.contains_key(net) {
             return Ok(Outcome::Skip("no_such_network", None));
         }
         if self.routes.contains(net, &p) || self.local_ips.contains(net, &ip) {
             return Ok(Outcome::Skip("known_from_intent", None));
         }
-        self.via(r)
+        match r.routing() {
+            Some(h) => self.via(net, &h),
+            None => Ok(Outcome::Skip("no_routed_label", None)),
+        }
     }
 
     /// MAC `mac` of `net` is now reached through `r` (None: no longer reached): the
@@ -382,9 +397,21 @@ impl State {
     }
 }
 
-/// The name of the next hop through `r`'s VTEP with its VNI.
+/// The name of the next hop through `r`'s VTEP with its VNI or label.
 fn nexthop_name(r: &Remote) -> String {
-    format!("{PREFIX}{}:{}", r.vtep, r.label)
+    match mpls_encap(r.encap) {
+        None => format!("{PREFIX}{}:{}", r.vtep, r.label),
+        Some((name, _)) => format!("{PREFIX}{}:{name}:{}", r.vtep, r.label),
+    }
+}
+
+/// An MPLS encapsulation as the configuration names it (None: VXLAN).
+fn mpls_encap(e: Encap) -> Option<(&'static str, EncapConfig)> {
+    match e {
+        Encap::Vxlan => None,
+        Encap::MplsOverUdp => Some(("mpls_udp", EncapConfig::MplsUdp)),
+        Encap::MplsOverGre => Some(("mpls_gre", EncapConfig::MplsGre)),
+    }
 }
 
 /// The change from an entry installed through `old` to one through `new`.
@@ -423,7 +450,7 @@ impl Builder<'_> {
     }
 
     fn has_network(&self, net: &str) -> bool {
-        self.s.networks.contains(net)
+        self.s.networks.contains_key(net)
     }
 
     /// The tunnel to `vtep`: the intent's, or one made here once its MAC is known.
@@ -452,18 +479,24 @@ impl Builder<'_> {
         Some(name)
     }
 
-    /// The next hop through `r` (VXLAN with its VNI), made on first use; counted as used.
-    fn nexthop(&mut self, r: &Remote) -> Result<String, &'static str> {
-        if r.encap != Encap::Vxlan {
-            return Err("mpls_not_installed");
+    /// The next hop through `r` for `net` (VXLAN with its VNI, MPLS with its label),
+    /// made on first use; counted as used.
+    fn nexthop(&mut self, net: &str, r: &Remote) -> Result<String, &'static str> {
+        if self.s.networks.get(net) != Some(&r.encap) {
+            return Err("wrong_encap");
         }
         let tunnel = self.tunnel(r.vtep).ok_or("vtep_unresolved")?;
         let name = nexthop_name(r);
         if !self.s.uses.contains_key(&name) {
+            let (encap, vni, label) = match mpls_encap(r.encap) {
+                None => (EncapConfig::Vxlan, Some(r.label), None),
+                Some((_, e)) => (e, None, Some(r.label)),
+            };
             self.c.nexthops.push(NextHopConfig {
                 tunnel: Some(tunnel),
-                encap: Some(EncapConfig::Vxlan),
-                vni: Some(r.label),
+                encap: Some(encap),
+                vni,
+                label,
                 ..NextHopConfig::new(name.clone(), NextHopKindConfig::Tunnel)
             });
         }
@@ -471,9 +504,9 @@ impl Builder<'_> {
         Ok(name)
     }
 
-    /// Where `r` is installed through, as `State` keeps it.
-    fn outcome(&mut self, r: &Remote) -> Outcome {
-        match self.nexthop(r) {
+    /// Where `r` is installed through for `net`, as `State` keeps it.
+    fn outcome(&mut self, net: &str, r: &Remote) -> Outcome {
+        match self.nexthop(net, r) {
             Ok(nh) => Outcome::Via(nh),
             Err(why) => {
                 self.skip(why);
@@ -512,7 +545,7 @@ impl Builder<'_> {
                     self.skip("known_from_intent");
                     continue;
                 }
-                if let Outcome::Via(nh) = self.outcome(r)
+                if let Outcome::Via(nh) = self.outcome(net, r)
                     && let Some(n) = self.c.networks.iter_mut().find(|n| &n.name == net)
                 {
                     n.flood.push(nh);
@@ -529,7 +562,7 @@ impl Builder<'_> {
                     self.skip(why);
                     Outcome::Skip(why, None)
                 }
-                _ => self.outcome(r),
+                _ => self.outcome(net, r),
             };
             if let Outcome::Via(nh) = &o {
                 self.c.bridge.push(BridgeConfig {
@@ -548,12 +581,16 @@ impl Builder<'_> {
             let Some(r) = reach.macs.get(&(net.clone(), *mac)) else {
                 continue;
             };
-            let o = match self.s.decide_host(net, *ip, r) {
-                Ok(Outcome::Skip(why, None)) => {
+            let o = match (self.s.decide_host(net, *ip, r), r.routing()) {
+                (Ok(Outcome::Skip(why, None)), _) => {
                     self.skip(why);
                     Outcome::Skip(why, None)
                 }
-                _ => self.outcome(r),
+                (_, Some(h)) => self.outcome(net, &h),
+                (_, None) => {
+                    self.skip("no_routed_label");
+                    Outcome::Skip("no_routed_label", None)
+                }
             };
             if let Outcome::Via(nh) = &o {
                 let len = if ip.is_ipv4() { 32 } else { 128 };
@@ -599,7 +636,7 @@ impl Builder<'_> {
             }
             let mut members = Vec::new();
             for r in remotes {
-                if let Outcome::Via(nh) = self.outcome(r) {
+                if let Outcome::Via(nh) = self.outcome(net, r) {
                     members.push(nh);
                 }
             }

@@ -18,6 +18,7 @@ fn vxlan(vtep: &str, label: u32) -> Remote {
         vtep: ip(vtep),
         encap: Encap::Vxlan,
         label,
+        routed: None,
     }
 }
 
@@ -165,25 +166,110 @@ routes:
 }
 
 #[test]
-fn a_local_workloads_mac_or_address_stays_local_and_mpls_is_not_installed() {
+fn a_local_workloads_mac_or_address_stays_local_and_another_encapsulation_is_refused() {
     let intent = Config::from_yaml(INTENT).unwrap();
     let mut r = Reach::default();
     let w1 = EvpnMac([2, 0, 0, 0, 1, 0x0a]);
     r.macs.insert(("red".into(), w1), vxlan("192.0.2.2", 100));
     r.hosts.insert(("red".into(), ip("10.1.0.10")), w1);
-    r.macs.insert(
-        ("red".into(), mac(9)),
-        Remote {
-            vtep: ip("192.0.2.4"),
-            encap: Encap::MplsOverUdp,
-            label: 100,
-        },
-    );
+    // red is a VXLAN network: an MPLS route for it is not installed.
+    r.macs
+        .insert(("red".into(), mac(9)), mpls("192.0.2.4", 100_000));
     r.flood
         .insert("blue".into(), [vxlan("192.0.2.2", 200)].into());
-    let l = layer(&intent, &r, &neighbours(&["192.0.2.2"]));
+    let l = layer(&intent, &r, &neighbours(&["192.0.2.2", "192.0.2.4"]));
     assert_eq!(l.config, intent);
     assert_eq!(l.skipped["known_from_intent"], 2);
-    assert_eq!(l.skipped["mpls_not_installed"], 1);
+    assert_eq!(l.skipped["wrong_encap"], 1);
     assert_eq!(l.skipped["no_such_network"], 1);
+}
+
+fn mpls(vtep: &str, label: u32) -> Remote {
+    Remote {
+        vtep: ip(vtep),
+        encap: Encap::MplsOverUdp,
+        label,
+        routed: None,
+    }
+}
+
+#[test]
+fn an_mpls_networks_routes_become_mpls_next_hops_with_their_labels() {
+    let intent =
+        Config::from_yaml(&INTENT.replace("gateways", "encap: mpls_udp, gateways")).unwrap();
+    let mut r = Reach::default();
+    r.flood
+        .insert("red".into(), [mpls("192.0.2.2", 100_000)].into());
+    // A MAC bridged with one label, its address routed with the other.
+    let w = Remote {
+        routed: Some(100_001),
+        ..mpls("192.0.2.2", 100_000)
+    };
+    r.macs.insert(("red".into(), mac(1)), w);
+    r.hosts.insert(("red".into(), ip("10.1.0.20")), mac(1));
+    // One without a routed label: bridged, its address not routed.
+    r.macs
+        .insert(("red".into(), mac(4)), mpls("192.0.2.2", 100_000));
+    r.hosts.insert(("red".into(), ip("10.1.0.21")), mac(4));
+    r.prefixes.insert(
+        ("red".into(), ip("10.9.0.0"), 24),
+        [mpls("192.0.2.2", 100_001), mpls("192.0.2.3", 100_003)].into(),
+    );
+    // VXLAN and MPLS over GRE for an MPLS over UDP network: refused, each counted.
+    r.macs
+        .insert(("red".into(), mac(2)), vxlan("192.0.2.2", 100));
+    let gre = Remote {
+        encap: Encap::MplsOverGre,
+        ..mpls("192.0.2.3", 100_000)
+    };
+    r.macs.insert(("red".into(), mac(3)), gre);
+    let l = layer(&intent, &r, &neighbours(&["192.0.2.2", "192.0.2.3"]));
+    let c = &l.config;
+    let tunnels: Vec<_> = c.tunnels.iter().map(|t| t.remote).collect();
+    assert_eq!(tunnels, [ip("192.0.2.2"), ip("192.0.2.3")]);
+    let hops: Vec<_> = c
+        .nexthops
+        .iter()
+        .filter(|n| n.kind == NextHopKindConfig::Tunnel)
+        .map(|n| (n.name.as_str(), n.encap, n.label, n.vni))
+        .collect();
+    let udp = Some(EncapConfig::MplsUdp);
+    assert_eq!(
+        hops,
+        [
+            ("evpn:192.0.2.2:mpls_udp:100000", udp, Some(100_000), None),
+            ("evpn:192.0.2.2:mpls_udp:100001", udp, Some(100_001), None),
+            ("evpn:192.0.2.3:mpls_udp:100003", udp, Some(100_003), None),
+        ]
+    );
+    assert_eq!(c.networks[0].flood, ["evpn:192.0.2.2:mpls_udp:100000"]);
+    let bridge: Vec<_> = c.bridge.iter().map(|b| b.nexthop.as_str()).collect();
+    assert_eq!(bridge, ["evpn:192.0.2.2:mpls_udp:100000"; 2]);
+    let routes: Vec<_> = c
+        .routes
+        .iter()
+        .map(|r| (r.prefix.0.to_string(), r.nexthop.as_str()))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            ("10.1.0.20/32".into(), "evpn:192.0.2.2:mpls_udp:100001"),
+            ("10.9.0.0/24".into(), "evpn:ecmp:red:10.9.0.0/24"),
+        ]
+    );
+    assert_eq!(l.skipped["wrong_encap"], 2);
+    assert_eq!(l.skipped["no_routed_label"], 1);
+    assert_eq!(
+        l.installed,
+        Counts {
+            tunnels: 2,
+            flood: 1,
+            macs: 2,
+            hosts: 1,
+            prefixes: 1,
+        }
+    );
+    // The tables take it whole: the next hops encapsulate as MPLS in UDP.
+    c.translate().unwrap();
+    assert_eq!(strip(c), intent);
 }

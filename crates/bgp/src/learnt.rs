@@ -19,6 +19,43 @@ pub struct Remote {
     pub vtep: IpAddr,
     pub encap: Encap,
     pub label: u32,
+    /// A MAC's MPLS remote: the label of routed packets to its addresses.
+    pub routed: Option<u32>,
+}
+
+impl Remote {
+    /// Where bridged frames and flooded ones go (the routed label aside).
+    pub fn bridging(&self) -> Remote {
+        Remote {
+            routed: None,
+            ..*self
+        }
+    }
+
+    /// Where routed packets to an address of this MAC go: the same VNI over VXLAN, the
+    /// routed label over MPLS (None: not given).
+    pub fn routing(&self) -> Option<Remote> {
+        match self.encap {
+            Encap::Vxlan => Some(self.bridging()),
+            Encap::MplsOverGre | Encap::MplsOverUdp => self.routed.map(|label| Remote {
+                label,
+                routed: None,
+                ..*self
+            }),
+        }
+    }
+}
+
+/// Whether a MAC's route (sequence, remote) beats the best so far: the highest
+/// sequence, then the lowest VTEP, then one with a routed label (a MAC/IP route over a
+/// MAC-only one of the same VTEP), then the first.
+fn better(seq: u32, r: &Remote, best: Option<&(u32, Remote)>) -> bool {
+    best.is_none_or(|(s, cur)| {
+        seq > *s
+            || (seq == *s
+                && (r.vtep < cur.vtep
+                    || (r.vtep == cur.vtep && r.routed.is_some() && cur.routed.is_none())))
+    })
 }
 
 /// Remote reachability of the imported networks, by network name.
@@ -169,7 +206,7 @@ impl Rib {
     }
 
     /// Where `reach` puts MAC `mac` of network `net`: what the type 2 routes for that MAC
-    /// alone say (the same choice: highest sequence, then lowest VTEP, then first).
+    /// alone say (the same choice, `better`).
     pub fn mac_reach(
         &self,
         imports: &BTreeMap<RouteTarget, String>,
@@ -179,7 +216,7 @@ impl Rib {
     ) -> Option<Remote> {
         let mut best: Option<(u32, Remote)> = None;
         for route in self.candidates(&self.by_mac, &mac, imports, own, net) {
-            let Nlri::MacIp { label, .. } = &route.nlri else {
+            let Nlri::MacIp { label, routed, .. } = &route.nlri else {
                 continue;
             };
             let seq = route.mobility.unwrap_or(0);
@@ -187,10 +224,9 @@ impl Rib {
                 vtep: route.next_hop,
                 encap: route.encap,
                 label: *label,
+                routed: *routed,
             };
-            let better =
-                best.is_none_or(|(s, cur)| seq > s || (seq == s && remote.vtep < cur.vtep));
-            if better {
+            if better(seq, &remote, best.as_ref()) {
                 best = Some((seq, remote));
             }
         }
@@ -272,6 +308,7 @@ impl Rib {
                     vtep: route.next_hop,
                     encap: route.encap,
                     label,
+                    routed: None,
                 };
                 match &route.nlri {
                     Nlri::Imet { .. } => {
@@ -282,15 +319,21 @@ impl Rib {
                                 .insert(remote(label));
                         }
                     }
-                    Nlri::MacIp { mac, ip, label, .. } => {
+                    Nlri::MacIp {
+                        mac,
+                        ip,
+                        label,
+                        routed,
+                        ..
+                    } => {
                         let seq = route.mobility.unwrap_or(0);
-                        let candidate = (seq, remote(*label));
+                        let candidate = Remote {
+                            routed: *routed,
+                            ..remote(*label)
+                        };
                         let k = (net.clone(), *mac);
-                        let better = best.get(&k).is_none_or(|(s, cur)| {
-                            seq > *s || (seq == *s && candidate.1.vtep < cur.vtep)
-                        });
-                        if better {
-                            best.insert(k, candidate);
+                        if better(seq, &candidate, best.get(&k)) {
+                            best.insert(k, (seq, candidate));
                         }
                         if let Some(ip) = ip {
                             r.hosts.insert((net.clone(), *ip), *mac);
@@ -398,6 +441,7 @@ mod tests {
                 mac: mac(m),
                 ip: ip.map(|i| i.parse().unwrap()),
                 label: 100,
+                routed: None,
             },
             100,
         );
@@ -510,6 +554,42 @@ mod tests {
                 .collect::<Vec<_>>(),
             [vtep(3)]
         );
+    }
+
+    #[test]
+    fn an_mpls_mac_takes_the_routing_label_of_its_mac_ip_route() {
+        let mpls = |ip: Option<&str>, routed| {
+            let mut r = mac_ip(2, 10, ip, None);
+            r.encap = Encap::MplsOverUdp;
+            if let Nlri::MacIp { routed: x, .. } = &mut r.nlri {
+                *x = routed;
+            }
+            r
+        };
+        let mut rib = Rib::default();
+        // The MAC-only route sorts first; the MAC/IP route of the same VTEP wins.
+        rib.apply(&learnt("rr", mpls(None, None), false));
+        rib.apply(&learnt("rr", mpls(Some("10.1.0.10"), Some(101)), false));
+        let reach = rib.reach(&imports(), vtep(1));
+        let r = reach.macs[&("red".into(), mac(10))];
+        assert_eq!((r.label, r.routed), (100, Some(101)));
+        assert_eq!(rib.mac_reach(&imports(), vtep(1), "red", mac(10)), Some(r));
+        assert_eq!(
+            (
+                r.bridging().routed,
+                r.routing().map(|h| (h.label, h.routed))
+            ),
+            (None, Some((101, None)))
+        );
+        // Over VXLAN one VNI bridges and routes.
+        let x = Remote {
+            encap: Encap::Vxlan,
+            routed: None,
+            ..r
+        };
+        assert_eq!(x.routing(), Some(x));
+        // Over MPLS without a routing label, addresses are not routed.
+        assert_eq!(Remote { routed: None, ..r }.routing(), None);
     }
 
     #[test]

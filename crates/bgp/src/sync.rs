@@ -10,7 +10,7 @@
 //! change that needs a tunnel or next hop that is not there, removes the last use of one,
 //! adds or removes a VTEP, or touches a type 3 or type 5 route (few: per VTEP and network).
 
-use crate::evpn::{Encap, Mac as EvpnMac, Nlri, Route, RouteTarget};
+use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use crate::install::{self, Layered, State};
 use crate::learnt::{Reach, Remote, Rib, importers};
@@ -224,12 +224,12 @@ impl Installer {
             if new == old {
                 continue;
             }
-            let vxlan = |r: Option<Remote>| r.filter(|r| r.encap == Encap::Vxlan).map(|r| r.vtep);
-            if let Some(v) = vxlan(new) {
+            let vtep = |r: Option<Remote>| r.map(|r| r.vtep);
+            if let Some(v) = vtep(new) {
                 // A VTEP not used yet needs resolving and a tunnel: the whole way.
                 *self.vteps.get_mut(&v).ok_or(install::Whole)? += 1;
             }
-            if let Some(v) = vxlan(old) {
+            if let Some(v) = vtep(old) {
                 let n = self.vteps.get_mut(&v).ok_or(install::Whole)?;
                 *n -= 1;
                 if *n == 0 {
@@ -274,7 +274,7 @@ impl Installer {
             .copied()
             .unwrap_or(0);
         self.vteps = BTreeMap::new();
-        for r in vxlan_remotes(&self.reach) {
+        for r in remotes(&self.reach) {
             *self.vteps.entry(r.vtep).or_default() += 1;
         }
         self.fresh = true;
@@ -308,15 +308,14 @@ impl Installer {
     }
 }
 
-/// Every VXLAN remote of `reach`, once per use.
-fn vxlan_remotes(reach: &Reach) -> impl Iterator<Item = &Remote> {
+/// Every remote of `reach`, once per use.
+fn remotes(reach: &Reach) -> impl Iterator<Item = &Remote> {
     reach
         .flood
         .values()
         .flatten()
         .chain(reach.macs.values())
         .chain(reach.prefixes.values().flatten())
-        .filter(|r| r.encap == Encap::Vxlan)
 }
 
 /// A route, for tests and benchmarks: `Learnt` of `route` from `neighbor`.

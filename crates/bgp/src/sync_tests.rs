@@ -1,5 +1,5 @@
 use super::*;
-use crate::evpn::Rd;
+use crate::evpn::{Encap, Rd};
 use crate::learnt::Rib;
 use core::net::Ipv4Addr;
 use ovr_agent::change::{Key, Object};
@@ -12,6 +12,7 @@ interfaces:
 networks:
   - { name: red, vni: 100, gateways: [10.1.0.1/24] }
   - { name: blue, vni: 200 }
+  - { name: grey, vni: 400, encap: mpls_udp }
 tunnels:
   - { name: to-4, underlay: uplink, remote: 192.0.2.4, remote_mac: "02:00:00:00:00:04" }
 bridge:
@@ -36,6 +37,7 @@ fn context() -> Context {
             (RouteTarget::auto(65000, 100), "red".to_string()),
             (RouteTarget::auto(65000, 200), "blue".to_string()),
             (RouteTarget::auto(65000, 300), "green".to_string()),
+            (RouteTarget::auto(65000, 400), "grey".to_string()),
         ]
         .into(),
         own: vtep(1),
@@ -50,8 +52,11 @@ fn neighbours() -> BTreeMap<IpAddr, Mac> {
         .collect()
 }
 
-/// A type 2 route: from VTEP `from`, MAC `m`, address `ip` (last byte), sequence, VNI.
+/// A type 2 route: from VTEP `from`, MAC `m`, address `ip` (last byte), sequence, VNI
+/// (400: grey's, over MPLS in UDP with the VNI as label, 401 routed). MAC 7 in blue comes
+/// over MPLS and MAC 6 in grey over VXLAN: encapsulations their networks do not use.
 fn mac_ip(from: u8, m: u8, ip: Option<u8>, seq: Option<u32>, vni: u32) -> Route {
+    let mpls = (m == 7 && vni == 200) || (m != 6 && vni == 400);
     Route {
         nlri: Nlri::MacIp {
             rd: Rd::Ip {
@@ -62,10 +67,12 @@ fn mac_ip(from: u8, m: u8, ip: Option<u8>, seq: Option<u32>, vni: u32) -> Route 
             mac: EvpnMac([2, 0, 0, 0, 1, m]),
             ip: ip.map(|i| IpAddr::V4(Ipv4Addr::new(10, 1, 0, i))),
             label: vni,
+            // Grey's addresses are routed with label 401, but MAC 5's.
+            routed: (mpls && ip.is_some() && m != 5).then_some(vni + 1),
         },
         next_hop: vtep(from),
         targets: vec![RouteTarget::auto(65000, vni)],
-        encap: if m == 7 && vni == 200 {
+        encap: if mpls {
             Encap::MplsOverUdp
         } else {
             Encap::Vxlan
@@ -220,7 +227,7 @@ fn route() -> impl Strategy<Value = Route> {
         8 => (1u8..6, 0u8..8, proptest::option::of(2u8..8), proptest::option::of(0u32..3),
               prop_oneof![Just(100u32), Just(200), Just(300), Just(400)])
             .prop_map(|(f, m, ip, seq, vni)| mac_ip(f, m, ip, seq, vni)),
-        1 => (1u8..6, prop_oneof![Just(100u32), Just(200)]).prop_map(|(f, v)| imet(f, v)),
+        1 => (1u8..6, prop_oneof![Just(100u32), Just(200), Just(400)]).prop_map(|(f, v)| imet(f, v)),
         1 => (1u8..6, 2u8..8, prop_oneof![Just(24u8), Just(32)]).prop_map(|(f, a, l)| prefix(f, a, l)),
     ]
 }

@@ -87,6 +87,7 @@ fn route(host: Ipv4Addr, mac_last: u8) -> [Route; 2] {
             mac: ovr_bgp::evpn::Mac([2, 0, 0, 0, 1, mac_last]),
             ip: Some(format!("10.1.0.{mac_last}").parse().unwrap()),
             label: 100,
+            routed: None,
         },
         next_hop: host.into(),
         targets: vec![RouteTarget::auto(65000, 100)],

@@ -386,6 +386,7 @@ fn build(
             policy: policies.get(*net).cloned(),
             flow_quota: n.quotas.flows,
             route_targets: n.route_targets.clone(),
+            encap: (n.encap != EncapConfig::Vxlan).then_some(n.encap),
         });
     }
     for ((host, net), list) in remote {

@@ -350,6 +350,7 @@ fn translates(v: &Value) -> Result<(), String> {
         policy: None,
         flow_quota: None,
         route_targets: None,
+        encap: None,
     };
     let config = match v {
         Value::Network(n) => Config {

@@ -172,6 +172,10 @@ pub struct NetworkConfig {
     /// ASN:VNI, both ways).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_targets: Option<RouteTargetsConfig>,
+    /// How other hosts send to this network (absent: VXLAN with the VNI). With MPLS, BGP
+    /// EVPN advertises the labels of the `labels` table that lead into the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encap: Option<EncapConfig>,
 }
 
 /// A network's route targets: each list replaces the automatic ASN:VNI, which `auto`

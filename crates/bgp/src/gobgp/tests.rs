@@ -17,6 +17,7 @@ fn mac_ip() -> Route {
             mac: "02:00:00:00:01:0a".parse().unwrap(),
             ip: Some("10.1.0.10".parse().unwrap()),
             label: 100,
+            routed: None,
         },
         next_hop: "192.0.2.1".parse().unwrap(),
         targets: vec![RouteTarget::auto(65000, 100)],
@@ -90,6 +91,42 @@ fn every_route_type_goes_through_gobgps_messages_unchanged() {
         pmsi.map(|t| (t.r#type, t.label, t.id)),
         Some((6, 100, vec![192, 0, 2, 1]))
     );
+    // MPLS over UDP and GRE: every route type with its community and labels, the PMSI
+    // tunnel's label in the high 20 bits as the NLRI's.
+    for encap in [Encap::MplsOverUdp, Encap::MplsOverGre] {
+        let mut im = imet();
+        im.encap = encap;
+        im.pmsi = Some((100_000, Ipv4Addr::new(192, 0, 2, 1)));
+        let mut mi = mac_ip();
+        mi.encap = encap;
+        if let Nlri::MacIp { routed, .. } = &mut mi.nlri {
+            *routed = Some(100_001);
+        }
+        let n: api::EvpnmacipAdvertisementRoute = encode(&mi).nlri.unwrap().to_msg().unwrap();
+        assert_eq!(n.labels, [(100 << 4) | 1, (100_001 << 4) | 1]);
+        for r in [im.clone(), mi, Route { encap, ..prefix() }] {
+            let p = encode(&r);
+            assert_eq!(decode(&p), Ok(r.clone()), "{r:?}");
+            assert_eq!(tunnel_type(&p), Some(encap.tunnel_type()));
+        }
+        let p = encode(&im);
+        let pmsi = p
+            .pattrs
+            .iter()
+            .find_map(|a| a.to_msg::<api::PmsiTunnelAttribute>().ok());
+        assert_eq!(pmsi.unwrap().label, (100_000 << 4) | 1);
+    }
+    assert_eq!(tunnel_type(&encode(&mac_ip())), Some(8));
+}
+
+/// The tunnel type of `p`'s encapsulation community.
+fn tunnel_type(p: &api::Path) -> Option<u32> {
+    p.pattrs
+        .iter()
+        .filter_map(|a| a.to_msg::<api::ExtendedCommunitiesAttribute>().ok())
+        .flat_map(|e| e.communities)
+        .find_map(|c| c.to_msg::<api::EncapExtended>().ok())
+        .map(|e| e.tunnel_type)
 }
 
 /// `p` with the attributes `f` leaves.
@@ -125,6 +162,7 @@ fn what_a_peer_gets_wrong_is_refused_by_name() {
             mac,
             ip,
             label: 1 << 24,
+            routed: None,
         },
         n => n,
     };
@@ -192,6 +230,39 @@ fn what_a_peer_gets_wrong_is_refused_by_name() {
         }
         assert_eq!(reason(&p), "bad_pmsi");
     }
+    // A PMSI label over 24 bits; over MPLS, a reserved one (the raw field 0x31: label 3).
+    for (encap, label) in [(Encap::Vxlan, 1 << 24), (Encap::MplsOverUdp, 0x31)] {
+        let mut p = encode(&Route { encap, ..imet() });
+        for a in &mut p.pattrs {
+            if let Ok(mut t) = a.to_msg::<api::PmsiTunnelAttribute>() {
+                t.label = label;
+                *a = any(&t);
+            }
+        }
+        assert_eq!(reason(&p), "bad_label", "{encap:?} {label}");
+    }
+    // A second label: in a VXLAN route (one VNI bridges and routes), in an MPLS route
+    // without an address; three labels.
+    let mut mpls = mac_ip();
+    mpls.encap = Encap::MplsOverUdp;
+    for (r, labels) in [
+        (mac_ip(), vec![100, 200]),
+        (mpls.clone(), vec![0x641, 0x651, 0x661]),
+    ] {
+        let mut p = encode(&r);
+        let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+        n.labels = labels;
+        p.nlri = Some(any(&n));
+        assert_eq!(reason(&p), "bad_label");
+    }
+    let mut p = encode(&mpls);
+    let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
+    n.labels = vec![0x641, 0x651];
+    p.nlri = Some(any(&n));
+    assert!(decode(&p).is_ok());
+    n.ip_address = String::new();
+    p.nlri = Some(any(&n));
+    assert_eq!(reason(&p), "bad_label");
     // A route distinguisher that does not parse.
     let mut p = encode(&mac_ip());
     let mut n: api::EvpnmacipAdvertisementRoute = p.nlri.as_ref().unwrap().to_msg().unwrap();
@@ -219,6 +290,7 @@ fn a_mac_only_route_as_gobgp_lists_it_has_no_address() {
             mac,
             ip: None,
             label,
+            routed: None,
         },
         n => n,
     };

@@ -21,7 +21,9 @@ use ovr_agent::error::ApiError;
 use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
 use ovr_bgp::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
-use ovr_config::model::{self, Config, InterfaceKindConfig, NetworkConfig};
+use ovr_config::model::{
+    self, Config, EncapConfig, InnerConfig, InterfaceKindConfig, NetworkConfig, NextHopKindConfig,
+};
 use ovr_tables::prefix::mask;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -117,9 +119,34 @@ pub fn targets(n: &NetworkConfig, asn: u16, way: Direction) -> Vec<RouteTarget> 
         .collect()
 }
 
+/// The encapsulation other hosts send to network `n` with, and for MPLS the labels that
+/// lead into it here (bridged, routed): the `labels` entries whose next hop looks up in
+/// the network, Ethernet for the first, IP for the second. None: an MPLS network
+/// without both labels, which is not advertised (a peer could not send to it).
+fn encap_of(c: &Config, n: &NetworkConfig) -> Option<(Encap, Option<(u32, u32)>)> {
+    let encap = match n.encap.unwrap_or(EncapConfig::Vxlan) {
+        EncapConfig::Vxlan => return Some((Encap::Vxlan, None)),
+        EncapConfig::MplsUdp => Encap::MplsOverUdp,
+        EncapConfig::MplsGre => Encap::MplsOverGre,
+    };
+    let label = |inner: InnerConfig| {
+        c.labels.iter().find_map(|l| {
+            let h = c.nexthops.iter().find(|h| h.name == l.nexthop)?;
+            let into = h.kind == NextHopKindConfig::Vrf
+                && h.network.as_deref() == Some(n.name.as_str())
+                && h.inner == Some(inner);
+            into.then_some(l.label)
+        })
+    };
+    Some((
+        encap,
+        Some((label(InnerConfig::Ethernet)?, label(InnerConfig::Ip)?)),
+    ))
+}
+
 /// What this host advertises for configuration `c`: networks with a VNI and a workload
-/// here, the workloads (with a peer MAC) whose interface `up` says is attached.
-/// MPLS networks are not advertised yet (their labels are the cluster's).
+/// here, the workloads (with a peer MAC) whose interface `up` says is attached. An MPLS
+/// network is advertised with its encapsulation and labels (`encap_of`).
 pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -> BTreeSet<Route> {
     let ports: Vec<LocalPort> = c
         .interfaces
@@ -139,11 +166,12 @@ pub fn wanted(c: &Config, asn: u16, vtep: Ipv4Addr, up: impl Fn(&str) -> bool) -
         .enumerate()
         .filter(|(_, n)| ports.iter().any(|p| p.network == n.name))
         .filter_map(|(i, n)| {
+            let (encap, labels) = encap_of(c, n)?;
             Some(LocalNetwork {
                 name: n.name.clone(),
                 vni: n.vni?,
-                encap: Encap::Vxlan,
-                labels: None,
+                encap,
+                labels,
                 rd_index: u16::try_from(i + 1).ok()?,
                 export: targets(n, asn, Direction::Export),
                 subnets: n
@@ -232,9 +260,13 @@ fn installed(state: &AppState) -> Config {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let c = a.config();
+    // The labels, and the next hops they lead to: an MPLS network's labels (`encap_of`).
+    let into = |h: &&model::NextHopConfig| c.labels.iter().any(|l| l.nexthop == h.name);
     Config {
         interfaces: c.interfaces.clone(),
         networks: c.networks.clone(),
+        labels: c.labels.clone(),
+        nexthops: c.nexthops.iter().filter(into).cloned().collect(),
         ..Config::default()
     }
 }
@@ -354,10 +386,19 @@ pub fn describe(l: &Learnt) -> Value {
         Ok(r) => {
             let (kind, fields) = match &r.nlri {
                 Nlri::Imet { originator, .. } => ("imet", json!({ "originator": originator })),
-                Nlri::MacIp { mac, ip, label, .. } => (
-                    if ip.is_some() { "mac-ip" } else { "mac" },
-                    json!({ "mac": mac.to_string(), "ip": ip, "label": label }),
-                ),
+                Nlri::MacIp {
+                    mac,
+                    ip,
+                    label,
+                    routed,
+                    ..
+                } => {
+                    let mut f = json!({ "mac": mac.to_string(), "ip": ip, "label": label });
+                    if let Some(l) = routed {
+                        f["routed_label"] = (*l).into();
+                    }
+                    (if ip.is_some() { "mac-ip" } else { "mac" }, f)
+                }
                 Nlri::Prefix {
                     addr,
                     len,
@@ -374,6 +415,8 @@ pub fn describe(l: &Learnt) -> Value {
             o["next_hop"] = r.next_hop.to_string().into();
             o["route_targets"] = r.targets.iter().map(ToString::to_string).collect();
             o["encap"] = format!("{:?}", r.encap).to_lowercase().into();
+            // The encapsulation community's value (RFC 9012): 8, 11 or 13.
+            o["tunnel_type"] = r.encap.tunnel_type().into();
             if let Some(m) = r.router_mac {
                 o["router_mac"] = m.to_string().into();
             }
@@ -526,6 +569,51 @@ networks:
         assert_eq!(named(rt(65000, 100)), Some("grey"));
         assert_eq!(named(rt(65001, 7)), None);
         assert_eq!(imports.len(), 4);
+    }
+
+    #[test]
+    fn an_mpls_network_is_advertised_with_its_encapsulation_and_the_labels_into_it() {
+        let yaml = |encap: &str, labels: &str| {
+            format!(
+                r#"
+interfaces:
+  - {{ name: uplink, kind: underlay, mac: "02:00:00:00:00:01", addresses: [192.0.2.1/24] }}
+  - {{ name: w1, kind: workload, network: red, peer_mac: "02:00:00:00:01:0a", peer_addresses: [10.1.0.10] }}
+networks:
+  - {{ name: red, vni: 100, gateways: [10.1.0.1/24], encap: {encap} }}
+nexthops:
+  - {{ name: "local:red:l2", kind: vrf, network: red, inner: ethernet }}
+  - {{ name: "local:red:l3", kind: vrf, network: red, inner: ip }}
+labels: [{labels}]
+"#
+            )
+        };
+        let both = "{ label: 100000, nexthop: \"local:red:l2\" }, \
+                    { label: 100001, nexthop: \"local:red:l3\" }";
+        let c = Config::from_yaml(&yaml("mpls_udp", both)).unwrap();
+        let r = wanted(&c, 65000, vtep(&c).unwrap(), |_| true);
+        assert_eq!(r.len(), 4);
+        for route in &r {
+            assert_eq!(route.encap, Encap::MplsOverUdp);
+            assert_eq!(route.targets, [RouteTarget::auto(65000, 100)]);
+            let label = match route.nlri {
+                Nlri::Imet { .. } => route.pmsi.unwrap().0,
+                Nlri::MacIp { label, .. } => label,
+                Nlri::Prefix { label, .. } => {
+                    assert_eq!(label, 100_001, "routed packets: the IP label");
+                    continue;
+                }
+            };
+            assert_eq!(label, 100_000, "bridged frames: the Ethernet label");
+        }
+        let c = Config::from_yaml(&yaml("mpls_gre", both)).unwrap();
+        let r = wanted(&c, 65000, vtep(&c).unwrap(), |_| true);
+        assert!(r.iter().all(|r| r.encap == Encap::MplsOverGre));
+        // Without a label into the network for routed packets, a peer could not send
+        // to it as it says: not advertised.
+        let one = "{ label: 100000, nexthop: \"local:red:l2\" }";
+        let c = Config::from_yaml(&yaml("mpls_udp", one)).unwrap();
+        assert!(wanted(&c, 65000, vtep(&c).unwrap(), |_| true).is_empty());
     }
 
     #[test]
