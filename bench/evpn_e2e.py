@@ -217,7 +217,7 @@ def frr_main(a):
     out = lambda r: print(json.dumps(r) if a.json else show(r), flush=True)  # noqa: E731
     # FRR's daemons run as user frr: their directory is one of their own (tests' Frr).
     with tempfile.TemporaryDirectory(prefix=f"{a.prefix}-") as d:
-        lab = FrrLab(a.prefix, Path(d), RELEASE / "ovrd")
+        lab = FrrLab(a.prefix, Path(d), Path(a.ovrd))
         try:
             lab.wait_ready()
             for _ in range(a.rounds):
