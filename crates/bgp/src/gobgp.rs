@@ -389,9 +389,9 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
     // RFC 8365 section 5.1.3: without the community, VXLAN is what is meant.
     let encap = encap.unwrap_or(Encap::Vxlan);
     let mut nlri = nlri;
-    // The route's label fields hold the raw 3 octets until the encapsulation says how
-    // to read them.
-    let labels: [Option<&mut u32>; 2] = match &mut nlri {
+    // The route's label fields (and the PMSI tunnel's) hold the raw 3 octets until the
+    // encapsulation says how to read them.
+    let [first, second] = match &mut nlri {
         Nlri::MacIp {
             ip, label, routed, ..
         } => {
@@ -408,22 +408,14 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
         Nlri::Prefix { label, .. } => [Some(label), None],
         Nlri::Imet { .. } => [None, None],
     };
-    for label in labels.into_iter().flatten() {
+    let tunnel = pmsi.as_mut().map(|(l, _)| l);
+    for label in [first, second, tunnel].into_iter().flatten() {
         if *label > 0xff_ffff {
             return refuse("bad_label", format!("{label} is over 24 bits"));
         }
         *label = encap.label_of(*label);
         if encap != Encap::Vxlan && *label < 16 {
             return refuse("bad_label", format!("MPLS label {label} is reserved"));
-        }
-    }
-    if let Some((l, _)) = &mut pmsi {
-        if *l > 0xff_ffff {
-            return refuse("bad_label", format!("PMSI label {l} is over 24 bits"));
-        }
-        *l = encap.label_of(*l);
-        if encap != Encap::Vxlan && *l < 16 {
-            return refuse("bad_label", format!("PMSI MPLS label {l} is reserved"));
         }
     }
     Ok(Route {
