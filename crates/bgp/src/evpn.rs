@@ -4,6 +4,7 @@
 
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr};
+use ovr_config::model::EncapConfig;
 
 /// A MAC address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -131,6 +132,27 @@ impl Encap {
         match self {
             Encap::Vxlan => field,
             Encap::MplsOverGre | Encap::MplsOverUdp => field >> 4,
+        }
+    }
+}
+
+/// A network's or a next hop's encapsulation, as the configuration names it.
+impl From<EncapConfig> for Encap {
+    fn from(e: EncapConfig) -> Self {
+        match e {
+            EncapConfig::Vxlan => Encap::Vxlan,
+            EncapConfig::MplsUdp => Encap::MplsOverUdp,
+            EncapConfig::MplsGre => Encap::MplsOverGre,
+        }
+    }
+}
+
+impl From<Encap> for EncapConfig {
+    fn from(e: Encap) -> Self {
+        match e {
+            Encap::Vxlan => EncapConfig::Vxlan,
+            Encap::MplsOverUdp => EncapConfig::MplsUdp,
+            Encap::MplsOverGre => EncapConfig::MplsGre,
         }
     }
 }

@@ -54,19 +54,12 @@ pub struct Counts {
 
 /// The VTEPs `reach` needs a tunnel to.
 pub fn vteps(reach: &Reach) -> BTreeSet<IpAddr> {
-    let flood = reach.flood.values().flatten();
-    let macs = reach.macs.values();
-    let prefixes = reach.prefixes.values().flatten();
-    flood.chain(macs).chain(prefixes).map(|r| r.vtep).collect()
+    reach.remotes().map(|r| r.vtep).collect()
 }
 
 /// The encapsulation network `n` is sent to with.
-fn encap_of(n: &NetworkConfig) -> Encap {
-    match n.encap.unwrap_or(EncapConfig::Vxlan) {
-        EncapConfig::Vxlan => Encap::Vxlan,
-        EncapConfig::MplsUdp => Encap::MplsOverUdp,
-        EncapConfig::MplsGre => Encap::MplsOverGre,
-    }
+pub fn encap_of(n: &NetworkConfig) -> Encap {
+    n.encap.unwrap_or(EncapConfig::Vxlan).into()
 }
 
 /// `intent` without what an earlier `layer` added to it.
@@ -399,18 +392,11 @@ impl State {
 
 /// The name of the next hop through `r`'s VTEP with its VNI or label.
 fn nexthop_name(r: &Remote) -> String {
-    match mpls_encap(r.encap) {
-        None => format!("{PREFIX}{}:{}", r.vtep, r.label),
-        Some((name, _)) => format!("{PREFIX}{}:{name}:{}", r.vtep, r.label),
-    }
-}
-
-/// An MPLS encapsulation as the configuration names it (None: VXLAN).
-fn mpls_encap(e: Encap) -> Option<(&'static str, EncapConfig)> {
-    match e {
-        Encap::Vxlan => None,
-        Encap::MplsOverUdp => Some(("mpls_udp", EncapConfig::MplsUdp)),
-        Encap::MplsOverGre => Some(("mpls_gre", EncapConfig::MplsGre)),
+    let (vtep, label) = (r.vtep, r.label);
+    match r.encap {
+        Encap::Vxlan => format!("{PREFIX}{vtep}:{label}"),
+        Encap::MplsOverUdp => format!("{PREFIX}{vtep}:mpls_udp:{label}"),
+        Encap::MplsOverGre => format!("{PREFIX}{vtep}:mpls_gre:{label}"),
     }
 }
 
@@ -488,13 +474,14 @@ impl Builder<'_> {
         let tunnel = self.tunnel(r.vtep).ok_or("vtep_unresolved")?;
         let name = nexthop_name(r);
         if !self.s.uses.contains_key(&name) {
-            let (encap, vni, label) = match mpls_encap(r.encap) {
-                None => (EncapConfig::Vxlan, Some(r.label), None),
-                Some((_, e)) => (e, None, Some(r.label)),
+            // A VXLAN next hop's label is its VNI; an MPLS one's its label.
+            let (vni, label) = match r.encap {
+                Encap::Vxlan => (Some(r.label), None),
+                Encap::MplsOverUdp | Encap::MplsOverGre => (None, Some(r.label)),
             };
             self.c.nexthops.push(NextHopConfig {
                 tunnel: Some(tunnel),
-                encap: Some(encap),
+                encap: Some(r.encap.into()),
                 vni,
                 label,
                 ..NextHopConfig::new(name.clone(), NextHopKindConfig::Tunnel)

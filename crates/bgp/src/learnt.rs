@@ -71,6 +71,15 @@ pub struct Reach {
     pub prefixes: BTreeMap<(String, IpAddr, u8), BTreeSet<Remote>>,
 }
 
+impl Reach {
+    /// Every remote it uses, once per use (flood entry, MAC, prefix).
+    pub fn remotes(&self) -> impl Iterator<Item = &Remote> {
+        let flood = self.flood.values().flatten();
+        let prefixes = self.prefixes.values().flatten();
+        flood.chain(self.macs.values()).chain(prefixes)
+    }
+}
+
 /// A route as the indexes name it: the neighbor it came from and its NLRI.
 type Key = (Arc<str>, Nlri);
 

@@ -274,7 +274,7 @@ impl Installer {
             .copied()
             .unwrap_or(0);
         self.vteps = BTreeMap::new();
-        for r in remotes(&self.reach) {
+        for r in self.reach.remotes() {
             *self.vteps.entry(r.vtep).or_default() += 1;
         }
         self.fresh = true;
@@ -306,16 +306,6 @@ impl Installer {
         self.whole = true;
         self.fresh = false;
     }
-}
-
-/// Every remote of `reach`, once per use.
-fn remotes(reach: &Reach) -> impl Iterator<Item = &Remote> {
-    reach
-        .flood
-        .values()
-        .flatten()
-        .chain(reach.macs.values())
-        .chain(reach.prefixes.values().flatten())
 }
 
 /// A route, for tests and benchmarks: `Learnt` of `route` from `neighbor`.

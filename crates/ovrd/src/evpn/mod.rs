@@ -22,7 +22,7 @@ use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
 use ovr_bgp::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
 use ovr_config::model::{
-    self, Config, EncapConfig, InnerConfig, InterfaceKindConfig, NetworkConfig, NextHopKindConfig,
+    self, Config, InnerConfig, InterfaceKindConfig, NetworkConfig, NextHopKindConfig,
 };
 use ovr_tables::prefix::mask;
 use serde_json::{Value, json};
@@ -124,11 +124,10 @@ pub fn targets(n: &NetworkConfig, asn: u16, way: Direction) -> Vec<RouteTarget> 
 /// the network, Ethernet for the first, IP for the second. None: an MPLS network
 /// without both labels, which is not advertised (a peer could not send to it).
 fn encap_of(c: &Config, n: &NetworkConfig) -> Option<(Encap, Option<(u32, u32)>)> {
-    let encap = match n.encap.unwrap_or(EncapConfig::Vxlan) {
-        EncapConfig::Vxlan => return Some((Encap::Vxlan, None)),
-        EncapConfig::MplsUdp => Encap::MplsOverUdp,
-        EncapConfig::MplsGre => Encap::MplsOverGre,
-    };
+    let encap = ovr_bgp::install::encap_of(n);
+    if encap == Encap::Vxlan {
+        return Some((encap, None));
+    }
     let label = |inner: InnerConfig| {
         c.labels.iter().find_map(|l| {
             let h = c.nexthops.iter().find(|h| h.name == l.nexthop)?;
