@@ -3,13 +3,14 @@ gobgpd, the two speakers peer over the underlay, and neither host has any static
 reachability (no tunnels, next hops, bridge entries or routes in its configuration) nor
 a cluster. Each installs the other's VTEP (its underlay MAC resolved by ARP), flood entry,
 workload MAC and host route from the routes it learns; the workloads ping each other.
-A BGP session lost (h2's gobgpd killed) removes what came through it within the hold
-time; gobgpd started again is configured by ovrd again and the routes come back. A
-workload whose interface goes is withdrawn and the other host removes what it had
-installed for it."""
+A BGP session lost (h2's gobgpd killed, or the speakers' link cut silently) removes
+what came through it within the hold time; gobgpd started again is configured by ovrd
+again, or the link mended, and the routes come back. A workload whose interface goes is
+withdrawn and the other host removes what it had installed for it."""
 
 import os
 import signal
+import time
 from functools import partial
 
 import pytest
@@ -36,7 +37,7 @@ def hosts(tmp_path_factory):
         u = lab.ns("u")
         sh("ip", "link", "add", "br0", "type", "bridge", ns=u)
         sh("ip", "link", "set", "br0", "up", ns=u)
-        out = {"lab": lab, "started": started}
+        out = {"lab": lab, "u": u, "started": started}
         for n, w_mac in HOSTS.items():
             h = lab.ns(f"h{n}")
             lab.veth(h, "uplink", u, f"p{n}", mac_a=f"02:00:00:00:00:0{n}")
@@ -113,6 +114,33 @@ def test_a_lost_session_removes_its_routes_and_a_restarted_speaker_brings_them_b
     new = Gobgpd(hosts["h2"], old_log(old), old.port)
     hosts["gobgpd2"] = new
     hosts["started"].append(new)
+    until("h2's workload back at h1", has_h2, timeout=40)
+    r = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_partitioned_peer_is_dropped_within_the_hold_time_and_traffic_stops(hosts):
+    """The speakers' link cut without a word (h2's management port taken off the underlay
+    bridge; no FIN, no notification, the data path's uplink untouched): only the hold
+    timer (9 s) can tell h1 that h2 is gone. Its routes go within it and the workloads
+    stop reaching each other; the link back, the session and the routes come back."""
+    o1, u = hosts["ovrd1"], hosts["u"]
+    has_h2 = lambda: any(b["mac"] == HOSTS[2] for b in config(o1).get("bridge", []))
+    until("h2's workload at h1", has_h2)
+    sh("ping", "-c", "1", "-W", "2", "10.1.0.12", ns=hosts["w1"])
+    sh("ip", "link", "set", "m2", "nomaster", ns=u)
+    try:
+        cut = time.monotonic()
+        until("h2's routes gone from h1", lambda: not config(o1).get("bridge"), timeout=30)
+        took = time.monotonic() - cut
+        # At most the hold time after the last keepalive heard, plus ovrd's follow period.
+        assert took <= 9 + 1.5, f"h2's routes left h1 {took:.1f} s after the cut"
+        c = config(o1)
+        assert not c.get("routes") and not c["networks"][0]["flood"], c
+        r = sh("ping", "-c", "2", "-W", "1", "10.1.0.12", ns=hosts["w1"], check=False)
+        assert r.returncode != 0, r.stdout
+    finally:
+        sh("ip", "link", "set", "m2", "master", "br0", ns=u)
     until("h2's workload back at h1", has_h2, timeout=40)
     r = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
     assert r.returncode == 0, r.stdout + r.stderr
