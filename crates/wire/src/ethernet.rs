@@ -41,13 +41,16 @@ impl MacAddr {
 }
 
 impl fmt::Display for MacAddr {
+    // Written by hand, not with six `{:02x}`: every learnt bridge entry is written out
+    // as text (the state file, the API), and the formatting machinery was most of that.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [b':'; 17];
+        for (i, b) in self.0.iter().enumerate() {
+            text[3 * i] = HEX[usize::from(b >> 4)];
+            text[3 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        f.write_str(core::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -361,6 +364,11 @@ mod tests {
     fn mac_text() {
         let m: MacAddr = "02:0a:ff:00:00:01".parse().unwrap();
         assert_eq!(m.to_string(), "02:0a:ff:00:00:01");
+        for b in 0..=255u8 {
+            let m = MacAddr([b, 0, 0, 0, 0, b]);
+            assert_eq!(m.to_string(), format!("{b:02x}:00:00:00:00:{b:02x}"));
+            assert_eq!(m.to_string().parse::<MacAddr>(), Ok(m));
+        }
         assert!(!m.is_multicast() && MacAddr::BROADCAST.is_multicast());
         for bad in [
             "",
