@@ -609,7 +609,7 @@ impl GoBgp {
         let mut out = Vec::new();
         while let Some(r) = s.next().await {
             let d = r.map_err(self.failed("a listing"))?;
-            for p in d.destination.iter().flat_map(|d| &d.paths) {
+            for p in d.destination.into_iter().flat_map(|d| d.paths) {
                 if p.best {
                     out.push(learnt(p));
                 }
@@ -650,7 +650,7 @@ impl GoBgp {
             })?;
             Ok(match e.event {
                 Some(api::watch_event_response::Event::Table(t)) => {
-                    t.paths.iter().filter(|p| is_evpn(p)).map(learnt).collect()
+                    t.paths.into_iter().filter(is_evpn).map(learnt).collect()
                 }
                 _ => Vec::new(),
             })
@@ -700,14 +700,14 @@ fn is_evpn(p: &api::Path) -> bool {
     p.family.as_ref() == Some(&evpn_family())
 }
 
-fn learnt(p: &api::Path) -> Learnt {
+fn learnt(mut p: api::Path) -> Learnt {
     // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
-    let neighbor = match p.neighbor_ip.as_str() {
-        "<nil>" => String::new(),
-        n => n.to_string(),
-    };
+    let mut neighbor = core::mem::take(&mut p.neighbor_ip);
+    if neighbor == "<nil>" {
+        neighbor.clear();
+    }
     Learnt {
-        route: decode(p),
+        route: decode(&p),
         withdrawn: p.is_withdraw,
         neighbor,
     }

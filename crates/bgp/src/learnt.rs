@@ -107,8 +107,8 @@ impl Rib {
     }
 
     /// Takes one change from the speaker, like `apply`; if what is learnt changed, the
-    /// route as it was and as it is now (None: absent).
-    pub fn change(&mut self, l: &Learnt) -> Option<(Option<Route>, Option<Route>)> {
+    /// route as it was (None: absent). As it is now, it is `l`'s (none if withdrawn).
+    pub fn change(&mut self, l: &Learnt) -> Option<Option<Route>> {
         if l.neighbor.is_empty() {
             return None;
         }
@@ -126,7 +126,7 @@ impl Rib {
                 self.routes.remove(l.neighbor.as_str());
             }
             self.unindex(l.neighbor.as_str(), &route.nlri);
-            Some((Some(old), None))
+            Some(Some(old))
         } else {
             if !self.routes.contains_key(l.neighbor.as_str()) {
                 self.routes
@@ -150,7 +150,7 @@ impl Rib {
             if old.is_none() {
                 self.index(&neighbor, &route.nlri);
             }
-            Some((old, Some(route.clone())))
+            Some(old)
         }
     }
 

@@ -157,8 +157,13 @@ impl Installer {
         let mut macs: BTreeSet<(String, EvpnMac)> = BTreeSet::new();
         let mut hosts: BTreeSet<(String, IpAddr)> = BTreeSet::new();
         for l in batch {
-            let Some((old, new)) = self.rib.change(l) else {
+            let Some(old) = self.rib.change(l) else {
                 continue;
+            };
+            let new = if l.withdrawn {
+                None
+            } else {
+                l.route.as_ref().ok()
             };
             self.fresh = false;
             if self.whole {
@@ -168,7 +173,7 @@ impl Installer {
                 self.whole = true;
                 continue;
             };
-            for (r, add) in [(old, false), (new, true)] {
+            for (r, add) in [(old.as_ref(), false), (new, true)] {
                 let Some(r) = r else { continue };
                 let Nlri::MacIp { mac, ip, .. } = &r.nlri else {
                     self.whole = true;
@@ -177,7 +182,7 @@ impl Installer {
                 if r.next_hop == ctx.own {
                     continue;
                 }
-                let nets = importers(&ctx.imports, &r);
+                let nets = importers(&ctx.imports, r);
                 if nets.is_empty() {
                     if add {
                         self.unimported += 1;
