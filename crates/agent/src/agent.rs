@@ -384,7 +384,7 @@ impl Agent {
     ) -> Result<Applied, ApiError> {
         let mut t = Instant::now();
         let mut spent = Spent::default();
-        let record = self.store.as_ref().map(|_| changes.clone());
+        let record = self.store.as_ref().map(|s| s.record(&changes));
         let mut log = Vec::new();
         let mut touched = Vec::with_capacity(changes.len());
         for (k, c) in changes.into_iter().enumerate() {
@@ -448,7 +448,7 @@ impl Agent {
         }
         spent.commit = lap(&mut t);
         if let (Some(record), Some(store)) = (record, &mut self.store) {
-            let saved = match store.append(&record, flush) {
+            let saved = match record.and_then(|line| store.append(&line, flush)) {
                 Ok(true) => Ok(()),
                 // Not appended: the file is rewritten whole, with the change in it.
                 Ok(false) | Err(_) => store.save(

@@ -274,17 +274,23 @@ impl Store {
         }
     }
 
-    /// Appends a batch of route, bridge and label changes to the file and flushes it to
-    /// disk (unless `Flush::Later`). `Ok(false)`: not appended, the caller rewrites the
-    /// file instead (the records outgrew the snapshot, or an earlier append failed). On an
-    /// error the file is cut back to what it was.
-    pub fn append(&mut self, changes: &[Change], flush: Flush) -> Result<bool, StoreError> {
-        if self.dirty {
-            return Ok(false);
-        }
+    /// A batch of route, bridge and label changes as `append` writes it (made before the
+    /// changes are applied, which consumes them, rather than from a copy of them).
+    pub fn record(&self, changes: &[Change]) -> Result<Vec<u8>, StoreError> {
         let mut line = serde_json::to_vec(&Record { changes })
             .map_err(|e| self.io(std::io::Error::other(e)))?;
         line.push(b'\n');
+        Ok(line)
+    }
+
+    /// Appends a `record` to the file and flushes it to disk (unless `Flush::Later`).
+    /// `Ok(false)`: not appended, the caller rewrites the file instead (the records
+    /// outgrew the snapshot, or an earlier append failed). On an error the file is cut
+    /// back to what it was.
+    pub fn append(&mut self, line: &[u8], flush: Flush) -> Result<bool, StoreError> {
+        if self.dirty {
+            return Ok(false);
+        }
         let room = self.snapshot.max(MIN_RECORDS);
         if self.appended + line.len() as u64 > room {
             return Ok(false);
@@ -296,7 +302,7 @@ impl Store {
             .open(&self.path)
             .map_err(|e| self.io(e))?;
         let len = f.metadata().map_err(|e| self.io(e))?.len();
-        let written = f.write_all(&line).and_then(|()| match flush {
+        let written = f.write_all(line).and_then(|()| match flush {
             Flush::Now => f.sync_data(),
             Flush::Later => Ok(()),
         });
