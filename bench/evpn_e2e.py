@@ -26,7 +26,8 @@ MACs added to the kernel bridge of a router running FRR (zebra + bgpd,
 ovr's gobgpd as N type 2 routes (MAC only, one VTEP); withdrawn by deleting them in one
 batch. Meanwhile ovr's workload pings the router's workload every 10 ms through the
 tunnel ("forwarding": replies / requests, goal ≥ 95%). CPU of ovrd, ovr's gobgpd, zebra,
-bgpd and the `bridge` batch.
+bgpd and the `bridge` batch; and how long ovrd finished after its gobgpd had received
+every route, as a share of the end-to-end time (what ovrd adds to the total).
 
     cargo build --release -p ovrd
     sudo python3 bench/evpn_e2e.py --source frr --routes 100000 [--rounds 3] [--json]
@@ -141,6 +142,10 @@ def frr_phase(lab, n, name, withdraw, timeout):
         "phase": name, "source": "frr", "routes": n, "seconds": ovr_done - t0,
         "routes_per_s": n / (ovr_done - t0), "batch_seconds": fed - t0,
         "bgp_received_seconds": bgp_done - t0,
+        # How much later the whole is done because of ovrd: the time from its gobgpd
+        # having received every route to ovrd having installed them all.
+        "ovrd_behind_seconds": max(0.0, ovr_done - bgp_done),
+        "ovrd_behind_share": max(0.0, ovr_done - bgp_done) / (ovr_done - t0),
         "forwarding": got / sent if sent else None, "pings": [sent, got],
         "cpu_seconds": cpu, "cpu_total": total,
         "ovrd_share": cpu["ovrd"] / total if total else None,
@@ -153,7 +158,8 @@ def show(r):
         return (f"{r['phase']:>8} N={r['routes']}: {r['seconds']:.2f} s end to end "
                 f"({r['routes_per_s']:.0f} routes/s; bridge batch done at "
                 f"{r['batch_seconds']:.2f} s, ovr's gobgpd had them at "
-                f"{r['bgp_received_seconds']:.2f} s); forwarding {100 * r['forwarding']:.1f}% "
+                f"{r['bgp_received_seconds']:.2f} s, ovrd {r['ovrd_behind_seconds']:.2f} s after it: "
+                f"{100 * r['ovrd_behind_share']:.1f}% of the time); forwarding {100 * r['forwarding']:.1f}% "
                 f"({r['pings'][1]}/{r['pings'][0]}); CPU s: ovrd {c['ovrd']:.2f}, ovr gobgpd "
                 f"{c['ovr_gobgpd']:.2f}, zebra {c['zebra']:.2f}, bgpd {c['bgpd']:.2f}, "
                 f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%")
