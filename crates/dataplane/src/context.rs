@@ -236,6 +236,7 @@ impl Cx {
         &mut self.interfaces[i]
     }
 
+    #[inline]
     pub(crate) fn transmit(&mut self, pkt: u32, iface: u32) {
         let len = self.pool.len(pkt) as u64;
         let c = self.interface_counters(iface);

@@ -132,6 +132,16 @@ fn write_outer(
     Ok(())
 }
 
+/// Ethernet, IPv4, UDP and VXLAN.
+const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
+
+#[inline(always)]
+fn copy_head<const N: usize>(data: &mut [u8], tpl: &[u8; MAX_HEAD]) {
+    if let (Some(to), Some(from)) = (data.first_chunk_mut::<N>(), tpl.first_chunk::<N>()) {
+        *to = *from;
+    }
+}
+
 /// The headers of one IPv4 tunnel next hop, for an empty inner packet (its length is
 /// the next hop's: Ethernet + IPv4 + transport + shim).
 #[derive(Clone, Copy)]
@@ -248,7 +258,13 @@ impl Rewrites {
         if inner_len + head - HEADER_LEN > usize::from(u16::MAX) {
             return Err(Reason::MtuExceeded);
         }
-        data[..head].copy_from_slice(&tpl.bytes[..head]);
+        // VXLAN's head (the commonest) as a copy of known length, which the compiler
+        // turns into a few moves instead of a call to memcpy (~25 instructions).
+        if head == VXLAN4_HEAD {
+            copy_head::<VXLAN4_HEAD>(data, &tpl.bytes);
+        } else {
+            data[..head].copy_from_slice(&tpl.bytes[..head]);
+        }
         // Patch what depends on the packet: IPv4 total length (and its checksum,
         // incrementally), UDP length and source port.
         let ip = HEADER_LEN;
