@@ -316,7 +316,7 @@ mod tests {
         let mut unique = families.clone();
         unique.dedup();
         assert_eq!(families.len(), unique.len());
-        assert_eq!(families.len(), 28, "{t}");
+        assert_eq!(families.len(), 29, "{t}");
         // Every sample line is "name{labels} value" or "name value".
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.contains(' '), "{l}");
