@@ -73,6 +73,15 @@ def on_stop_signals():
     signal.signal(signal.SIGHUP, on_signal)
 
 
+def cpu_s(pid):
+    """The CPU time (user + system) process `pid` used so far, in seconds."""
+    try:
+        f = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid):
     try:
         for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -112,7 +121,8 @@ class Watch:
             api.close()
 
     def sample(self):
-        rec = {"host": self.name, "rss_kib": rss_kib(self.pid), "log": self.new_log_lines()}
+        rec = {"host": self.name, "rss_kib": rss_kib(self.pid), "cpu_s": cpu_s(self.pid),
+               "log": self.new_log_lines()}
         try:
             rec["counters"] = self.counters()
         except API_ERRORS as e:  # recorded; the summary reports it
@@ -268,6 +278,10 @@ def summarize(a, samples, watches, start, lab_info, parts):
                           if v - c0["drops"].get(k, 0)}
             h["flows"] = c["flows"]
             h["fast_path"] = c["fast_path"]
+            # ovrd's CPU (user + system, every thread) from the first sample to the last.
+            cpu = [s["cpu_s"] for s in counted if s.get("cpu_s") is not None]
+            if cpu:
+                h["cpu_s"] = round(cpu[-1] - cpu[0], 1)
             h["unexpected_drops"] = {k: v for k, v in h["drops"].items()
                                      if k not in EXPECTED_DROPS}
             drops_ok &= not h["unexpected_drops"]
@@ -303,6 +317,10 @@ def report(s):
                 f"({h['rss_growth_pct']:+.2f}%), max {h['rss_mib_max']:.1f}")
         log(f"  {name}: drops during the run {h.get('drops')} (at start {h.get('drops_at_start')}); unexpected {h.get('unexpected_drops')}; "
             f"flows {h.get('flows')}")
+        fp = h.get("fast_path") or {}
+        log(f"  {name}: ovrd CPU {h.get('cpu_s')} s; fast path rechecks {fp.get('rechecks')} "
+            f"(kept {fp.get('rechecked_kept')}, removed {fp.get('rechecked_removed')}, "
+            f"skipped {fp.get('recheck_skipped')})")
         for line in h["log_lines"][:10]:
             log(f"  {name} log: {line}")
     t = s["traffic"]

@@ -220,6 +220,11 @@ pub fn render(s: &Snapshot) -> String {
             fp.rechecked_removed,
         ),
         (
+            "ovr_fast_path_recheck_skipped_total",
+            "Fast-path entries a re-check left alone (the change touched nothing they read)",
+            fp.recheck_skipped,
+        ),
+        (
             "ovr_fast_path_redirect_failed_total",
             "Frames the fast path redirected to an egress that dropped them",
             fp.redirect_failed,
@@ -311,7 +316,7 @@ mod tests {
         let mut unique = families.clone();
         unique.dedup();
         assert_eq!(families.len(), unique.len());
-        assert_eq!(families.len(), 28, "{t}");
+        assert_eq!(families.len(), 29, "{t}");
         // Every sample line is "name{labels} value" or "name value".
         for l in t.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.contains(' '), "{l}");

@@ -109,6 +109,9 @@ pub struct FastPathCounters {
     pub rechecks: u64,
     pub rechecked_kept: u64,
     pub rechecked_removed: u64,
+    /// Entries a re-check left without a look: the changes touched nothing their
+    /// flow's decision reads.
+    pub recheck_skipped: u64,
     /// Frames the fast path redirected to an egress that dropped them (counted by the
     /// receiving interface; the egress is then left to user space for a while).
     pub redirect_failed: u64,
@@ -129,6 +132,7 @@ impl FastPathCounters {
         self.rechecks += o.rechecks;
         self.rechecked_kept += o.rechecked_kept;
         self.rechecked_removed += o.rechecked_removed;
+        self.recheck_skipped += o.recheck_skipped;
         self.redirect_failed += o.redirect_failed;
         self.packets += o.packets;
         self.bytes += o.bytes;

@@ -154,7 +154,8 @@ struct Installed {
     seen: Usage,
     /// The generation it was installed in (only the current one is used).
     generation: u32,
-    /// The next hop it was described from (`recheck`).
+    /// The next hop it was described from (`recheck`): its id and content.
+    nh: ovr_tables::ids::NextHopId,
     via: Via,
     /// The last merge of everything (`sync`) that counted it.
     synced: u32,
@@ -199,6 +200,9 @@ pub struct FastPath<O: Offload> {
     /// generation's (it installs nothing then).
     generation: u32,
     epoch: Option<u32>,
+    /// The tables' epoch this owner's entries in force were last decided for (by a
+    /// re-check or a new generation): a re-check looks at what changed since.
+    decided: Option<u32>,
     /// `Shared`'s interface changes seen.
     interfaces: u64,
     /// By flow id: the round in which the flow was last offered (0: never). A round
@@ -256,6 +260,7 @@ impl<O: Offload> FastPath<O> {
             shared,
             generation: 0,
             epoch: None,
+            decided: None,
             interfaces: 0,
             tried: Vec::new(),
             round: 0,
@@ -329,6 +334,7 @@ impl<O: Offload> FastPath<O> {
         }
         self.round = self.round.wrapping_add(1).max(1);
         let moved = self.epoch != Some(epoch);
+        let since = self.decided;
         let around = moved.then(|| Surroundings::of(st));
         if !changed
             && self.generation != 0
@@ -345,7 +351,8 @@ impl<O: Offload> FastPath<O> {
                 }
                 drop(s);
                 self.epoch = Some(epoch);
-                self.recheck(st, cx);
+                self.recheck(st, cx, since);
+                self.decided = Some(epoch);
                 return;
             }
         }
@@ -392,8 +399,9 @@ impl<O: Offload> FastPath<O> {
             // Entries still in force (another owner started no generation) are checked
             // against these tables all the same.
             if !started && moved {
-                self.recheck(st, cx);
+                self.recheck(st, cx, since);
             }
+            self.decided = Some(epoch);
             self.surroundings = Some(around.unwrap_or_else(|| Surroundings::of(st)));
         }
     }
@@ -449,7 +457,8 @@ impl<O: Offload> FastPath<O> {
         let backend = &self.backend;
         match describe(st, meta, frame, |iface| backend.ifindex(iface)) {
             Ok((key, action)) => {
-                let via = Via::of(st, ovr_tables::ids::NextHopId(meta.next_hop));
+                let nh = ovr_tables::ids::NextHopId(meta.next_hop);
+                let via = (nh, Via::of(st, nh));
                 self.install(cx, id, meta, key, Action { sender, ..action }, via)
             }
             Err(_) => self.counters.refused += 1,
@@ -471,7 +480,7 @@ impl<O: Offload> FastPath<O> {
         meta: &Meta,
         key: Key,
         action: Action,
-        via: Via,
+        (nh, via): (ovr_tables::ids::NextHopId, Via),
     ) {
         // Counters of the entry this one replaces are merged first.
         if let Some(prev) = self.installed.get(&id.0).copied() {
@@ -504,6 +513,7 @@ impl<O: Offload> FastPath<O> {
                 growth: action.growth(),
                 seen: Usage::default(),
                 generation: self.generation,
+                nh,
                 via,
                 synced: 0,
                 sender: action.sender,

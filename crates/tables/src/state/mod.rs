@@ -11,9 +11,11 @@
 //! the alternatives (cloning whole tables per change, or locking).
 
 mod op;
+mod touched;
 mod validate;
 
 pub use op::TableOp;
+pub use touched::{TOUCHED_MAX, Touch};
 pub use validate::{BatchError, TableError};
 
 use crate::chain::{ChainTable, ServicePort};
@@ -53,6 +55,8 @@ pub struct ForwardingState {
     service_vrfs: Vec<VrfId>,
     /// The routed VXLAN next hops (no inner destination MAC) by (VNI, remote VTEP).
     routed_tunnels: HashMap<(u32, IpAddr), std::collections::BTreeSet<NextHopId>>,
+    /// What the latest changes touched (`touched_since`).
+    touched: touched::TouchLog,
 }
 
 /// Who refers to what, so that nothing in use is removed.
@@ -150,6 +154,14 @@ impl ForwardingState {
         self.epoch
     }
 
+    /// What the changes since epoch `epoch` touched (routes, bridge entries, next
+    /// hops), or None when that is not known: a change of anything else came since, or
+    /// more changes than the log holds ([`TOUCHED_MAX`]). A decision taken at `epoch`
+    /// that reads none of them is still the one these tables give.
+    pub fn touched_since(&self, epoch: u32) -> Option<impl Iterator<Item = &Touch>> {
+        self.touched.since(epoch)
+    }
+
     pub fn chains(&self) -> &ChainTable {
         &self.chains
     }
@@ -230,6 +242,13 @@ impl ForwardingState {
     /// validation rules out) is ignored.
     fn apply(&mut self, op: &TableOp) {
         self.epoch = self.epoch.wrapping_add(1);
+        let old = match op {
+            TableOp::UpsertNextHop(id, _) | TableOp::RemoveNextHop(id) => {
+                self.nexthops.get(id.0 as usize).and_then(Option::as_ref)
+            }
+            _ => None,
+        };
+        self.touched.record(self.epoch, op, old);
         match op {
             TableOp::UpsertInterface(iface) => {
                 if let Some(v) = self.interfaces.get(iface.id).and_then(|o| o.vrf) {
