@@ -114,14 +114,15 @@ def frr_phase(lab, n, name, withdraw, timeout):
     base = lab.installed()["installed"]["macs"]
     want = base - n if withdraw else base + n
     want_received = lab.received() + (-n if withdraw else n)
+    want_table = lab.table_paths() + (-n if withdraw else n)
     pids = lab.pids()
     ping = lab.ping()
     time.sleep(0.5)
     before = {k: cpu_seconds(p) for k, p in pids.items()}
     t0 = time.time()
     batch = lab.macs(0, n, add=not withdraw)
-    batch_cpu = fed = bgp_done = ovr_done = None
-    while ovr_done is None or bgp_done is None or batch_cpu is None:
+    batch_cpu = fed = bgp_done = table_done = ovr_done = None
+    while None in (ovr_done, bgp_done, table_done, batch_cpu):
         now = time.time()
         assert now - t0 < timeout, f"not done within {timeout} s: {lab.installed()}"
         if batch_cpu is None:
@@ -129,6 +130,9 @@ def frr_phase(lab, n, name, withdraw, timeout):
             fed = now
         if bgp_done is None and lab.received() == want_received:
             bgp_done = now
+        # Its table only from then on: each look is a process of GoBGP's CLI.
+        if bgp_done is not None and table_done is None and lab.table_paths() == want_table:
+            table_done = now
         if ovr_done is None and lab.installed()["installed"]["macs"] == want:
             ovr_done = now
         time.sleep(0.05)
@@ -146,6 +150,10 @@ def frr_phase(lab, n, name, withdraw, timeout):
         # having received every route to ovrd having installed them all.
         "ovrd_behind_seconds": max(0.0, ovr_done - bgp_done),
         "ovrd_behind_share": max(0.0, ovr_done - bgp_done) / (ovr_done - t0),
+        # The same from gobgpd's table having them all (its best paths chosen, what its
+        # watch stream sends): the part of the lag that is the stream and ovrd.
+        "bgp_table_seconds": table_done - t0,
+        "ovrd_after_table_seconds": max(0.0, ovr_done - table_done),
         "forwarding": got / sent if sent else None, "pings": [sent, got],
         "cpu_seconds": cpu, "cpu_total": total,
         "ovrd_share": cpu["ovrd"] / total if total else None,
@@ -158,7 +166,9 @@ def show(r):
         return (f"{r['phase']:>8} N={r['routes']}: {r['seconds']:.2f} s end to end "
                 f"({r['routes_per_s']:.0f} routes/s; bridge batch done at "
                 f"{r['batch_seconds']:.2f} s, ovr's gobgpd had them at "
-                f"{r['bgp_received_seconds']:.2f} s, ovrd {r['ovrd_behind_seconds']:.2f} s after it: "
+                f"{r['bgp_received_seconds']:.2f} s and in its table at "
+                f"{r['bgp_table_seconds']:.2f} s, ovrd {r['ovrd_behind_seconds']:.2f} s after "
+                f"the first, {r['ovrd_after_table_seconds']:.2f} s after the second: "
                 f"{100 * r['ovrd_behind_share']:.1f}% of the time); forwarding {100 * r['forwarding']:.1f}% "
                 f"({r['pings'][1]}/{r['pings'][0]}); CPU s: ovrd {c['ovrd']:.2f}, ovr gobgpd "
                 f"{c['ovr_gobgpd']:.2f}, zebra {c['zebra']:.2f}, bgpd {c['bgpd']:.2f}, "

@@ -13,6 +13,7 @@ withdraws them. A real workload behind the same bridge carries traffic meanwhile
     v-w1 ── PREFIX-w (10.0.0.10)           br100: vxlan100, macs (the MACs' port),
                                                   v-kw ── PREFIX-k (10.0.0.50)"""
 
+import json
 import os
 import signal
 import subprocess
@@ -111,6 +112,12 @@ class FrrLab:
         except subprocess.TimeoutExpired:
             return None
         return sum(x["received"] for x in n if x["state"] == "established")
+
+    def table_paths(self):
+        """Paths in ovr's gobgpd's EVPN table (its Loc-RIB: what its watch stream tells
+        ovrd), as GoBGP's own command line reports them."""
+        out = self.gobgpd.cli("global", "rib", "summary", "-a", "evpn")
+        return json.loads(out or "{}").get("num_path", 0)
 
     def installed(self):
         return self.ovrd.get("/api/v1/bgp/installed")
