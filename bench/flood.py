@@ -8,7 +8,10 @@ flow quotas a user sets in each host's configuration (`flows: network_quota, set
 docs/dataplane.md, "Flows"): written into the lab's host files, each ovrd restarted (a
 changed file wins over the state file, docs/agent.md).
 
-    established  t1: iperf3, one TCP stream, h1-t1-w1 -> h2-t1-w1 (unpaced)
+    established  t1: iperf3, one TCP stream, h1-t1-w1 -> h2-t1-w1 (unpaced, or
+                     paced at --tcp-rate: below what the two CPUs carry, so that the
+                     ratio tells whether ovr lets the flood slow it, not how much CPU
+                     the generator takes from everything else)
                  t2: UDP at --udp-rate, one flow, h1-t2-w1 -> h2-t2-w1, counted by a
                      sink (lost = sent - received, exact)
     flood        t2: h1-t2-w2 -> h2-t2-w2, `ovrctl bench gen --flows F --rate 0`
@@ -181,7 +184,8 @@ def trial(a, made, lab, cond):
     time.sleep(0.3)
     t_tcp = time.time()
     tcp = made.spawn(["ip", "netns", "exec", tcp_src["namespace"], "iperf3", "-c",
-                      tcp_dst["address"], "-t", str(span), "-i", "1", "-J"], "iperf3 -c",
+                      tcp_dst["address"], "-t", str(span), "-i", "1", "-J",
+                      *(["-b", a.tcp_rate] if a.tcp_rate else [])], "iperf3 -c",
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     count = int(a.udp_rate * span)
     udp = gen(made, a, udp_src, udp_dst, 1, a.udp_rate, span + 2, "udp generator", count=count)
@@ -271,6 +275,8 @@ def main():
     ap.add_argument("--steady-flows", type=int, default=64)
     ap.add_argument("--conditions", default="quiet,flood,steady")
     ap.add_argument("--udp-rate", type=int, default=20_000)
+    ap.add_argument("--tcp-rate", default=None,
+                    help="pace the established TCP stream (iperf3 -b, e.g. 2G); default unpaced")
     ap.add_argument("--network-quota", type=int, default=200_000,
                     help="flows.network_quota in every host's configuration (0: none)")
     ap.add_argument("--setup-rate", type=int, default=200_000,
