@@ -19,10 +19,9 @@ import signal
 import subprocess
 import time
 
-from system.evpn_router import CONFIG, HOST_BGP, ROUTER_BGP, VNI, WORKLOAD_MAC
-from system.frr import Frr, Gobgpd, free_port
-from system.netns import Lab, sh
-from system.ovrd import Ovrd
+from system.evpn_router import HOST_BGP, ROUTER_BGP, VNI, HostLab
+from system.frr import Frr
+from system.netns import sh
 
 VTEP = "192.0.2.9"
 KW_MAC, KW_IP = "02:00:00:6b:00:32", "10.0.0.50"
@@ -47,36 +46,15 @@ def mac(i):
     return "02:02:" + ":".join(f"{(i >> s) & 0xFF:02x}" for s in (24, 16, 8, 0))
 
 
-class FrrLab:
-    """The topology above, its daemons started; `close()` stops them and removes it all.
-    `ovrd`: the binary (release for the benchmark, None: the debug build)."""
+class FrrLab(HostLab):
+    """The topology above."""
 
-    def __init__(self, prefix, tmp, ovrd=None):
-        self.tmp = tmp
-        self.lab = Lab("x")
-        self.lab.prefix = prefix
-        self.started = []
-        try:
-            self._up(ovrd)
-        except BaseException:
-            self.close()
-            raise
-
-    def _up(self, ovrd):
-        lab, tmp = self.lab, self.tmp
-        self.h, self.r = lab.ns("h"), lab.ns("r")
-        self.w, self.k = lab.ns("w"), lab.ns("k")
-        lab.veth(self.h, "uplink", self.r, "eth0", mac_a="02:00:00:00:00:01")
-        lab.veth(self.h, "mgmt", self.r, "mgmt")
-        lab.veth(self.w, "eth0", self.h, "v-w1", mac_a=WORKLOAD_MAC)
-        lab.veth(self.k, "eth0", self.r, "v-kw", mac_a=KW_MAC)
-        sh("ip", "addr", "add", f"{VTEP}/24", "dev", "eth0", ns=self.r)
-        sh("ip", "addr", "add", f"{HOST_BGP}/24", "dev", "mgmt", ns=self.h)
-        sh("ip", "addr", "add", f"{ROUTER_BGP}/24", "dev", "mgmt", ns=self.r)
-        sh("sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", ns=self.h)
-        sh("ip", "addr", "add", "10.0.0.10/8", "dev", "eth0", ns=self.w)
-        sh("ip", "addr", "add", f"{KW_IP}/8", "dev", "eth0", ns=self.k)
+    def _router(self):
         r = self.r
+        self.k = self.lab.ns("k")
+        self.lab.veth(self.k, "eth0", r, "v-kw", mac_a=KW_MAC)
+        sh("ip", "addr", "add", f"{VTEP}/24", "dev", "eth0", ns=r)
+        sh("ip", "addr", "add", f"{KW_IP}/8", "dev", "eth0", ns=self.k)
         sh("ip", "link", "add", "br100", "type", "bridge", ns=r)
         sh("ip", "link", "add", "vxlan100", "type", "vxlan", "id", str(VNI), "local", VTEP,
            "dstport", "4789", "nolearning", ns=r)
@@ -89,20 +67,8 @@ class FrrLab:
             sh("ip", "link", "set", dev, "master", "br100", ns=r)
         for dev in ("br100", "vxlan100", "macs", "macs-peer"):
             sh("ip", "link", "set", dev, "up", ns=r)
-        (tmp / "h.yaml").write_text(CONFIG)
-        self.frr = Frr(r, tmp / "frr", BGPD_CONF)
+        self.frr = Frr(r, self.tmp / "frr", BGPD_CONF)
         self.started.append(self.frr)
-        self.gobgpd = Gobgpd(self.h, tmp / "gobgpd.log", free_port())
-        self.started.append(self.gobgpd)
-        self.ovrd = Ovrd(self.h, tmp / "ovrd.log", "--config", tmp / "h.yaml",
-                         "--bgp", self.gobgpd.api, "--bgp-peer", ROUTER_BGP,
-                         "--bgp-address", HOST_BGP, "--reach", "evpn",
-                         "--fast-path-pin-dir", tmp / "pins", exe=ovrd)
-        self.started.append(self.ovrd)
-
-    def established(self):
-        return any(x.get("address") == ROUTER_BGP and x.get("state") == "established"
-                   for x in self.ovrd.get("/api/v1/bgp/neighbors"))
 
     def received(self):
         """Routes ovr's gobgpd holds from the router; None if it does not answer within
@@ -119,9 +85,6 @@ class FrrLab:
         out = self.gobgpd.cli("global", "rib", "summary", "-a", "evpn")
         return json.loads(out or "{}").get("num_path", 0)
 
-    def installed(self):
-        return self.ovrd.get("/api/v1/bgp/installed")
-
     def wait_ready(self, timeout=60):
         """Until the session is up, the router's VTEP resolved and its workload's MAC (made
         known by a ping from it) installed: what traffic needs."""
@@ -137,8 +100,7 @@ class FrrLab:
 
     def pids(self):
         zebra, bgpd = (p.pid for p in self.frr.procs)
-        return {"ovrd": self.ovrd.proc.pid, "ovr_gobgpd": self.gobgpd.proc.pid,
-                "zebra": zebra, "bgpd": bgpd}
+        return super().pids() | {"zebra": zebra, "bgpd": bgpd}
 
     def macs(self, first, n, add):
         """Adds (or deletes) MACs `first`.. `first + n - 1` on the router's bridge in one
@@ -178,9 +140,3 @@ class FrrLab:
                 f = line.split()
                 return int(f[0]), int(f[3])
         raise AssertionError(out)
-
-    def close(self):
-        for s in reversed(self.started):
-            s.stop()
-        self.started.clear()
-        self.lab.close()

@@ -67,12 +67,17 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class RouterLab:
-    """The topology above, its daemons started; `close()` stops them and removes it all.
-    `ovrd` and `inject`: the binaries (release for the benchmark, debug for the test)."""
+class HostLab:
+    """ovr's side of these labs: the host, its ovrd driving its own gobgpd peered with the
+    router over `mgmt`, and its workload. A subclass makes the router's side (`_router`:
+    its namespace `r` has the uplink's other end, named `ROUTER_UPLINK`, and `mgmt`).
+    `ovrd`: the binary (release for the benchmark, None: the debug build). `close()`
+    stops everything and removes it all."""
 
-    def __init__(self, prefix, tmp, ovrd, inject):
-        self.tmp, self.inject_exe = tmp, str(inject)
+    ROUTER_UPLINK = "eth0"
+
+    def __init__(self, prefix, tmp, ovrd=None):
+        self.tmp = tmp
         self.lab = Lab("x")
         self.lab.prefix = prefix
         self.started = []
@@ -85,18 +90,15 @@ class RouterLab:
     def _up(self, ovrd):
         lab, tmp = self.lab, self.tmp
         self.h, self.r, self.w = lab.ns("h"), lab.ns("r"), lab.ns("w")
-        lab.veth(self.h, "uplink", self.r, "under", mac_a="02:00:00:00:00:01")
+        lab.veth(self.h, "uplink", self.r, self.ROUTER_UPLINK, mac_a="02:00:00:00:00:01")
         lab.veth(self.h, "mgmt", self.r, "mgmt")
         lab.veth(self.w, "eth0", self.h, "v-w1", mac_a=WORKLOAD_MAC)
-        for v in VTEPS:
-            sh("ip", "addr", "add", f"{v}/24", "dev", "under", ns=self.r)
         sh("ip", "addr", "add", f"{HOST_BGP}/24", "dev", "mgmt", ns=self.h)
         sh("ip", "addr", "add", f"{ROUTER_BGP}/24", "dev", "mgmt", ns=self.r)
         sh("sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1", ns=self.h)
         sh("ip", "addr", "add", "10.0.0.10/8", "dev", "eth0", ns=self.w)
+        self._router()
         (tmp / "h.yaml").write_text(CONFIG)
-        self.router = Gobgpd(self.r, tmp / "router-gobgpd.log", free_port())
-        self.started.append(self.router)
         self.gobgpd = Gobgpd(self.h, tmp / "gobgpd.log", free_port())
         self.started.append(self.gobgpd)
         self.ovrd = Ovrd(self.h, tmp / "ovrd.log", "--config", tmp / "h.yaml",
@@ -104,6 +106,44 @@ class RouterLab:
                          "--bgp-address", HOST_BGP, "--reach", "evpn",
                          "--fast-path-pin-dir", tmp / "pins", exe=ovrd)
         self.started.append(self.ovrd)
+
+    def _router(self):
+        raise NotImplementedError
+
+    def established(self):
+        return any(x.get("address") == ROUTER_BGP and x.get("state") == "established"
+                   for x in self.ovrd.get("/api/v1/bgp/neighbors"))
+
+    def installed(self):
+        return self.ovrd.get("/api/v1/bgp/installed")
+
+    def pids(self):
+        return {"ovrd": self.ovrd.proc.pid, "ovr_gobgpd": self.gobgpd.proc.pid}
+
+    def close(self):
+        for s in reversed(self.started):
+            s.stop()
+        self.started.clear()
+        self.lab.close()
+
+
+class RouterLab(HostLab):
+    """The topology above. `inject`: the injector's binary."""
+
+    ROUTER_UPLINK = "under"
+
+    def __init__(self, prefix, tmp, ovrd, inject):
+        self.inject_exe = str(inject)
+        super().__init__(prefix, tmp, ovrd)
+
+    def _router(self):
+        for v in VTEPS:
+            sh("ip", "addr", "add", f"{v}/24", "dev", "under", ns=self.r)
+        self.router = Gobgpd(self.r, self.tmp / "router-gobgpd.log", free_port())
+        self.started.append(self.router)
+
+    def _up(self, ovrd):
+        super()._up(ovrd)
         self.configure("--setup", "--router-id", ROUTER_BGP, "--listen", ROUTER_BGP)
 
     def configure(self, *args):
@@ -117,22 +157,14 @@ class RouterLab:
     def unpeer(self):
         self.configure("--delete-peer", HOST_BGP)
 
-    def established(self):
-        return any(x.get("address") == ROUTER_BGP and x.get("state") == "established"
-                   for x in self.ovrd.get("/api/v1/bgp/neighbors"))
-
     def wait_established(self, timeout=60):
         deadline = time.monotonic() + timeout
         while not self.established():
             assert time.monotonic() < deadline, "the BGP session did not come up"
             time.sleep(0.2)
 
-    def installed(self):
-        return self.ovrd.get("/api/v1/bgp/installed")
-
     def pids(self):
-        return {"ovrd": self.ovrd.proc.pid, "ovr_gobgpd": self.gobgpd.proc.pid,
-                "router_gobgpd": self.router.proc.pid}
+        return super().pids() | {"router_gobgpd": self.router.proc.pid}
 
     def session_down(self):
         n = self.ovrd.get("/api/v1/bgp/neighbors")
@@ -154,8 +186,3 @@ class RouterLab:
         assert proc.returncode == 0, err
         return json.loads(out), ru.ru_utime + ru.ru_stime
 
-    def close(self):
-        for s in reversed(self.started):
-            s.stop()
-        self.started.clear()
-        self.lab.close()
