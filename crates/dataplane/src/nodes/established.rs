@@ -21,7 +21,7 @@
 use super::encap_mpls::mpls;
 use super::encap_vxlan::vxlan;
 use super::ip_input::ports;
-use super::outer::Rewrites;
+use super::outer::{MPLS_GRE4_HEAD, MPLS_UDP4_HEAD, Rewrites, VXLAN4_HEAD};
 use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
@@ -35,11 +35,6 @@ use ovr_wire::ethernet::{EthernetFrame, HEADER_LEN, MacAddr, ethertype};
 use ovr_wire::ipv4::Ipv4Packet;
 
 next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
-
-/// Outer headers over IPv4: Ethernet, IPv4, UDP or GRE, then VXLAN or an MPLS label.
-const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
-const MPLS_UDP4_HEAD: usize = HEADER_LEN + 20 + 8 + 4;
-const MPLS_GRE4_HEAD: usize = HEADER_LEN + 20 + 4 + 4;
 
 /// What the first pass learnt of a packet that may be of an established flow.
 #[derive(Clone, Copy, Default)]

@@ -132,8 +132,10 @@ fn write_outer(
     Ok(())
 }
 
-/// Ethernet, IPv4, UDP and VXLAN.
-const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
+/// Outer headers over IPv4: Ethernet, IPv4, UDP or GRE, then VXLAN or an MPLS label.
+pub(super) const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
+pub(super) const MPLS_UDP4_HEAD: usize = HEADER_LEN + 20 + 8 + 4;
+pub(super) const MPLS_GRE4_HEAD: usize = HEADER_LEN + 20 + 4 + 4;
 
 #[inline(always)]
 fn copy_head<const N: usize>(data: &mut [u8], tpl: &[u8; MAX_HEAD]) {

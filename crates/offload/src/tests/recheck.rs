@@ -173,6 +173,13 @@ impl Rig {
         }]);
     }
 
+    /// Gives the bridged flow's destination MAC in network `net` to next hop `nh`.
+    fn add_bridge(&mut self, net: &str, nh: NextHopId) {
+        let vrf = self.names.networks[net];
+        let mac = MacAddr(cases()[0].input[..6].try_into().expect("mac"));
+        self.commit(vec![TableOp::AddBridge { vrf, mac, nh }]);
+    }
+
     /// The routed and the bridged flows, each with its entry in force.
     fn two_flows(&mut self) -> [u8; 4] {
         let c = routed_case();
@@ -193,19 +200,13 @@ fn changes_that_touch_nothing_a_flow_reads_recheck_none_of_its_entries() {
     let mut r = rig();
     let dst = r.two_flows();
     let generation = r.fake.s.borrow().generation;
-    let blue = r.names.networks["blue"];
     let b_blue = r.names.nexthops["b-blue"];
     // Another network's route for the very destination, its bridge entry for the very
     // MAC, a route of the flow's network elsewhere, a next hop no entry uses.
     let dst_32 = format!("{}/32", core::net::Ipv4Addr::from(dst));
     r.add_route("blue", &dst_32, b_blue);
     r.idle(2);
-    let bridged_mac = MacAddr(cases()[0].input[..6].try_into().expect("mac"));
-    r.commit(vec![TableOp::AddBridge {
-        vrf: blue,
-        mac: bridged_mac,
-        nh: b_blue,
-    }]);
+    r.add_bridge("blue", b_blue);
     r.idle(3);
     r.add_route("red", "10.9.0.0/16", b_blue);
     r.idle(4);
@@ -245,13 +246,7 @@ fn a_covering_prefix_rechecks_the_entries_inside_it_and_removes_those_it_moves()
     assert_eq!(out.len(), 1);
     assert_eq!(r.fake.s.borrow().entries.len(), 2);
     // The bridged flow's MAC given another next hop: only its entry is looked at.
-    let red = r.names.networks["red"];
-    let bridged_mac = MacAddr(cases()[0].input[..6].try_into().expect("mac"));
-    r.commit(vec![TableOp::AddBridge {
-        vrf: red,
-        mac: bridged_mac,
-        nh: b_blue,
-    }]);
+    r.add_bridge("red", b_blue);
     r.idle(5);
     assert_eq!(r.rechecked(), (1, 2, 3));
     assert!(r.fake.s.borrow().entries.keys().any(|k| k.dst == dst));
