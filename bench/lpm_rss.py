@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import RATE_CONFIG, Api, route_batches  # noqa: E402
+from soak import rss_kib  # noqa: E402
 
 
 def mappings(pid, min_kib=32 * 1024):
@@ -37,13 +38,6 @@ def mappings(pid, min_kib=32 * 1024):
         elif f[0] == "Rss:" and size is not None and size >= min_kib:
             out.append((size, int(f[1])))
     return sorted(out, reverse=True)
-
-
-def vmrss(pid):
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def main():
@@ -81,7 +75,7 @@ def main():
 
         for r in range(a.rounds + 1):
             if r % a.every == 0:
-                print(json.dumps({"round": r, "updates": updates, "vmrss_kib": vmrss(p.pid),
+                print(json.dumps({"round": r, "updates": updates, "vmrss_kib": rss_kib(p.pid),
                                   "large_mappings_kib": mappings(p.pid)}), flush=True)
             if r == a.rounds:
                 break
