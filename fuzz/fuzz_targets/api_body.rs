@@ -12,7 +12,6 @@ use ovr_agent::capture::CaptureRequest;
 use ovr_agent::change::{Change, Object, PolicyChange};
 use ovr_agent::store::{Source, Start};
 use ovr_agent::{Agent, ApiError};
-use ovr_config::model::*;
 use ovr_config::{Config, Names};
 
 fn agent() -> Agent {
