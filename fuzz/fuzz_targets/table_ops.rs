@@ -62,6 +62,7 @@ impl Bytes<'_> {
                     policy: true,
                     admin_up: true,
                     memif: None,
+                    police: None,
                 })
             }
             3 => TableOp::RemoveInterface(InterfaceId(self.small()?)),

@@ -174,3 +174,34 @@ def test_changes_that_cut_the_path_cut_it_under_their_drop_reason(lab, tmp_path)
     sent, k = lab.traffic(n)
     assert k["received"] == 0, k
     assert lab.drops().get("no_route", 0) - before == sent
+
+
+def test_a_policer_lets_its_rate_through_and_counts_the_rest(lab):
+    n = 3 * RATE  # 3 s at 2000/s
+    sent, k = lab.traffic(n)
+    assert k["received"] == sent == n, k
+
+    iface = json.loads(lab.api("--json", "interfaces", "show", "t1w1").stdout)
+    # A policer of no rate is refused at its field, and changes nothing.
+    r = lab.api("interfaces", "set", json.dumps({**iface, "police": {"packets_per_second": 0}}),
+                check=False)
+    assert r.returncode != 0 and "police.packets_per_second" in r.stderr, r.stderr
+    assert "police" not in json.loads(lab.api("--json", "interfaces", "show", "t1w1").stdout)
+
+    # 500/s with a burst of 100: about 100 + 3 s x 500 of the 6000 frames pass; every
+    # other one is counted as policed on h1 (the sink, behind h2, sees the rest).
+    rate, burst = 500, 100
+    lab.api("interfaces", "set",
+            json.dumps({**iface, "police": {"packets_per_second": rate, "burst": burst}}))
+    shown = json.loads(lab.api("--json", "interfaces", "show", "t1w1").stdout)
+    assert shown["police"] == {"packets_per_second": rate, "burst": burst}, shown
+    before = lab.drops().get("policed", 0)
+    sent, k = lab.traffic(n)
+    expected = burst + rate * n / RATE
+    assert 0.8 * expected <= k["received"] <= 1.2 * expected, (k, expected)
+    assert lab.drops().get("policed", 0) - before == sent - k["received"], k
+
+    # The policer removed: everything passes again.
+    lab.api("interfaces", "set", json.dumps(iface))
+    sent, k = lab.traffic(n)
+    assert k["received"] == sent, k

@@ -114,6 +114,7 @@ fn object() -> impl Strategy<Value = Object> {
             peer_mac: peer.then(|| format!("02:00:00:00:08:0{i}").parse().unwrap()),
             peer_addresses: vec![],
             memif: None,
+            police: None,
         })
     });
     prop_oneof![network, hop, route, label, bridge, iface]

@@ -573,6 +573,30 @@ fn files_are_read_within_limits() {
 }
 
 #[test]
+fn a_policer_is_checked_at_its_field() {
+    let i = |police: &str| {
+        format!(
+            "networks: [{{ name: red }}]\ninterfaces: [{{ name: a, network: red, police: {police} }}]"
+        )
+    };
+    assert_error(
+        &i("{ packets_per_second: 0 }"),
+        "interfaces[0].police.packets_per_second",
+        "at least 1",
+    );
+    assert_error(
+        &i("{ packets_per_second: 10, burst: 0 }"),
+        "interfaces[0].police.burst",
+        "at least 1",
+    );
+    assert_error(
+        &i("{ pps: 10 }"),
+        "interfaces[0].police.pps",
+        "unknown field",
+    );
+}
+
+#[test]
 fn memif_settings_are_checked_at_their_field() {
     let m = |memif: &str| {
         format!(

@@ -76,6 +76,23 @@ pub struct InterfaceConfig {
     /// A memif interface's connection (required with `kind: memif`, refused otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memif: Option<MemifConfig>,
+    /// A limit on the packets taken in from this interface (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub police: Option<PoliceConfig>,
+}
+
+/// A packet-rate policer at an interface's ingress: frames over the rate are dropped
+/// (`policed`) as they are read. A workload that sends too fast then costs the
+/// forwarding worker and the receive rings it shares with every other network no more
+/// than its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PoliceConfig {
+    pub packets_per_second: u32,
+    /// Packets let through at once after a quiet spell (default: a tenth of a second's
+    /// worth, at least 64).
+    pub burst: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -252,3 +252,26 @@ fn the_memif_example_loads_into_the_tables() {
         assert_eq!(nh, Some(n.nexthops[name]));
     }
 }
+
+#[test]
+fn a_policer_reaches_its_interface_with_its_burst_or_the_default() {
+    use ovr_tables::interface::Police;
+    let yaml = "networks: [{ name: red }]\ninterfaces:\n  \
+        - { name: a, network: red, police: { packets_per_second: 50000 } }\n  \
+        - { name: b, network: red, police: { packets_per_second: 100, burst: 5 } }\n  \
+        - { name: c, network: red }";
+    let t = Config::from_yaml(yaml).unwrap().translate().unwrap();
+    let (mut w, r) = new_tables();
+    t.apply(&mut w).unwrap();
+    let st = r.enter().unwrap();
+    let police = |name| st.interfaces().by_name(name).unwrap().police;
+    let p = |packets_per_second, burst| {
+        Some(Police {
+            packets_per_second,
+            burst,
+        })
+    };
+    assert_eq!(police("a"), p(50_000, 5_000), "a tenth of a second's worth");
+    assert_eq!(police("b"), p(100, 5));
+    assert_eq!(police("c"), None);
+}

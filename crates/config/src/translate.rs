@@ -14,7 +14,7 @@ use crate::ConfigError;
 use crate::model::*;
 use crate::nexthops::ResolvedTunnel;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole, MemifSpec};
+use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole, MemifSpec, Police};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyError, PolicyRule, PortRange};
 use ovr_tables::prefix::IpPrefix;
 use ovr_tables::state::{TableError, TableOp, TablesWriter};
@@ -113,6 +113,26 @@ pub(crate) type R<T> = Result<T, ConfigError>;
 
 pub(crate) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> R<T> {
     Err(ConfigError::invalid(path.into(), msg.into()))
+}
+
+/// An interface's policer, checked at its fields.
+fn police(path: &str, p: PoliceConfig) -> R<Police> {
+    if p.packets_per_second == 0 {
+        return err(
+            format!("{path}.police.packets_per_second"),
+            "at least 1 (leave 'police' out for no limit)",
+        );
+    }
+    let burst = p
+        .burst
+        .unwrap_or_else(|| (p.packets_per_second / 10).max(64));
+    if burst == 0 {
+        return err(format!("{path}.police.burst"), "at least 1 packet");
+    }
+    Ok(Police {
+        packets_per_second: p.packets_per_second,
+        burst,
+    })
 }
 
 /// A memif interface's connection, each setting checked at its field.
@@ -433,6 +453,7 @@ impl Builder<'_> {
                     "need 'peer_mac' (the next hop they are routed to)",
                 );
             }
+            let police = f.police.map(|p| police(&path, p)).transpose()?;
             self.push(
                 path,
                 TableOp::UpsertInterface(Interface {
@@ -451,6 +472,7 @@ impl Builder<'_> {
                     policy: f.policy,
                     admin_up: f.admin_up,
                     memif,
+                    police,
                 }),
             );
         }

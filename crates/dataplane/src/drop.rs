@@ -66,6 +66,7 @@ drop_reasons! {
     ChainUnplaced => "chain_unplaced", "packet of a service chain that has no place in it (chain gone, or a frame from a function not sent to the gateway)";
     RxQueueFull => "rx_queue_full", "received frame the kernel dropped before ovr read it: the driver's receive ring or socket queue was full (ovr fell behind)";
     TxQueueFull => "tx_queue_full", "frame the kernel did not take from ovr: the interface's transmit queue was full, or the interface was not attached";
+    Policed => "policed", "frame over its interface's packet rate (the interface's 'police')";
 }
 
 /// Number of counters: parse errors then dataplane reasons.

@@ -18,6 +18,7 @@ pub mod meta;
 pub mod nodes;
 pub mod pipeline;
 pub mod probe;
+pub mod rate;
 
 pub use context::{Cx, Settings};
 pub use drop::{DropReason, Reason};

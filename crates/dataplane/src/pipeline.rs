@@ -6,6 +6,7 @@ use crate::context::{Cx, Settings};
 use crate::drop::Reason;
 use crate::meta::{Meta, flags};
 use crate::nodes::*;
+use crate::rate::PerInterface;
 use ovr_graph::pool::MAX_PACKET;
 use ovr_graph::{Graph, Node, NodeId};
 use ovr_tables::ids::InterfaceId;
@@ -62,6 +63,8 @@ pub struct Pipeline {
     aged_at: Option<u64>,
     /// Packet captures: frames received and frames handed to transmit, per interface.
     pub taps: Taps,
+    /// Per receiving interface, what its policer (`Interface::police`) lets in.
+    policers: PerInterface,
 }
 
 /// Where a received frame enters the graph: node, VRF, receiving interface.
@@ -89,6 +92,7 @@ impl Pipeline {
             scratch: Vec::new(),
             aged_at: None,
             taps: Taps::default(),
+            policers: PerInterface::default(),
         }
     }
 
@@ -101,11 +105,12 @@ impl Pipeline {
         frames: impl IntoIterator<Item = &'a [u8]>,
     ) {
         let at = self.entry(st, rx);
+        let police = self.police_of(st, rx);
         for f in frames {
             if !self.taps.is_empty() {
                 self.taps.offer(rx.0, false, [f]);
             }
-            if let Some(at) = self.count_rx(rx, at, f.len()) {
+            if let Some(at) = self.count_rx(rx, at, police, f.len()) {
                 self.admit(at, &[f]);
             }
         }
@@ -122,6 +127,7 @@ impl Pipeline {
         frames: impl IntoIterator<Item = &'a [u8]>,
     ) {
         let at = self.entry(st, rx);
+        let police = self.police_of(st, rx);
         // Datagrams cut from a frame on the underlay are tunnel packets that underlay-input
         // decapsulates or drops: their UDP checksum would be summed for nobody to read.
         let udp_sums = at.is_ok_and(|e| e.0 != self.underlay_entry);
@@ -131,7 +137,7 @@ impl Pipeline {
             if !self.taps.is_empty() {
                 self.taps.offer(rx.0, false, [frame]);
             }
-            let Some(at) = self.count_rx(rx, at, frame.len()) else {
+            let Some(at) = self.count_rx(rx, at, police, frame.len()) else {
                 continue;
             };
             let r = VnetHdr::parse(f).and_then(|h| {
@@ -190,17 +196,34 @@ impl Pipeline {
         }
     }
 
-    /// Counts a frame received on the interface; a refused one also as a drop.
+    /// The rate and burst of the interface's policer in this worker: the interface's
+    /// flows, and so its frames, are split between the workers (`Settings::shards`).
+    fn police_of(&self, st: &ForwardingState, rx: InterfaceId) -> Option<(u32, u32)> {
+        let p = st.interface(rx)?.police?;
+        let n = self.cx.settings.shards.max(1);
+        Some((p.packets_per_second.div_ceil(n), p.burst.div_ceil(n)))
+    }
+
+    /// Counts a frame received on the interface; a refused one (or one over the
+    /// interface's rate) also as a drop.
     fn count_rx(
         &mut self,
         rx: InterfaceId,
         at: Result<Entry, Reason>,
+        police: Option<(u32, u32)>,
         len: usize,
     ) -> Option<Entry> {
         let c = self.cx.interface_counters(rx.0);
         c.rx_packets += 1;
         c.rx_bytes += len as u64;
-        at.map_err(|r| self.cx.count_drop(r)).ok()
+        let at = at.map_err(|r| self.cx.count_drop(r)).ok()?;
+        if let Some((rate, burst)) = police
+            && !self.policers.take(rx.0, self.cx.now, rate, burst)
+        {
+            self.cx.count_drop(Reason::Policed);
+            return None;
+        }
+        Some(at)
     }
 
     /// Copies one packet (given in pieces) into a buffer, with its metadata.

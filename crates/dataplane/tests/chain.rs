@@ -75,6 +75,7 @@ fn setup_probed(probe: Probe) -> (TablesWriter, TablesReader) {
             policy: true,
             admin_up: true,
             memif: None,
+            police: None,
         })
     };
     let nh = |id: u32, interface, dst_mac| {

@@ -79,6 +79,7 @@ fn iface(id: InterfaceId, kind: InterfaceKind, mtu: u16, up: bool) -> TableOp {
         policy: true,
         admin_up: up,
         memif: None,
+        police: None,
     })
 }
 

@@ -7,7 +7,7 @@ mod common;
 
 use ovr_dataplane::{Pipeline, Settings};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
-use ovr_tables::interface::{Interface, InterfaceKind};
+use ovr_tables::interface::{Interface, InterfaceKind, Police};
 use ovr_tables::nexthop::{Ecmp, Encap, NextHop, Tunnel};
 use ovr_tables::policy::{Policy, PolicyAction, PolicyRule};
 use ovr_tables::state::{TableOp, TablesReader, TablesWriter, new_tables};
@@ -198,6 +198,56 @@ fn a_storm_of_new_flows_is_limited_and_established_flows_pass() {
             assert_eq!(a, b);
         }
     }
+}
+
+#[test]
+fn a_policed_interface_lets_in_its_burst_then_its_rate_and_counts_the_rest() {
+    let (mut w, r) = setup();
+    let police = |w: &mut TablesWriter, p: Option<Police>| {
+        let mut vm = r.enter().unwrap().interface(VM).unwrap().clone();
+        vm.police = p;
+        w.commit(vec![TableOp::UpsertInterface(vm)]).unwrap();
+    };
+    police(
+        &mut w,
+        Some(Police {
+            packets_per_second: 150,
+            burst: 100,
+        }),
+    );
+    let mut pipe = Pipeline::new(Settings::default());
+    // A full bucket: the burst, of 300 frames at once.
+    assert_eq!(
+        send(&mut pipe, &r, 300).iter().filter(|m| **m != 0).count(),
+        100
+    );
+    let snap = pipe.snapshot(|_| None);
+    assert_eq!(snap.drops.get("policed"), Some(&200));
+    let vm = snap.interfaces.iter().find(|i| i.id == VM.0).unwrap();
+    assert_eq!(
+        vm.rx_packets, 300,
+        "policed frames are received, then dropped"
+    );
+    // A second later, the bucket is full again (150 accrued, 100 kept).
+    assert_eq!(
+        send(&mut pipe, &r, 300).iter().filter(|m| **m != 0).count(),
+        100
+    );
+    // Two workers split the interface's rate and burst, as they split its flows.
+    let mut half = Pipeline::new(Settings {
+        shards: 2,
+        ..Settings::default()
+    });
+    assert_eq!(
+        send(&mut half, &r, 300).iter().filter(|m| **m != 0).count(),
+        50
+    );
+    // No policer: everything passes.
+    police(&mut w, None);
+    assert_eq!(
+        send(&mut pipe, &r, 300).iter().filter(|m| **m != 0).count(),
+        300
+    );
 }
 
 #[test]
@@ -428,6 +478,7 @@ fn a_bridged_flow_follows_each_frames_destination_mac() {
             policy: true,
             admin_up: true,
             memif: None,
+            police: None,
         })
     };
     w.commit(vec![

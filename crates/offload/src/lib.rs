@@ -450,7 +450,11 @@ impl<O: Offload> FastPath<O> {
             .bad_egress
             .get(&meta.tx_if)
             .is_some_and(|&until| cx.now < until);
-        if !current || avoided {
+        // A policed interface's frames stay in user space, where its policer is.
+        let policed = st
+            .interface(ovr_tables::ids::InterfaceId(meta.rx_if))
+            .is_some_and(|i| i.police.is_some());
+        if !current || avoided || policed {
             self.counters.refused += 1;
             return;
         }

@@ -313,6 +313,45 @@ fn descriptions_reproduce_the_pipeline_on_scapy_frames() {
 }
 
 #[test]
+fn a_policed_interfaces_flows_stay_in_user_space_where_its_policer_is() {
+    let c = &cases()[0];
+    let mut r = rig();
+    r.run("vm1", &c.input, 1);
+    assert_eq!(
+        r.fake.s.borrow().entries.len(),
+        1,
+        "offloaded without a policer"
+    );
+    // vm1 gets a policer: its entry no longer counts, and none is installed again.
+    let mut vm1 = r
+        .reader
+        .enter()
+        .expect("tables")
+        .interfaces()
+        .by_name("vm1")
+        .cloned()
+        .expect("vm1");
+    vm1.police = Some(ovr_tables::interface::Police {
+        packets_per_second: 1000,
+        burst: 100,
+    });
+    r._writer
+        .commit(vec![ovr_tables::state::TableOp::UpsertInterface(vm1)])
+        .expect("police vm1");
+    for now in 2..5 {
+        assert_eq!(
+            r.run("vm1", &c.input, now).len(),
+            1,
+            "forwarded in user space"
+        );
+    }
+    let st = r.fake.s.borrow();
+    let live = st.entries.values().filter(|e| e.1 == st.generation).count();
+    assert_eq!(live, 0, "an entry of the policed interface is in force");
+    assert!(r.fast.counters.refused > 0);
+}
+
+#[test]
 fn what_the_fast_path_cannot_reproduce_stays_in_user_space() {
     let c = &cases()[0];
     // An ICMP packet, an IPv4 header with options, a frame flooded to an unknown MAC.

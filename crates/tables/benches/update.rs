@@ -71,6 +71,7 @@ fn main() {
             policy: false,
             admin_up: true,
             memif: None,
+            police: None,
         }),
     ];
     for n in 0..16 {

@@ -35,6 +35,17 @@ pub struct Interface {
     pub admin_up: bool,
     /// A memif interface's connection settings (`None` for every other kind).
     pub memif: Option<MemifSpec>,
+    /// The most packets per second taken in from this interface (`None`: no limit).
+    pub police: Option<Police>,
+}
+
+/// A packet-rate policer at an interface's ingress: a token bucket of `burst` packets
+/// filled at `packets_per_second`. Frames over the rate are dropped as they are read,
+/// before they cost the forwarding worker or the underlay anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Police {
+    pub packets_per_second: u32,
+    pub burst: u32,
 }
 
 /// Which side of memif's handshake an interface takes.

@@ -143,6 +143,7 @@ fn workload(id: InterfaceId, name: &str, vrf: VrfId) -> TableOp {
         policy: true,
         admin_up: true,
         memif: None,
+        police: None,
     })
 }
 
@@ -225,6 +226,7 @@ fn network() -> Vec<TableOp> {
             policy: false,
             admin_up: true,
             memif: None,
+            police: None,
         }),
         workload(WORKLOAD, "vm1", vrf),
         workload(WORKLOAD2, "vm2", vrf),

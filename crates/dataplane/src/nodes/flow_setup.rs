@@ -12,6 +12,7 @@ use crate::decide::{self, Lookup, Route};
 use crate::drop::{DropReason, Reason};
 use crate::forward::dest;
 use crate::meta::{Meta, flags};
+use crate::rate::{PerInterface, default_burst};
 use ovr_graph::{Node, Vector};
 use ovr_tables::chain::into_key_port;
 use ovr_tables::flow::{FlowAction, FlowInsertError, FlowKey, flags as flow_flags};
@@ -23,36 +24,8 @@ use ovr_wire::ethernet::MacAddr;
 
 #[derive(Default)]
 pub struct FlowSetup {
-    /// Per receiving interface, the new-flow allowance.
-    limits: Vec<TokenBucket>,
-}
-
-/// A token bucket in nanosecond units: `rate` flows per second accrue continuously, up
-/// to a tenth of a second's worth.
-#[derive(Debug, Clone, Copy, Default)]
-struct TokenBucket {
-    /// Flows available, times 10^9.
-    credit: u64,
-    /// When credit was last added; `None` until first used (it starts full).
-    last: Option<u64>,
-}
-
-const NS: u64 = 1_000_000_000;
-
-impl TokenBucket {
-    fn take(&mut self, now: u64, rate: u32) -> bool {
-        let rate = u64::from(rate);
-        let cap = (rate / 10).max(64) * NS;
-        let elapsed = self.last.map_or(NS, |l| now.saturating_sub(l).min(NS));
-        self.last = Some(self.last.map_or(now, |l| l.max(now)));
-        self.credit = (self.credit + elapsed * rate).min(cap);
-        if self.credit >= NS {
-            self.credit -= NS;
-            true
-        } else {
-            false
-        }
-    }
+    /// Per receiving interface, the new-flow allowance (bursts of a tenth of a second).
+    limits: PerInterface,
 }
 
 impl FlowSetup {
@@ -61,11 +34,7 @@ impl FlowSetup {
         let Some(rate) = cx.settings.setup_rate else {
             return true;
         };
-        let i = rx as usize;
-        if self.limits.len() <= i {
-            self.limits.resize(i + 1, TokenBucket::default());
-        }
-        self.limits[i].take(cx.now, rate)
+        self.limits.take(rx, cx.now, rate, default_burst(rate))
     }
 }
 

@@ -75,5 +75,6 @@ pub fn interface(
         policy: true,
         admin_up: true,
         memif: None,
+        police: None,
     })
 }

@@ -28,6 +28,7 @@ fn workload(id: u32, vrf: u32) -> TableOp {
         policy: true,
         admin_up: true,
         memif: None,
+        police: None,
     })
 }
 
@@ -43,6 +44,7 @@ fn underlay(id: u32) -> TableOp {
         policy: false,
         admin_up: true,
         memif: None,
+        police: None,
     })
 }
 
@@ -651,6 +653,7 @@ fn routed_tunnels_are_found_by_vni_and_vtep() {
         policy: false,
         admin_up: true,
         memif: None,
+        police: None,
     })];
     ops.extend([
         TableOp::UpsertNextHop(NextHopId(1), tunnel(200, 3, None)),
