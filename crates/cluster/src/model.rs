@@ -10,7 +10,8 @@ use crate::keys::Key;
 use core::net::IpAddr;
 use ovr_config::model::{
     ActionConfig, Config, EncapConfig, InterfaceConfig, InterfaceKindConfig, MemifConfig,
-    NetworkConfig, ProbeConfig, ProbeKindConfig, RouteTargetsConfig, RuleConfig, ServiceModeConfig,
+    NetworkConfig, PoliceConfig, ProbeConfig, ProbeKindConfig, RouteTargetsConfig, RuleConfig,
+    ServiceModeConfig,
 };
 use ovr_config::values::{Address, Mac, Prefix};
 use serde::{Deserialize, Serialize};
@@ -95,6 +96,9 @@ pub struct Port {
     /// workload or network function is a memif peer rather than a kernel interface.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memif: Option<MemifConfig>,
+    /// A limit on the packets the workload may send in (as in a host's configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub police: Option<PoliceConfig>,
     /// Who made the port (a CNI plugin's container id, a pod's names): kept, not used.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
@@ -125,6 +129,7 @@ impl Port {
                 self.ips.clone()
             },
             memif: self.memif.clone(),
+            police: self.police,
         }
     }
 }
@@ -396,9 +401,9 @@ fn translates(v: &Value) -> Result<(), String> {
                 ..Config::default()
             }
         }
-        // A memif port's connection is checked as the host will (its socket, secret,
-        // ring and buffer sizes).
-        Value::Port(p) if p.memif.is_some() => Config {
+        // A memif port's connection and a port's policer are checked as the host will
+        // (its socket, secret, ring and buffer sizes; the rate and burst).
+        Value::Port(p) if p.memif.is_some() || p.police.is_some() => Config {
             networks: vec![net(&p.network, 1)],
             interfaces: vec![p.interface_config(false)],
             ..Config::default()

@@ -178,6 +178,7 @@ fn schemas_and_examples_agree_with_the_model() {
         "port.invalid.interface-too-long.json",
         "port.invalid.memif-ring.json",
         "port.invalid.memif-no-socket.json",
+        "port.invalid.police-zero.json",
         "host.invalid.reserved-label.json",
         "endpoint.invalid.no-mac.json",
         "service.invalid.no-right.json",
