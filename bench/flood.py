@@ -29,6 +29,9 @@ through it, right after it): evicted or re-created flows show as missing or with
 ids. After each trial the flood's flows are deleted through the API so that every trial
 starts from the same table.
 
+With --police P, the flood's workload interface (h1's t2w2) is given a policer of P
+packets/s through the API (GET and PUT back its interface) before the trials.
+
 Reports per condition: medians of TCP Gbit/s and the ratio to `quiet` (goal: flood ≥ 90%
 of quiet), UDP lost, the new-flow rate the generator reached (offered and sent per
 second) and what each ovrd did with it (flows created, refused by cause, drops by reason).
@@ -98,6 +101,18 @@ def set_flow_quotas(made, lab, settings):
                                    f"{logf.read_bytes()[offset:][-2000:].decode(errors='replace')}")
             time.sleep(0.1)
     lab.read_state()
+
+
+def police(lab, host, iface, pps):
+    """As an operator would: the interface's policer set through the API (GET, PUT back)."""
+    api = Api(lab.hosts[host]["socket"], timeout=10)
+    try:
+        path = f"/api/v1/interfaces/{iface}"
+        obj = api.call("GET", path)
+        obj["police"] = {"packets_per_second": pps}
+        api.call("PUT", path, obj)
+    finally:
+        api.close()
 
 
 def established(lab):
@@ -281,6 +296,9 @@ def main():
                     help="flows.network_quota in every host's configuration (0: none)")
     ap.add_argument("--setup-rate", type=int, default=200_000,
                     help="flows.setup_rate: new flows per second per interface (0: no limit)")
+    ap.add_argument("--police", type=int, default=0,
+                    help="a policer on the flood's workload interface (h1's t2w2) at this "
+                         "many packets/s (0: none)")
     ap.add_argument("--offload", choices=("xdp", "tc"), default=None)
     ap.add_argument("--ovrd-arg", action="append", default=[])
     ap.add_argument("--prefix", default="ovrfl", help="prefix of everything made (<= 8 chars)")
@@ -307,6 +325,9 @@ def main():
         log(f"flood: lab {lab.p} ({name}), flows settings {settings}")
         lab.up()
         set_flow_quotas(made, lab, settings)
+        if a.police:
+            police(lab, "h1", "t2w2", a.police)
+            log(f"flood: h1's t2w2 policed at {a.police} packets/s")
         clear_flows(lab)
         with open(out_dir / "trials.jsonl", "w") as out:
             for rnd in range(a.rounds):
@@ -337,7 +358,8 @@ def summarize(a, recs, settings):
         by.setdefault(r["condition"], []).append(r)
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     s = {"kind": "flood_summary", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv,
-         "flows_settings": settings, "versions": versions(a.ovrctl), "conditions": {}}
+         "flows_settings": settings, "police_pps": a.police or None,
+         "versions": versions(a.ovrctl), "conditions": {}}
     for cond, rs in by.items():
         c = {"trials": len(rs), "tcp_gbit": [round(r["tcp_gbit"], 3) for r in rs],
              "tcp_gbit_median": med([r["tcp_gbit"] for r in rs]),
