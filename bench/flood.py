@@ -110,7 +110,7 @@ def police(lab, host, iface, pps):
         path = f"/api/v1/interfaces/{iface}"
         obj = api.call("GET", path)
         obj["police"] = {"packets_per_second": pps}
-        api.call("PUT", path, obj)
+        api.call("PUT", path, json.dumps(obj))
     finally:
         api.close()
 
