@@ -14,17 +14,60 @@ use ovr_config::model::*;
 use ovr_tables::fasthash::FastMap;
 use std::hash::Hash;
 
-type RouteKey = (String, Prefix);
-type BridgeKey = (String, Mac);
+/// The positions of a section's entries by network and key, looked up with the
+/// network's name as `&str`: a `(String, K)` key would make a String for every lookup,
+/// and the incremental path looks up each entry of every batch (a withdrawn EVPN route's
+/// bridge entry among them). Labels have no network: theirs is "".
+#[derive(Debug, Clone)]
+struct Positions<K>(FastMap<String, FastMap<K, usize>>);
+
+impl<K> Default for Positions<K> {
+    fn default() -> Self {
+        Self(FastMap::default())
+    }
+}
+
+impl<K: Hash + Eq> Positions<K> {
+    fn get(&self, net: &str, k: &K) -> Option<usize> {
+        self.0.get(net)?.get(k).copied()
+    }
+
+    fn insert(&mut self, net: &str, k: K, i: usize) {
+        match self.0.get_mut(net) {
+            Some(m) => {
+                m.insert(k, i);
+            }
+            None => {
+                let mut m = FastMap::default();
+                m.insert(k, i);
+                self.0.insert(net.to_string(), m);
+            }
+        }
+    }
+
+    fn remove(&mut self, net: &str, k: &K) {
+        if let Some(m) = self.0.get_mut(net) {
+            m.remove(k);
+            if m.is_empty() {
+                self.0.remove(net);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.values().map(FastMap::len).sum()
+    }
+}
 
 /// The configuration and the position of every entry by key (hashed with the fast
 /// hasher: the incremental path reads these for every entry a batch changes).
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     config: Config,
-    routes: FastMap<RouteKey, usize>,
-    bridge: FastMap<BridgeKey, usize>,
-    labels: FastMap<u32, usize>,
+    routes: Positions<Prefix>,
+    bridge: Positions<Mac>,
+    labels: Positions<u32>,
 }
 
 /// How to take one applied change back.
@@ -40,28 +83,38 @@ pub enum Undo {
     Policy(usize, Option<Vec<RuleConfig>>),
 }
 
-fn index<K: Hash + Eq, T>(v: &[T], key: impl Fn(&T) -> K) -> FastMap<K, usize> {
-    v.iter().enumerate().map(|(i, x)| (key(x), i)).collect()
+fn index<K: Hash + Eq, T>(v: &[T], key: fn(&T) -> (&str, K)) -> Positions<K> {
+    let mut p = Positions::default();
+    for (i, x) in v.iter().enumerate() {
+        let (net, k) = key(x);
+        p.insert(net, k, i);
+    }
+    p
 }
 
-fn route_key(r: &RouteConfig) -> RouteKey {
-    (r.network.clone(), r.prefix)
+fn route_key(r: &RouteConfig) -> (&str, Prefix) {
+    (&r.network, r.prefix)
 }
 
-fn bridge_key(b: &BridgeConfig) -> BridgeKey {
-    (b.network.clone(), b.mac)
+fn bridge_key(b: &BridgeConfig) -> (&str, Mac) {
+    (&b.network, b.mac)
+}
+
+fn label_key(l: &LabelConfig) -> (&str, u32) {
+    ("", l.label)
 }
 
 /// An indexed section: its entries and where each key is.
 struct Indexed<'a, K, T> {
     v: &'a mut Vec<T>,
-    at: &'a mut FastMap<K, usize>,
-    key: fn(&T) -> K,
+    at: &'a mut Positions<K>,
+    key: fn(&T) -> (&str, K),
 }
 
 impl<K: Hash + Eq, T> Indexed<'_, K, T> {
     fn push(&mut self, x: T) {
-        self.at.insert((self.key)(&x), self.v.len());
+        let (net, k) = (self.key)(&x);
+        self.at.insert(net, k, self.v.len());
         self.v.push(x);
     }
 
@@ -71,16 +124,19 @@ impl<K: Hash + Eq, T> Indexed<'_, K, T> {
 
     fn pop(&mut self) -> Option<T> {
         let x = self.v.pop()?;
-        self.at.remove(&(self.key)(&x));
+        let (net, k) = (self.key)(&x);
+        self.at.remove(net, &k);
         Some(x)
     }
 
     /// Removes entry `i`; the last entry takes its place.
     fn take(&mut self, i: usize) -> T {
         let x = self.v.swap_remove(i);
-        self.at.remove(&(self.key)(&x));
+        let (net, k) = (self.key)(&x);
+        self.at.remove(net, &k);
         if let Some(moved) = self.v.get(i) {
-            self.at.insert((self.key)(moved), i);
+            let (net, k) = (self.key)(moved);
+            self.at.insert(net, k, i);
         }
         x
     }
@@ -91,8 +147,10 @@ impl<K: Hash + Eq, T> Indexed<'_, K, T> {
         let last = self.v.len() - 1;
         if i < last {
             self.v.swap(i, last);
-            self.at.insert((self.key)(&self.v[i]), i);
-            self.at.insert((self.key)(&self.v[last]), last);
+            for j in [i, last] {
+                let (net, k) = (self.key)(&self.v[j]);
+                self.at.insert(net, k, j);
+            }
         }
     }
 }
@@ -102,7 +160,7 @@ impl Model {
         Self {
             routes: index(&config.routes, route_key),
             bridge: index(&config.bridge, bridge_key),
-            labels: index(&config.labels, |l| l.label),
+            labels: index(&config.labels, label_key),
             config,
         }
     }
@@ -118,9 +176,9 @@ impl Model {
     /// Where the object with this key is in its section.
     pub fn find(&self, key: &Key) -> Option<usize> {
         match key {
-            Key::Route { network, prefix } => self.routes.get(&(network.clone(), *prefix)).copied(),
-            Key::Bridge { network, mac } => self.bridge.get(&(network.clone(), *mac)).copied(),
-            Key::Label { label } => self.labels.get(label).copied(),
+            Key::Route { network, prefix } => self.routes.get(network, prefix),
+            Key::Bridge { network, mac } => self.bridge.get(network, mac),
+            Key::Label { label } => self.labels.get("", label),
             _ => key.find(&self.config),
         }
     }
@@ -154,7 +212,7 @@ impl Model {
         })
     }
 
-    fn routes(&mut self) -> Indexed<'_, RouteKey, RouteConfig> {
+    fn routes(&mut self) -> Indexed<'_, Prefix, RouteConfig> {
         Indexed {
             v: &mut self.config.routes,
             at: &mut self.routes,
@@ -162,7 +220,7 @@ impl Model {
         }
     }
 
-    fn bridges(&mut self) -> Indexed<'_, BridgeKey, BridgeConfig> {
+    fn bridges(&mut self) -> Indexed<'_, Mac, BridgeConfig> {
         Indexed {
             v: &mut self.config.bridge,
             at: &mut self.bridge,
@@ -174,7 +232,7 @@ impl Model {
         Indexed {
             v: &mut self.config.labels,
             at: &mut self.labels,
-            key: |l| l.label,
+            key: label_key,
         }
     }
 

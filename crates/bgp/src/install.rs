@@ -401,21 +401,22 @@ fn nexthop_name(r: &Remote) -> String {
 }
 
 /// The change from an entry installed through `old` to one through `new`.
-fn entry_change(
-    old: Option<&Outcome>,
-    new: Option<&Outcome>,
+fn entry_change<'a>(
+    old: Option<&'a Outcome>,
+    new: Option<&'a Outcome>,
     entry: impl Fn(&String) -> Object,
     key: impl Fn() -> Key,
 ) -> Option<Change> {
-    let via = |o: Option<&Outcome>| match o {
-        Some(Outcome::Via(nh)) => Some(nh.clone()),
+    // Borrowed: a withdrawn entry needs no copy of the name it was installed through.
+    let via = |o: Option<&'a Outcome>| match o {
+        Some(Outcome::Via(nh)) => Some(nh),
         _ => None,
     };
     match (via(old), via(new)) {
         (None, None) => None,
         (Some(a), Some(b)) if a == b => None,
-        (Some(_), Some(b)) => Some(Change::Replace(entry(&b))),
-        (None, Some(b)) => Some(Change::Create(entry(&b))),
+        (Some(_), Some(b)) => Some(Change::Replace(entry(b))),
+        (None, Some(b)) => Some(Change::Create(entry(b))),
         (Some(_), None) => Some(Change::Delete(key())),
     }
 }

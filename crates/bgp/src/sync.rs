@@ -13,7 +13,7 @@
 use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use crate::install::{self, Layered, State};
-use crate::learnt::{Reach, Remote, Rib, importers};
+use crate::learnt::{Reach, Remote, Rib};
 use core::net::IpAddr;
 use ovr_agent::change::Change;
 use ovr_config::Config;
@@ -182,18 +182,20 @@ impl Installer {
                 if r.next_hop == ctx.own {
                     continue;
                 }
-                let nets = importers(&ctx.imports, r);
-                if nets.is_empty() {
+                // A network named by two of its targets comes twice: the sets keep it once.
+                let mut imported = false;
+                for net in r.targets.iter().filter_map(|t| ctx.imports.get(t)) {
+                    imported = true;
+                    macs.insert((net.clone(), *mac));
+                    if let Some(ip) = ip {
+                        hosts.insert((net.clone(), *ip));
+                    }
+                }
+                if !imported {
                     if add {
                         self.unimported += 1;
                     } else {
                         self.unimported = self.unimported.saturating_sub(1);
-                    }
-                }
-                for net in nets {
-                    macs.insert((net.clone(), *mac));
-                    if let Some(ip) = ip {
-                        hosts.insert((net.clone(), *ip));
                     }
                 }
             }

@@ -314,3 +314,44 @@ fn vxlan_is_meant_without_an_encapsulation_community() {
     }
     assert_eq!(decode(&p2).unwrap().encap, Encap::Vxlan);
 }
+
+proptest::proptest! {
+    /// The partial messages `decode` reads read what GoBGP's whole ones carry, field by
+    /// field, whatever the fields it skips hold.
+    #[test]
+    fn the_partial_messages_read_the_whole_ones_fields(
+        admin: String,
+        assigned: u32,
+        esi: Vec<u8>,
+        tag: u32,
+        mac: String,
+        ip: String,
+        labels: Vec<u32>,
+        next_hops: Vec<String>,
+        nlris: Vec<(String, Vec<u8>)>,
+    ) {
+        let rd = any(&api::RouteDistinguisherIpAddress { admin, assigned });
+        let whole = api::EvpnmacipAdvertisementRoute {
+            rd: Some(rd.clone()),
+            esi: Some(api::EthernetSegmentIdentifier { r#type: 1, value: esi }),
+            ethernet_tag: tag,
+            mac_address: mac.clone(),
+            ip_address: ip.clone(),
+            labels: labels.clone(),
+        };
+        let part: MacIpRoute = msg_as::<api::EvpnmacipAdvertisementRoute, _>(&any(&whole)).unwrap();
+        proptest::prop_assert_eq!(
+            part,
+            MacIpRoute { rd: Some(rd), ethernet_tag: tag, mac_address: mac, ip_address: ip, labels }
+        );
+        let whole = api::MpReachNlriAttribute {
+            family: Some(evpn_family()),
+            next_hops: next_hops.clone(),
+            nlris: nlris.into_iter().map(|(type_url, value)| Any { type_url, value }).collect(),
+        };
+        let part: MpReachNextHops = msg_as::<api::MpReachNlriAttribute, _>(&any(&whole)).unwrap();
+        proptest::prop_assert_eq!(part.next_hops, next_hops);
+        // Another message's name is not read as this one.
+        proptest::prop_assert!(msg_as::<api::NextHopAttribute, MpReachNextHops>(&any(&whole)).is_none());
+    }
+}
