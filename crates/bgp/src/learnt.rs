@@ -395,18 +395,6 @@ fn forget<K: core::hash::Hash + Eq>(
     }
 }
 
-/// The networks of `imports` that import `route`.
-pub fn importers<'a>(
-    imports: &'a BTreeMap<RouteTarget, String>,
-    route: &Route,
-) -> BTreeSet<&'a String> {
-    route
-        .targets
-        .iter()
-        .filter_map(|t| imports.get(t))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
