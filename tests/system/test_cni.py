@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import pathlib
 import subprocess
+import time
 
 import pytest
 
@@ -208,6 +209,43 @@ def test_networks_are_isolated_and_the_runtime_picks_mac_and_address(cl, plugin)
                                               ns=made[2][1], check=False).returncode == 0, 10)
         assert sh("ping", "-c", "3", "-i", "0.2", "-W", "1", r1, ns=made[2][1],
                   check=False).returncode != 0, "blue reached red"
+    finally:
+        for cid, ns, c, _ in made:
+            assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)
+    assert cl.etcd_keys("/ovr/v1/ports/") == [] and cl.etcd_keys("/ovr/ipam/v1/") == []
+
+
+def test_a_policed_container_sends_no_more_than_its_rate(cl, plugin):
+    """`police` in the network configuration reaches the port and ovrd's interface; a
+    container pinging at 100/s gets through about its burst and its rate, the rest
+    counted as `policed` on its host."""
+    made = []
+    try:
+        policed = conf(cl, 1, police={"packetsPerSecond": 10, "burst": 5})
+        for cid, host, c in (("ctr-p1", 1, policed), ("ctr-q2", 2, conf(cl, 2))):
+            ns = cl.lab.ns(cid)
+            st, r = cni(plugin, "ADD", c, cid, f"/var/run/netns/{ns}")
+            assert st == 0, r
+            made.append((cid, ns, c, r))
+        port = json.loads(cl.etcd.ctl("get", "--print-value-only",
+                                      "/ovr/v1/ports/h1/ctr-p1-eth0").stdout)
+        assert port["police"] == {"packets_per_second": 10, "burst": 5}, port
+        h1 = cl.hosts[1]
+        until("the policed interface on h1", lambda: h1.get(
+            f"/api/v1/interfaces/{port['interface']}").get("police") ==
+            {"packets_per_second": 10, "burst": 5}, 10)
+        q2 = made[1][3]["ips"][0]["address"].split("/")[0]
+        until("p1 reaches q2", lambda: sh("ping", "-c", "1", "-W", "1", q2, ns=made[0][1],
+                                          check=False).returncode == 0, 10)
+        time.sleep(1)  # the bucket full again
+        before = h1.get("/api/v1/counters")["drops"].get("policed", 0)
+        out = sh("ping", "-c", "200", "-i", "0.01", "-W", "1", "-q", q2, ns=made[0][1],
+                 check=False).stdout
+        got = int(out.split(" received")[0].rsplit(",", 1)[1])
+        # About 2 s at 100/s: the burst of 5 and 10/s pass (ARP rides the same bucket).
+        assert 10 <= got <= 40, out
+        policed_now = h1.get("/api/v1/counters")["drops"].get("policed", 0) - before
+        assert policed_now >= 200 - got - 5, (policed_now, out)
     finally:
         for cid, ns, c, _ in made:
             assert cni(plugin, "DEL", c, cid, f"/var/run/netns/{ns}") == (0, None)

@@ -68,6 +68,15 @@ pub struct RuntimeConfig {
     pub ips: Vec<String>,
 }
 
+/// `police`: `{"packetsPerSecond": N, "burst": B}` (burst optional).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Police {
+    pub packets_per_second: u32,
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
 /// One attachment GC must keep.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Attachment {
@@ -98,6 +107,10 @@ pub struct NetConf {
     pub prev_result: Option<Value>,
     #[serde(default)]
     pub runtime_config: RuntimeConfig,
+    /// A packet-rate policer on every container interface of this network (the port's
+    /// `police`): frames the container sends over the rate are dropped by ovr.
+    #[serde(default)]
+    pub police: Option<Police>,
     /// GC: what to keep.
     #[serde(default, rename = "cni.dev/valid-attachments")]
     pub valid_attachments: Option<Vec<Attachment>>,
@@ -246,6 +259,13 @@ pub fn netconf(command: Command, raw: &[u8]) -> Result<NetConf, CniError> {
             "mtu: {m} is not an MTU (68 to 65535)"
         )));
     }
+    if let Some(p) = conf.police
+        && (p.packets_per_second == 0 || p.burst == Some(0))
+    {
+        return Err(error::config(
+            "police: packetsPerSecond and burst are at least 1 (leave \"police\" out for no limit)",
+        ));
+    }
     if let Some(ipam) = &conf.ipam
         && ipam.get("type").and_then(Value::as_str).is_none()
     {
@@ -334,6 +354,19 @@ mod tests {
         assert_eq!(c.ipam_type(), Some("ovr"));
         assert_eq!(c.runtime_config.mac.as_deref(), Some("02:00:00:00:00:09"));
         assert_eq!(c.runtime_config.ips, ["10.1.0.9/24"]);
+        assert_eq!(c.police, None);
+        let policed = CONF.replace(
+            r#""mtu":1400,"#,
+            r#""mtu":1400,"police":{"packetsPerSecond":20000},"#,
+        );
+        let c = netconf(Command::Add, policed.as_bytes()).unwrap();
+        assert_eq!(
+            c.police,
+            Some(Police {
+                packets_per_second: 20000,
+                burst: None
+            })
+        );
         let gc = r#"{"cniVersion":"1.1.0","name":"n","type":"ovr-cni","network":"red",
             "cni.dev/valid-attachments":[{"containerID":"c1","ifname":"eth0"}]}"#;
         let c = netconf(Command::Gc, gc.as_bytes()).unwrap();
@@ -370,6 +403,20 @@ mod tests {
             ),
             code::INVALID_CONFIG
         );
+        for police in [
+            r#"{"packetsPerSecond":0}"#,
+            r#"{"packetsPerSecond":10,"burst":0}"#,
+            r#"{"pps":10}"#,
+        ] {
+            assert_eq!(
+                code_of(
+                    Command::Add,
+                    &format!(r#"{base},"network":"r","police":{police}}}"#)
+                ),
+                code::INVALID_CONFIG,
+                "{police}"
+            );
+        }
         assert_eq!(
             code_of(
                 Command::Add,

@@ -371,13 +371,19 @@ async fn add_steps(
             meta.insert(m.to_string(), v.clone());
         }
     }
-    let port = json!({
+    let mut port = json!({
         "network": conf.network,
         "mac": names::format_mac(&p.mac),
         "ips": addrs.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>(),
         "interface": p.host_if,
         "metadata": meta,
     });
+    if let Some(police) = conf.police {
+        port["police"] = json!({
+            "packets_per_second": police.packets_per_second,
+            "burst": police.burst,
+        });
+    }
     done.push(Done::Port);
     api(&cx.to, "PUT", &cx.port_path(&p.port), Some(&port))
         .map_err(|e| error::ovrd("writing the port", e))?;
