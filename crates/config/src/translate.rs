@@ -115,7 +115,8 @@ pub(crate) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> R<T> {
     Err(ConfigError::invalid(path.into(), msg.into()))
 }
 
-/// An interface's policer, checked at its fields.
+/// An interface's policer, checked at its fields (burst by default the dataplane's, as
+/// for the new-flow limit).
 fn police(path: &str, p: PoliceConfig) -> R<Police> {
     if p.packets_per_second == 0 {
         return err(
@@ -123,15 +124,14 @@ fn police(path: &str, p: PoliceConfig) -> R<Police> {
             "at least 1 (leave 'police' out for no limit)",
         );
     }
-    let burst = p
-        .burst
-        .unwrap_or_else(|| (p.packets_per_second / 10).max(64));
-    if burst == 0 {
+    if p.burst == Some(0) {
         return err(format!("{path}.police.burst"), "at least 1 packet");
     }
     Ok(Police {
         packets_per_second: p.packets_per_second,
-        burst,
+        burst: p
+            .burst
+            .unwrap_or_else(|| ovr_dataplane::rate::default_burst(p.packets_per_second)),
     })
 }
 
