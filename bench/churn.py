@@ -41,6 +41,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from suite import PORT, Ovr, claim, log, sh, start_time, stop_pid  # noqa: E402
+from system.procfs import rss_kib  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -96,13 +97,6 @@ def route_batches(kind, n, b, nexthop, network="red", first=0):
                                                  "nexthop": nexthop}}})
         out.append(json.dumps({"changes": changes}).encode())
     return out
-
-
-def rss_mib(pid):
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def ovrd_bin(a):
@@ -162,7 +156,7 @@ def rate(a, made, out):
                 bodies = route_batches(kind, n, b, nh)
                 rec[kind] = phase(api, bodies, n)
                 if kind == "replace":
-                    rec["rss_mib"] = rss_mib(p.pid)
+                    rec["rss_mib"] = (rss_kib(p.pid) or 0) / 1024
                     # What a change that takes the whole way costs with N routes (and what
                     # every change cost before entries were translated alone).
                     body = json.dumps({"changes": [{"replace": {"nexthop": {

@@ -24,11 +24,14 @@ Goals (issue 21): full sync ≤ 5 s, RSS ≤ 200 MB, ≥ 10,000 endpoint changes
 import argparse
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
+sys.path.insert(0, str(ROOT / "tests"))
+from system.procfs import rss_kib  # noqa: E402
 
 
 def run(*args, check=True, timeout=600):
@@ -66,10 +69,7 @@ class Lab:
 
 
 def rss_mb(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return (rss_kib(pid) or 0) / 1024
 
 
 def wait_applied(lab, revision, timeout=120):

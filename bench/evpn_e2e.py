@@ -44,7 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from system.evpn_router import VTEPS, RouterLab, cpu_seconds  # noqa: E402
+from system.evpn_router import VTEPS, RouterLab  # noqa: E402
+from system.procfs import cpu_seconds  # noqa: E402
 from system.evpn_frr import FrrLab  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"

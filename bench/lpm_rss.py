@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import RATE_CONFIG, Api, route_batches  # noqa: E402
-from soak import rss_kib  # noqa: E402
+from system.procfs import rss_kib  # noqa: E402
 
 
 def mappings(pid, min_kib=32 * 1024):

@@ -38,7 +38,6 @@ killed run left.
 import argparse
 import http.client
 import json
-import os
 import pathlib
 import re
 import signal
@@ -50,6 +49,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from churn import ROUTER_MAC, Api, Churn, prepare_churn  # noqa: E402
 from suite import PORT, Cleanup, Ovr, claim, log, start_time, stop_pid, versions  # noqa: E402
+from system.procfs import cpu_seconds, rss_kib  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -71,25 +71,6 @@ def on_stop_signals():
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-
-
-def cpu_s(pid):
-    """The CPU time (user + system) process `pid` used so far, in seconds."""
-    try:
-        f = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid):
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 class Watch:
@@ -121,7 +102,7 @@ class Watch:
             api.close()
 
     def sample(self):
-        rec = {"host": self.name, "rss_kib": rss_kib(self.pid), "cpu_s": cpu_s(self.pid),
+        rec = {"host": self.name, "rss_kib": rss_kib(self.pid), "cpu_s": cpu_seconds(self.pid),
                "log": self.new_log_lines()}
         try:
             rec["counters"] = self.counters()

@@ -37,6 +37,8 @@ import time
 from report import LABELS, LOSS_OK, SYSTEMS, summarize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from system.procfs import cpu_seconds, start_time  # noqa: E402
 # How each ovr variant's lab is brought up: ovrd's driver, and whether the workloads
 # keep their checksum/segmentation offloads (AF_XDP needs complete frames).
 OVR_LAB_ARGS = {
@@ -136,13 +138,6 @@ class Made:
         if self.path.exists():
             self.path.unlink()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def start_time(pid):
-    try:
-        return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def stop_pid(pid, started, what):
@@ -371,14 +366,6 @@ def wait_path(p, limit=10):
 # CPU accounting
 
 
-def proc_ticks(pid):
-    try:
-        f = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(f[11]) + int(f[12])  # utime + stime
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def cpu_snapshot(system):
     stat = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -386,7 +373,7 @@ def cpu_snapshot(system):
         "irq": int(stat[5]), "softirq": int(stat[6]),
         "busy": sum(int(x) for x in stat[:8]) - int(stat[3]) - int(stat[4]),
         "tools": ru.ru_utime + ru.ru_stime,
-        "fwd": sum(proc_ticks(p) for p in system.forwarder_pids()),
+        "fwd": sum(cpu_seconds(p) or 0 for p in system.forwarder_pids()),
     }
 
 
@@ -394,7 +381,7 @@ def cpu_delta(a, b):
     hz = os.sysconf("SC_CLK_TCK")
     d = {
         "softirq_s": (b["softirq"] + b["irq"] - a["softirq"] - a["irq"]) / hz,
-        "fwd_proc_s": (b["fwd"] - a["fwd"]) / hz,
+        "fwd_proc_s": b["fwd"] - a["fwd"],
         "tools_s": b["tools"] - a["tools"],  # the generator's and the sink's own time
         "machine_busy_s": (b["busy"] - a["busy"]) / hz,
     }

@@ -60,13 +60,6 @@ def route(i):
             "vtep": VTEPS[m % len(VTEPS)]}
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of process `pid` so far (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class HostLab:
     """ovr's side of these labs: the host, its ovrd driving its own gobgpd peered with the
     router over `mgmt`, and its workload. A subclass makes the router's side (`_router`:

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system import procfs
 from system.overlay_lab import OverlayLab, sh
 
 W2_IP = "10.1.0.21"
@@ -92,11 +93,7 @@ def settle_neighbours(lab):
 
 def gone(pid):
     """Exited (a zombie not yet reaped by whoever inherited it counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    return procfs.state(pid) in (None, "Z")
 
 
 @pytest.mark.parametrize("hook", ["xdp", "tc"])

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.procfs import cpu_seconds
 
 OVRCTL = ROOT / "target" / "debug" / "ovrctl"
 
@@ -157,13 +158,6 @@ def worker_threads(pid):
 def allowed_cpus(task):
     return next(line.split(":", 1)[1].strip() for line in (task / "status").read_text().splitlines()
                 if line.startswith("Cpus_allowed_list"))
-
-
-def cpu_seconds(task):
-    """CPU time (user + system, seconds) a thread has used so far."""
-    # Fields after the parenthesised name: utime and stime are the 12th and 13th.
-    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.mark.parametrize("lab", ["vxlan"], indirect=True)
