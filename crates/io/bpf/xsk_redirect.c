@@ -5,8 +5,11 @@
 // The program is frags-aware ("xdp.frags") only so that it may be attached to a veth
 // whose peer has a jumbo MTU; a frame larger than one UMEM chunk is dropped by the
 // kernel at the socket and counted there (XDP_STATISTICS rx_dropped).
+//
+// A policed interface's frames over its rate are dropped here first (police.h).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include "police.h"
 
 // One entry per receive queue of the interface this copy of the program is attached to.
 struct {
@@ -19,6 +22,8 @@ struct {
 SEC("xdp.frags")
 int ovr_xsk_redirect(struct xdp_md *ctx)
 {
+    if (!ovr_police_pass(bpf_xdp_get_buff_len(ctx)))
+        return XDP_DROP;
     return bpf_redirect_map(&ovr_xsks, ctx->rx_queue_index, XDP_PASS);
 }
 

@@ -20,10 +20,14 @@
 //! receives them as one, as from GRO, and the kernel cuts them again where a device needs.
 //! On the underlay, runs of tunnel datagrams toward one peer go the same way, as one
 //! frame with UDP segmentation offload (`coalesce_datagrams`, see `Driver::join_datagrams`).
+//!
+//! A policed interface's sockets get the socket filters of bpf/police.c (`police`),
+//! which drop frames over the rate before they are copied into the ring.
 
-use crate::{Driver, DriverKind, DriverStats, IoError, sys};
+use crate::police::SocketPolicer;
+use crate::{Driver, DriverKind, DriverStats, IoError, Rate, sys};
 use ovr_wire::offload::{self, Joined, VNET_HDR_LEN};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 /// Frames received into the ring's slots: room for a 1500-byte MTU frame, its
 /// virtio-net header and the ring's own header (larger frames take the socket's queue).
@@ -56,11 +60,16 @@ pub struct AfPacket {
     batch: usize,
     tx: Tx,
     pub stats: DriverStats,
+    /// Loaded the first time the interface is policed, then kept (a policer removed is
+    /// one of no rate).
+    policer: Option<SocketPolicer>,
 }
 
 /// One receiving socket and its ring.
 struct Rx {
     fd: OwnedFd,
+    /// What it is bound to take.
+    what: sys::Receive,
     ring: sys::RxRing,
     /// The next slot to read.
     next: usize,
@@ -203,6 +212,7 @@ impl AfPacket {
                 })?;
             rx.push(Rx {
                 fd,
+                what,
                 ring,
                 next: 0,
                 large: Vec::new(),
@@ -216,6 +226,7 @@ impl AfPacket {
             batch,
             tx: Tx::default(),
             stats: DriverStats::default(),
+            policer: None,
         })
     }
 
@@ -452,7 +463,31 @@ impl Driver for AfPacket {
                 self.stats.rx_dropped += u64::from(dropped);
             }
         }
+        if let Some(p) = &self.policer {
+            (self.stats.rx_policed, self.stats.rx_policed_bytes) = p.dropped();
+        }
         self.stats
+    }
+
+    fn police(&mut self, rate: Option<Rate>) -> Result<bool, IoError> {
+        let err = |(op, message)| IoError::Setup {
+            name: self.name.clone(),
+            op,
+            message,
+        };
+        match &mut self.policer {
+            Some(p) => p.set(rate).map_err(err)?,
+            None if rate.is_none() => {}
+            None => {
+                let sockets: Vec<_> = self
+                    .rx
+                    .iter()
+                    .map(|rx| (rx.fd.as_fd(), rx.what == sys::Receive::AllButIpv4))
+                    .collect();
+                self.policer = Some(SocketPolicer::attach(&sockets, rate).map_err(err)?);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -468,6 +503,35 @@ mod tests {
         f
     }
 
+    /// Twenty frames of each of three EtherTypes (IPv4, ARP, IPv6), all different.
+    fn three_kinds() -> Vec<Vec<u8>> {
+        [0x0800u16, 0x0806, 0x86dd]
+            .iter()
+            .flat_map(|&t| (0..20u8).map(move |i| frame(t, i)))
+            .collect()
+    }
+
+    /// Sends `frames` on loopback and returns what `rx` received of them in `wait`.
+    fn loop_through(
+        rx: &mut AfPacket,
+        frames: &[Vec<u8>],
+        wait: std::time::Duration,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let mut tx = PacketSender::open("lo").map_err(|e| e.to_string())?;
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        tx.send(&refs).map_err(|e| e.to_string())?;
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline {
+            rx.recv(&mut |frames| {
+                got.extend(frames.map(|f| f[VNET_HDR_LEN..].to_vec()));
+            })
+            .map_err(|e| e.to_string())?;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(got)
+    }
+
     /// Behind a TC program the interface is read by two sockets (IPv4 after TC, the
     /// rest before it): every frame sent on loopback, of three EtherTypes, is received
     /// exactly once, whole. (Without a program, TC lets everything through.)
@@ -476,22 +540,8 @@ mod tests {
         let run = || -> Result<(), String> {
             sys::private_netns().map_err(|e| e.to_string())?;
             let mut rx = AfPacket::open_behind_tc("lo", 64).map_err(|e| e.to_string())?;
-            let mut tx = PacketSender::open("lo").map_err(|e| e.to_string())?;
-            let sent: Vec<Vec<u8>> = [0x0800u16, 0x0806, 0x86dd]
-                .iter()
-                .flat_map(|&t| (0..20u8).map(move |i| frame(t, i)))
-                .collect();
-            let refs: Vec<&[u8]> = sent.iter().map(|f| f.as_slice()).collect();
-            tx.send(&refs).map_err(|e| e.to_string())?;
-            let mut got: Vec<Vec<u8>> = Vec::new();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-            while std::time::Instant::now() < deadline {
-                rx.recv(&mut |frames| {
-                    got.extend(frames.map(|f| f[VNET_HDR_LEN..].to_vec()));
-                })
-                .map_err(|e| e.to_string())?;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            let sent = three_kinds();
+            let got = loop_through(&mut rx, &sent, std::time::Duration::from_secs(2))?;
             let (mut want, mut have) = (sent.clone(), got.clone());
             want.sort();
             have.sort();
@@ -506,5 +556,63 @@ mod tests {
         };
         let r = std::thread::spawn(run).join();
         assert!(matches!(r, Ok(Ok(()))), "{r:?}");
+    }
+
+    /// A policed socket (and, behind TC, both sockets, over one bucket) takes the burst
+    /// of 60 frames sent at once and no more, each at most once; the kernel counts the
+    /// rest. With the policer removed, everything passes again.
+    #[test]
+    fn the_kernel_polices_before_the_ring() {
+        let run = |behind_tc: bool| -> Result<(), String> {
+            sys::private_netns().map_err(|e| e.to_string())?;
+            let mut rx = if behind_tc {
+                AfPacket::open_behind_tc("lo", 64)
+            } else {
+                AfPacket::open("lo", 64)
+            }
+            .map_err(|e| e.to_string())?;
+            let rate = Rate {
+                packets_per_second: 1,
+                burst: 10,
+            };
+            if !rx.police(Some(rate)).map_err(|e| e.to_string())? {
+                return Err("no policer in the kernel".into());
+            }
+            let sent = three_kinds();
+            let wait = std::time::Duration::from_millis(300);
+            let got = loop_through(&mut rx, &sent, wait)?;
+            let s = rx.stats();
+            let mut once = got.clone();
+            once.sort();
+            once.dedup();
+            let bytes = (sent.len() - 10) as u64 * sent[0].len() as u64;
+            if got.len() != 10
+                || once.len() != 10
+                || s.rx_policed != 50
+                || s.rx_policed_bytes != bytes
+            {
+                return Err(format!(
+                    "received {} ({} different), policed {} ({} bytes)",
+                    got.len(),
+                    once.len(),
+                    s.rx_policed,
+                    s.rx_policed_bytes
+                ));
+            }
+            rx.police(None).map_err(|e| e.to_string())?;
+            let got = loop_through(&mut rx, &sent, wait)?;
+            if got.len() != sent.len() || rx.stats().rx_policed != 50 {
+                return Err(format!(
+                    "unpoliced: received {} of {}",
+                    got.len(),
+                    sent.len()
+                ));
+            }
+            Ok(())
+        };
+        for behind_tc in [false, true] {
+            let r = std::thread::spawn(move || run(behind_tc)).join();
+            assert!(matches!(r, Ok(Ok(()))), "behind TC: {behind_tc}: {r:?}");
+        }
     }
 }

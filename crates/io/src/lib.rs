@@ -11,6 +11,9 @@
 //! - memif (`memif`): shared-memory rings with a network function (libmemif, VPP,
 //!   DPDK), through `ovr_memif`; no kernel interface at all.
 //!
+//! The two kernel drivers can also police an interface's frames in the kernel, before
+//! ovr reads them (`police`, [`Driver::police`]).
+//!
 //! System calls and shared memory are confined to `sys` and `af_xdp::umem`, the only
 //! modules allowed `unsafe`; the rest is ordinary safe code.
 #![deny(unsafe_code)]
@@ -18,10 +21,12 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod memif;
+mod police;
 mod sys;
 
 pub use af_packet::AfPacket;
 pub use af_xdp::AfXdp;
+pub use police::Rate;
 pub use sys::die_of_sigpipe;
 
 use std::os::fd::RawFd;
@@ -38,8 +43,9 @@ pub enum IoError {
         #[source]
         source: std::io::Error,
     },
+    /// Setting up what is not a socket (a BPF program or map, a memif connection).
     #[error("interface '{name}': {op}: {message}")]
-    Xdp {
+    Setup {
         name: String,
         op: &'static str,
         message: String,
@@ -60,6 +66,10 @@ pub struct DriverStats {
     /// Large frames sent in place of runs of TCP segments (counted in `tx_frames` as
     /// the segments they hold).
     pub tx_joined: u64,
+    /// Frames, and their bytes, the kernel dropped as over the interface's rate
+    /// ([`Driver::police`]); not in `rx_frames`.
+    pub rx_policed: u64,
+    pub rx_policed_bytes: u64,
 }
 
 /// Which driver runs an interface.
@@ -113,6 +123,13 @@ pub trait Driver {
     }
     /// The counters, including those the kernel keeps for the driver's sockets.
     fn stats(&mut self) -> DriverStats;
+    /// Polices received frames in the kernel at `rate` from now on (None: not at all),
+    /// dropping those over it before ovr reads them. Ok(false): this driver cannot
+    /// (the caller polices what it receives itself).
+    fn police(&mut self, rate: Option<Rate>) -> Result<bool, IoError> {
+        let _ = rate;
+        Ok(false)
+    }
 }
 
 /// The index of interface `name` in this network namespace, if it exists.

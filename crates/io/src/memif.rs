@@ -43,7 +43,7 @@ fn handle(cfg: &Config) -> Result<Arc<Handle>, IoError> {
     {
         return Ok(h);
     }
-    let h = Arc::new(r.manager.add(cfg.clone()).map_err(|e| IoError::Xdp {
+    let h = Arc::new(r.manager.add(cfg.clone()).map_err(|e| IoError::Setup {
         name: cfg.name.clone(),
         op: "memif",
         message: crate::error_chain(&e),
@@ -181,7 +181,7 @@ impl Driver for Memif {
             rx_dropped: s.rx.dropped + s.rx.bad.iter().sum::<u64>(),
             tx_frames: s.tx.frames,
             tx_dropped: s.tx.dropped + s.tx.bad.iter().sum::<u64>(),
-            tx_joined: 0,
+            ..DriverStats::default()
         }
     }
 }

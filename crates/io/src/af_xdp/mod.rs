@@ -13,7 +13,7 @@
 mod program;
 mod umem;
 
-use crate::{Driver, DriverKind, DriverStats, IoError, XskSlots, sys};
+use crate::{Driver, DriverKind, DriverStats, IoError, Rate, XskSlots, sys};
 use std::num::NonZeroU32;
 use std::os::fd::RawFd;
 use umem::Area;
@@ -36,12 +36,14 @@ const TX_RING: u32 = 2048;
 
 /// One interface opened with AF_XDP.
 pub struct AfXdp {
+    name: String,
     ifindex: u32,
     batch: u32,
     queues: Vec<Queue>,
     /// Declared after the sockets: the program is detached once they are closed. None
-    /// when the program is shared (the offload's, owned by its caller).
-    _program: Option<program::Attached>,
+    /// when the program is shared (the offload's, owned by its caller). It also polices
+    /// the interface (`Driver::police`).
+    program: Option<program::Attached>,
     stats: DriverStats,
 }
 
@@ -64,7 +66,7 @@ struct Queue {
 }
 
 fn xdp_err(name: &str, op: &'static str, message: impl ToString) -> IoError {
-    IoError::Xdp {
+    IoError::Setup {
         name: name.to_string(),
         op,
         message: message.to_string(),
@@ -108,10 +110,11 @@ impl AfXdp {
             queues.push(queue);
         }
         Ok(Self {
+            name: name.to_string(),
             ifindex,
             batch: batch.clamp(1, RX_CHUNKS as usize) as u32,
             queues,
-            _program: program,
+            program,
             stats: DriverStats::default(),
         })
     }
@@ -353,6 +356,20 @@ impl Driver for AfXdp {
                 s.tx_dropped += k.tx_invalid_descs;
             }
         }
+        if let Some(p) = &self.program {
+            (s.rx_policed, s.rx_policed_bytes) = p.policed();
+        }
         s
+    }
+
+    /// By the driver's own XDP program; the fast path's shared one does not police.
+    fn police(&mut self, rate: Option<Rate>) -> Result<bool, IoError> {
+        match &mut self.program {
+            Some(p) => p
+                .police(rate)
+                .map(|()| true)
+                .map_err(|(op, m)| xdp_err(&self.name, op, m)),
+            None => Ok(false),
+        }
     }
 }

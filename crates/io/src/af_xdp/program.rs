@@ -1,8 +1,9 @@
 //! The XDP program that steers an interface's frames into ovr's AF_XDP sockets
 //! (bpf/xsk_redirect.c, built by build.rs), loaded with aya: one copy per interface, so
-//! that each interface has its own socket map keyed by receive queue.
+//! that each interface has its own socket map keyed by receive queue, and its own
+//! policer (bpf/police.h).
 
-use crate::error_chain;
+use crate::{Rate, error_chain, police};
 use aya::Ebpf;
 use aya::maps::XskMap;
 use aya::programs::{Xdp, XdpMode};
@@ -46,5 +47,15 @@ impl Attached {
             .map_err(|e: aya::maps::MapError| ("XSK map type", e.to_string()))?;
         xsks.set(queue, fd, 0)
             .map_err(|e| ("insert socket into XSK map", error_chain(&e)))
+    }
+
+    /// Polices the interface's frames at `rate` (None: not at all) before redirecting.
+    pub fn police(&mut self, rate: Option<Rate>) -> Result<(), (&'static str, String)> {
+        police::set(&mut self.ebpf, rate)
+    }
+
+    /// Frames and bytes the policer dropped.
+    pub fn policed(&self) -> (u64, u64) {
+        police::dropped(&self.ebpf)
     }
 }
