@@ -65,6 +65,9 @@ pub struct Pipeline {
     pub taps: Taps,
     /// Per receiving interface, what its policer (`Interface::police`) lets in.
     policers: PerInterface,
+    /// By interface id: the interface's driver polices it in the kernel, before its
+    /// frames get here (`police_in_kernel`).
+    kernel_policed: Vec<bool>,
 }
 
 /// Where a received frame enters the graph: node, VRF, receiving interface.
@@ -93,7 +96,30 @@ impl Pipeline {
             aged_at: None,
             taps: Taps::default(),
             policers: PerInterface::default(),
+            kernel_policed: Vec::new(),
         }
+    }
+
+    /// The interfaces whose policer the kernel applies from now on (all others' policers
+    /// are this pipeline's own): their frames arrive within the rate.
+    pub fn police_in_kernel(&mut self, ids: impl IntoIterator<Item = InterfaceId>) {
+        self.kernel_policed.clear();
+        for id in ids {
+            let i = id.0 as usize;
+            if self.kernel_policed.len() <= i {
+                self.kernel_policed.resize(i + 1, false);
+            }
+            self.kernel_policed[i] = true;
+        }
+    }
+
+    /// Counts frames the kernel policed on interface `rx` as the pipeline's own policer
+    /// counts those it drops: received, and dropped as `policed`.
+    pub fn count_policed_in_kernel(&mut self, rx: InterfaceId, frames: u64, bytes: u64) {
+        let c = self.cx.interface_counters(rx.0);
+        c.rx_packets += frames;
+        c.rx_bytes += bytes;
+        self.cx.count_drops(Reason::Policed, frames);
     }
 
     /// Takes frames received on interface `rx` into buffers and queues them. Frames on
@@ -199,6 +225,9 @@ impl Pipeline {
     /// The rate and burst of the interface's policer in this worker: the interface's
     /// flows, and so its frames, are split between the workers (`Settings::shards`).
     fn police_of(&self, st: &ForwardingState, rx: InterfaceId) -> Option<(u32, u32)> {
+        if self.kernel_policed.get(rx.0 as usize) == Some(&true) {
+            return None;
+        }
         let p = st.interface(rx)?.police?;
         let n = self.cx.settings.shards.max(1);
         Some((p.packets_per_second.div_ceil(n), p.burst.div_ceil(n)))

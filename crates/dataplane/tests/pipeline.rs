@@ -251,6 +251,36 @@ fn a_policed_interface_lets_in_its_burst_then_its_rate_and_counts_the_rest() {
 }
 
 #[test]
+fn an_interface_policed_in_the_kernel_is_not_policed_again_and_its_drops_are_counted() {
+    let (mut w, r) = setup();
+    let mut vm = r.enter().unwrap().interface(VM).unwrap().clone();
+    vm.police = Some(Police {
+        packets_per_second: 150,
+        burst: 100,
+    });
+    w.commit(vec![TableOp::UpsertInterface(vm)]).unwrap();
+    let mut pipe = Pipeline::new(Settings::default());
+    pipe.police_in_kernel([VM]);
+    // What the kernel let through is all forwarded.
+    assert_eq!(
+        send(&mut pipe, &r, 300).iter().filter(|m| **m != 0).count(),
+        300
+    );
+    // What it dropped is counted as received, and as policed.
+    pipe.count_policed_in_kernel(VM, 50, 50 * 60);
+    let snap = pipe.snapshot(|_| None);
+    assert_eq!(snap.drops.get("policed"), Some(&50));
+    let c = snap.interfaces.iter().find(|i| i.id == VM.0).unwrap();
+    assert_eq!(c.rx_packets, 350);
+    // The kernel no longer polices it: this pipeline does again.
+    pipe.police_in_kernel([]);
+    assert_eq!(
+        send(&mut pipe, &r, 300).iter().filter(|m| **m != 0).count(),
+        100
+    );
+}
+
+#[test]
 fn a_networks_flow_quota_follows_the_tables_and_is_split_between_workers() {
     let (mut w, r) = setup();
     // Two workers: this one holds half of red's quota of 10 flows (a flow towards a
