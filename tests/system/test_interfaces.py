@@ -10,6 +10,7 @@ vxlan device (VNI 100) with 10.1.0.9, as in test_ovrd_kernel_vxlan.py.
 
 import json
 import pathlib
+import re
 import subprocess
 import time
 
@@ -170,6 +171,63 @@ def test_an_interface_added_through_the_api_is_attached_and_let_go_when_deleted(
         ovrd.wait_for("attached interface=vm1", count=2)
         ok = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.9", ns=vm, check=False)
         assert ok.returncode == 0, ok.stdout + ovrd.text()
+    finally:
+        if ovrd:
+            ovrd.stop()
+        lab.close()
+
+
+def test_a_policed_workload_is_policed_in_the_kernel(tmp_path, driver):
+    """Both drivers drop a policed workload's frames over its rate in the kernel, before
+    ovrd reads them (AF_XDP in its XDP program, AF_PACKET in a socket filter); ovrd
+    still counts them as received and as `policed`. Removed, the policer lets everything
+    through again."""
+    lab = Lab("q")
+    ovrd = None
+    try:
+        a, vm = lab.ns("a"), lab.ns("vm1")
+        kernel_vxlan_host(lab, a)
+        lab.veth(a, "vm1", vm, "eth0", None, VM1_MAC)
+        sh("ip", "addr", "add", "10.1.0.5/24", "dev", "eth0", ns=vm)
+        sh("ethtool", "-K", "eth0", "tx", "off", ns=vm)
+        cfg = tmp_path / "a.yaml"
+        cfg.write_text(config("workload"))
+        ovrd = Ovrd(a, tmp_path / "ovrd.log", "--config", cfg, "--driver", driver)
+        ctl = [str(binary("ovr-cli", "ovrctl")), "--socket", str(ovrd.socket)]
+
+        def api(*args):
+            return json.loads(sh(*ctl, "--json", *args).stdout or "{}")
+
+        def pings(n, interval):
+            r = sh("ping", "-c", str(n), "-i", str(interval), "-W", "1", "-q", "10.1.0.9",
+                   ns=vm, check=False)
+            return int(re.search(r"(\d+) received", r.stdout).group(1))
+
+        def counted():
+            time.sleep(0.5)  # ovrd takes the kernel's counts every 200 ms
+            c = api("counters")
+            vm1 = next(i for i in c["interfaces"] if i["name"] == "vm1")
+            return vm1["rx_packets"], api("dropstats").get("policed", 0)
+
+        assert pings(2, 0.2) == 2, ovrd.text()  # and the neighbours are resolved
+        iface = api("interfaces", "show", "vm1")
+        police = {"packets_per_second": 20, "burst": 5}
+        sh(*ctl, "interfaces", "set", json.dumps({**iface, "police": police}))
+        ovrd.wait_for("policed in the kernel interface=vm1 packets_per_second=20 burst=5")
+        rx, policed = counted()
+        # 100 echo requests in about a second: the burst and about 20 more pass.
+        answered = pings(100, 0.01)
+        assert 5 <= answered <= 5 + 20 * 2, answered
+        rx2, policed2 = counted()
+        # Every request is received; each not answered was policed (give or take a
+        # neighbour probe the workload may send meanwhile).
+        assert rx2 - rx >= 100, (rx, rx2)
+        assert abs((policed2 - policed) - (100 - answered)) <= 2, (policed, policed2, answered)
+
+        sh(*ctl, "interfaces", "set", json.dumps(iface))
+        ovrd.wait_for("no longer policed in the kernel interface=vm1")
+        assert pings(50, 0.01) == 50
+        assert counted()[1] == policed2
     finally:
         if ovrd:
             ovrd.stop()

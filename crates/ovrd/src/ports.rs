@@ -18,6 +18,11 @@
 //! its AF_XDP sockets then go into that program's socket map; at TC, its AF_PACKET
 //! sockets are ones the kernel serves after TC (`ovr_io::open_behind_tc`), so that they
 //! receive only what the program passes on.
+//!
+//! A policed interface (`Interface::police`) is policed by its driver in the kernel
+//! where the driver can (`Driver::police`), before a worker reads a frame; the workers
+//! learn which interfaces those are ([`Attached::policed_in_kernel`]) and police the
+//! others themselves.
 
 use ovr_io::{Driver, DriverStats, Poller, Preference};
 use ovr_offload::bpf::{Attachment, Bpf, Hook};
@@ -26,6 +31,7 @@ use ovr_tables::interface::{Interface, InterfaceKind, MemifMode, MemifRole};
 use ovr_tables::state::ForwardingState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -44,8 +50,12 @@ struct Port {
     ifindex: u32,
     /// Counters of the drivers this port had before.
     past: DriverStats,
-    /// Receive and transmit drops (`DriverStats`) already counted as drop reasons.
-    reported: (u64, u64),
+    /// The counters (`Port::stats`) whose drops are already counted as drop reasons.
+    reported: DriverStats,
+    /// The interface's policer, as the table has it.
+    police: Option<ovr_io::Rate>,
+    /// Its driver applies `police` in the kernel.
+    policed_in_kernel: bool,
     /// An I/O error was logged and the driver has not worked since (logged once).
     failing: bool,
     /// This worker receives from it (else it only sends on it).
@@ -57,6 +67,14 @@ struct Port {
     memif: Option<ovr_io::memif::Config>,
     admin_up: bool,
     worker: usize,
+}
+
+/// Interface `i`'s policer, as the drivers take it.
+fn police_of(i: &Interface) -> Option<ovr_io::Rate> {
+    i.police.map(|p| ovr_io::Rate {
+        packets_per_second: p.packets_per_second,
+        burst: p.burst,
+    })
 }
 
 /// The memif driver's settings for interface `i`, if it is one.
@@ -93,7 +111,9 @@ impl Port {
             driver: None,
             ifindex: 0,
             past: DriverStats::default(),
-            reported: (0, 0),
+            reported: DriverStats::default(),
+            police: police_of(i),
+            policed_in_kernel: false,
             failing: false,
             rx: share.receives(i.id),
             program: None,
@@ -119,6 +139,31 @@ impl Port {
             tx_frames: self.past.tx_frames + now.tx_frames,
             tx_dropped: self.past.tx_dropped + now.tx_dropped,
             tx_joined: self.past.tx_joined + now.tx_joined,
+            rx_policed: self.past.rx_policed + now.rx_policed,
+            rx_policed_bytes: self.past.rx_policed_bytes + now.rx_policed_bytes,
+        }
+    }
+
+    /// Tells the receiving driver the interface's policer; whether it applies it in the
+    /// kernel is then `policed_in_kernel` (else the worker polices).
+    fn apply_police(&mut self) {
+        let was = std::mem::take(&mut self.policed_in_kernel);
+        let Some(d) = self.driver.as_mut().filter(|_| self.rx) else {
+            return;
+        };
+        match d.police(self.police) {
+            Ok(applied) => self.policed_in_kernel = applied && self.police.is_some(),
+            Err(e) => warn!(interface = %self.name, "policing in user space: {e}"),
+        }
+        match self.police {
+            Some(p) if self.policed_in_kernel => info!(
+                interface = %self.name,
+                packets_per_second = p.packets_per_second,
+                burst = p.burst,
+                "policed in the kernel"
+            ),
+            _ if was => info!(interface = %self.name, "no longer policed in the kernel"),
+            _ => {}
         }
     }
 
@@ -207,6 +252,7 @@ impl Port {
         self.ifindex = d.ifindex();
         self.driver = Some(d);
         self.failing = false;
+        self.apply_police();
     }
 
     fn detach(&mut self, why: &str) {
@@ -215,6 +261,7 @@ impl Port {
             // Closes the sockets and detaches the program.
             self.driver = None;
             self.program = None;
+            self.policed_in_kernel = false;
             // The receiving worker speaks for the interface.
             if self.rx {
                 warn!(interface = %self.name, "{why}: let go; attaching again when it is back");
@@ -268,26 +315,68 @@ impl Share {
 /// The interfaces each worker receives from with a driver open: a port is up (the
 /// cluster publishes it as an endpoint, EVPN advertises it) once ovrd really receives
 /// from it, not merely once the interface exists; a memif port only while its peer is
-/// connected (a memif driver is open from the moment its socket listens).
+/// connected (a memif driver is open from the moment its socket listens). Also which of
+/// them their driver polices in the kernel: every worker may receive their frames (handed
+/// over by flow), and none must police them again.
 #[derive(Clone)]
-pub struct Attached(Arc<Mutex<Vec<BTreeMap<String, bool>>>>);
+pub struct Attached(Arc<AttachedSets>);
+
+struct AttachedSets {
+    /// Per worker, its interfaces, each with whether it is a memif one.
+    names: Mutex<Vec<BTreeMap<String, bool>>>,
+    /// Per worker, the ids of its interfaces policed in the kernel.
+    policed: Mutex<Vec<BTreeSet<u32>>>,
+    /// Changes with `policed`.
+    version: AtomicU64,
+}
 
 impl Attached {
     pub fn new(workers: usize) -> Self {
-        Self(Arc::new(Mutex::new(vec![BTreeMap::new(); workers])))
+        Self(Arc::new(AttachedSets {
+            names: Mutex::new(vec![BTreeMap::new(); workers]),
+            policed: Mutex::new(vec![BTreeSet::new(); workers]),
+            version: AtomicU64::new(0),
+        }))
     }
 
-    /// A worker's interfaces, each with whether it is a memif one.
-    fn set(&self, worker: usize, names: BTreeMap<String, bool>) {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+    /// A worker's interfaces, and those of them policed in the kernel.
+    fn set(&self, worker: usize, names: BTreeMap<String, bool>, policed: BTreeSet<u32>) {
+        let mut all = self.0.names.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = all.get_mut(worker) {
             *slot = names;
         }
+        let mut all = self
+            .0
+            .policed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = all.get_mut(worker)
+            && *slot != policed
+        {
+            *slot = policed;
+            self.0.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// The interfaces policed in the kernel, if they changed since version `seen`
+    /// (which it moves on): one atomic load when they did not.
+    pub fn policed_in_kernel(&self, seen: &mut u64) -> Option<Vec<InterfaceId>> {
+        let version = self.0.version.load(Ordering::Acquire);
+        if version == *seen {
+            return None;
+        }
+        *seen = version;
+        let all = self
+            .0
+            .policed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(all.iter().flatten().map(|&id| InterfaceId(id)).collect())
     }
 
     pub fn contains(&self, name: &str) -> bool {
         let memif = {
-            let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let all = self.0.names.lock().unwrap_or_else(PoisonError::into_inner);
             match all.iter().find_map(|w| w.get(name)) {
                 Some(memif) => *memif,
                 None => return false,
@@ -298,7 +387,7 @@ impl Attached {
 
     /// Every interface some worker receives from.
     pub fn names(&self) -> BTreeSet<String> {
-        let all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let all = self.0.names.lock().unwrap_or_else(PoisonError::into_inner);
         all.iter().flat_map(|w| w.keys()).cloned().collect()
     }
 }
@@ -388,12 +477,15 @@ impl Ports {
     }
 
     fn rebuild_poller(&mut self) {
+        let receiving = || self.ports.iter().filter(|p| p.rx && p.driver.is_some());
         self.up.set(
             self.share.index,
-            self.ports
-                .iter()
-                .filter(|p| p.rx && p.driver.is_some())
+            receiving()
                 .map(|p| (p.name.clone(), p.memif.is_some()))
+                .collect(),
+            receiving()
+                .filter(|p| p.policed_in_kernel)
+                .map(|p| p.id.0)
                 .collect(),
         );
         self.poller = Poller::new(
@@ -458,16 +550,30 @@ impl Ports {
     /// Frames the drivers lost since the last call, received (the kernel found their
     /// ring or socket queue full: ovrd fell behind) and sent (the kernel did not take
     /// them, or the interface was not attached), so that they are counted under drop
-    /// reasons with everything else ovrd does not forward.
-    pub fn take_losses(&mut self) -> (u64, u64) {
+    /// reasons with everything else ovrd does not forward. Frames the kernel policed
+    /// go to `policed` by interface (frames, bytes).
+    pub fn take_losses(&mut self, mut policed: impl FnMut(InterfaceId, u64, u64)) -> (u64, u64) {
         let (mut rx, mut tx) = (0, 0);
         for p in &mut self.ports {
-            let s = p.stats();
-            rx += s.rx_dropped.saturating_sub(p.reported.0);
-            tx += s.tx_dropped.saturating_sub(p.reported.1);
-            p.reported = (s.rx_dropped, s.tx_dropped);
+            let (s, was) = (p.stats(), p.reported);
+            rx += s.rx_dropped.saturating_sub(was.rx_dropped);
+            tx += s.tx_dropped.saturating_sub(was.tx_dropped);
+            let frames = s.rx_policed.saturating_sub(was.rx_policed);
+            if frames > 0 {
+                policed(
+                    p.id,
+                    frames,
+                    s.rx_policed_bytes.saturating_sub(was.rx_policed_bytes),
+                );
+            }
+            p.reported = s;
         }
         (rx, tx)
+    }
+
+    /// See [`Attached::policed_in_kernel`].
+    pub fn policed_in_kernel(&self, seen: &mut u64) -> Option<Vec<InterfaceId>> {
+        self.up.policed_in_kernel(seen)
     }
 
     /// Follows the interface table when it changed (cheap otherwise: one comparison),
@@ -526,6 +632,14 @@ impl Ports {
             .partition(|p| table.get(p.id).is_some_and(|i| p.matches(i)));
         self.ports = kept;
         let mut changed = !gone.is_empty();
+        for p in &mut self.ports {
+            let police = table.get(p.id).and_then(police_of);
+            if police != p.police {
+                p.police = police;
+                p.apply_police();
+                changed = true;
+            }
+        }
         for p in gone {
             let (name, rx) = (p.name.clone(), p.rx);
             // Closes its sockets and detaches its fast path program before saying so.

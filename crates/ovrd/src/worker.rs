@@ -68,6 +68,7 @@ impl Worker {
     ) -> Result<Snapshot, String> {
         let mut last_stats = Instant::now();
         let mut last_losses = Instant::now();
+        let mut policed_seen = 0;
         let mut pacer = Pacer::new(o.pacing, Instant::now());
         // The clock is read once per iteration (a spinning worker's iterations are short
         // enough for more reads to show in its profile); a frame arriving during the
@@ -111,11 +112,12 @@ impl Worker {
             }
             pipe.drain_tx_batches(|iface, frames| ports.send(iface, frames));
             ports.maintain(st, now);
+            if let Some(ids) = ports.policed_in_kernel(&mut policed_seen) {
+                pipe.police_in_kernel(ids);
+            }
             if now - last_losses >= LOSSES_EVERY {
                 last_losses = now;
-                let (rx, tx) = ports.take_losses();
-                pipe.cx.count_drops(Reason::RxQueueFull, rx);
-                pipe.cx.count_drops(Reason::TxQueueFull, tx);
+                count_losses(ports, pipe);
             }
             if let Some(every) = o.stats_every
                 && now - last_stats >= every
@@ -140,9 +142,7 @@ impl Worker {
         if let Some(f) = self.fast.as_mut() {
             f.sync_all(&mut self.pipe.cx);
         }
-        let (rx, tx) = self.ports.take_losses();
-        self.pipe.cx.count_drops(Reason::RxQueueFull, rx);
-        self.pipe.cx.count_drops(Reason::TxQueueFull, tx);
+        count_losses(&mut self.ports, &mut self.pipe);
         let snap = reader.enter().map(|st| snapshot(&self.pipe, &st));
         if let Some((_, out)) = &self.handoff {
             info!(
@@ -240,6 +240,16 @@ impl Worker {
         }
         received
     }
+}
+
+/// Counts what the drivers lost since the last call under drop reasons, and what the
+/// kernel policed as received and policed.
+fn count_losses(ports: &mut Ports, pipe: &mut Pipeline) {
+    let (rx, tx) = ports.take_losses(|id, frames, bytes| {
+        pipe.count_policed_in_kernel(id, frames, bytes);
+    });
+    pipe.cx.count_drops(Reason::RxQueueFull, rx);
+    pipe.cx.count_drops(Reason::TxQueueFull, tx);
 }
 
 /// The fast path, as the API's requests see it below the pipeline.
