@@ -78,7 +78,7 @@ impl SocketPolicer {
     ) -> Result<Self, (&'static str, String)> {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| ("load the policer", error_chain(&e)))?;
         set(&mut ebpf, rate)?;
-        for name in [EVERY, NOT_IPV4] {
+        for (name, not_ipv4) in [(EVERY, false), (NOT_IPV4, true)] {
             let prog: &mut SocketFilter = ebpf
                 .program_mut(name)
                 .ok_or(("find the policer's program", name.to_string()))?
@@ -88,18 +88,10 @@ impl SocketPolicer {
                 })?;
             prog.load()
                 .map_err(|e| ("load the policer's program", error_chain(&e)))?;
-        }
-        for &(fd, not_ipv4) in sockets {
-            let name = if not_ipv4 { NOT_IPV4 } else { EVERY };
-            let prog: &SocketFilter = ebpf
-                .program(name)
-                .ok_or(("find the policer's program", name.to_string()))?
-                .try_into()
-                .map_err(|e: aya::programs::ProgramError| {
-                    ("policer program type", e.to_string())
-                })?;
-            prog.attach(fd)
-                .map_err(|e| ("attach the policer to a socket", error_chain(&e)))?;
+            for &(fd, _) in sockets.iter().filter(|s| s.1 == not_ipv4) {
+                prog.attach(fd)
+                    .map_err(|e| ("attach the policer to a socket", error_chain(&e)))?;
+            }
         }
         Ok(Self { ebpf })
     }
