@@ -611,7 +611,7 @@ fn memif_settings_are_checked_at_their_field() {
     assert_error(
         "networks: [{ name: red }]\ninterfaces: [{ name: vm, network: red, memif: { socket: /x } }]",
         "interfaces[0].memif",
-        "only an interface of kind memif",
+        "only an interface of kind memif or underlay",
     );
     assert_error(
         &m("memif: { socket: rel.sock }"),

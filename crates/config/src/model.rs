@@ -73,7 +73,8 @@ pub struct InterfaceConfig {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub peer_addresses: Vec<IpAddr>,
-    /// A memif interface's connection (required with `kind: memif`, refused otherwise).
+    /// A memif interface's connection (required with `kind: memif`; an underlay may
+    /// have one, which makes it a memif interface to another switch; refused otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memif: Option<MemifConfig>,
     /// A limit on the packets taken in from this interface (none by default).

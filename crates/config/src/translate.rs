@@ -431,8 +431,12 @@ impl Builder<'_> {
                     "only a workload interface has a peer",
                 );
             }
+            // An underlay may be a memif interface too: the uplink is then another
+            // switch's (a VPP or DPDK host that owns the NIC), not a kernel interface.
             let memif = match (f.kind, &f.memif) {
-                (InterfaceKindConfig::Memif, Some(m)) => Some(memif_spec(&path, m)?),
+                (InterfaceKindConfig::Memif | InterfaceKindConfig::Underlay, Some(m)) => {
+                    Some(memif_spec(&path, m)?)
+                }
                 (InterfaceKindConfig::Memif, None) => {
                     return err(
                         format!("{path}.memif"),
@@ -442,7 +446,7 @@ impl Builder<'_> {
                 (_, Some(_)) => {
                     return err(
                         format!("{path}.memif"),
-                        "only an interface of kind memif has one",
+                        "only an interface of kind memif or underlay has one",
                     );
                 }
                 (_, None) => None,

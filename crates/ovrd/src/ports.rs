@@ -127,8 +127,8 @@ impl Port {
     fn matches(&self, i: &Interface) -> bool {
         i.name == self.name
             && i.kind == self.kind
-            && (self.kind != InterfaceKind::Memif
-                || (memif_config(i) == self.memif && i.admin_up == self.admin_up))
+            && memif_config(i) == self.memif
+            && (self.memif.is_none() || i.admin_up == self.admin_up)
     }
 
     fn stats(&mut self) -> DriverStats {
