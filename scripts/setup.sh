@@ -38,6 +38,8 @@ command -v runc >/dev/null || need_apt+=(runc)
 [ -x /bin/busybox ] || need_apt+=(busybox-static)
 # memif's real peer in the system tests: DPDK's testpmd with the memif PMD.
 command -v dpdk-testpmd >/dev/null || need_apt+=(dpdk-dev librte-net-memif23)
+# ... and its pcap PMD, which replays a file into a memif port.
+[ -e /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_pcap.so.23 ] || need_apt+=(librte-net-pcap23)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -264,3 +264,102 @@ def test_links_come_back_after_ovrd_is_killed_and_restarted(tmp_path, procs):
     assert got["RX-packets"] >= 50_000, got
     assert_64_bytes(got)
     assert again.counters("memif-b")["tx_packets"] >= got["RX-packets"]
+
+
+U_MAC, REMOTE_MAC = "02:00:00:00:01:01", "02:00:00:00:01:02"
+
+
+def memif_underlay(tmp):
+    """memif-a a network function's interface in network red (VNI 100); the underlay
+    itself a memif interface (memif-u, 192.0.2.1), with a VXLAN tunnel to 192.0.2.2, behind
+    which MAC_B lives."""
+    return f"""
+interfaces:
+  - name: memif-a
+    kind: memif
+    network: red
+    peer_mac: "{MAC_A}"
+    memif: {{ role: server, socket: {tmp}/memif-a.sock, id: 0 }}
+  - name: memif-u
+    kind: underlay
+    mac: "{U_MAC}"
+    addresses: [192.0.2.1/24]
+    memif: {{ role: server, socket: {tmp}/memif-u.sock, id: 0 }}
+networks:
+  - {{ name: red, vni: 100 }}
+tunnels:
+  - {{ name: to-b, underlay: memif-u, remote: 192.0.2.2, remote_mac: "{REMOTE_MAC}" }}
+nexthops:
+  - {{ name: b-red, kind: tunnel, tunnel: to-b, encap: vxlan, vni: 100 }}
+bridge:
+  - {{ network: red, mac: "{MAC_B}", nexthop: b-red }}
+"""
+
+
+def test_vxlan_through_a_memif_underlay(tmp_path, procs):
+    """The underlay may be another switch's memif: testpmd's frames into memif-a leave
+    memif-u inside VXLAN, to a testpmd counting them; ovr's capture of memif-u shows each
+    whole, dissected by scapy: the tunnel's MACs and addresses, UDP 4789, VNI 100, and the
+    frame inside as testpmd sent it. The other way, VXLAN packets built by scapy, replayed
+    by testpmd into memif-u, come out of memif-a decapsulated."""
+    from scapy.all import IP, UDP, VXLAN, Ether, rdpcap, wrpcap
+
+    ovrd = Ovrd(tmp_path, memif_underlay(tmp_path))
+    procs.append(ovrd)
+    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-u.sock", REMOTE_MAC)],
+                         "rxonly"))
+    rx = procs[-1]
+    ovrd.wait_link("memif-u", "up")
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
+    ovrd.wait_link("memif-a", "up")
+    pcap = tmp_path / "u-tx.pcap"
+    ovrd.api("POST", "/api/v1/captures", {"interface": "memif-u", "path": str(pcap),
+                                           "direction": "tx", "packets": 20})
+    time.sleep(3)
+    got = rx.stop()
+    tx.stop()
+    assert got["RX-packets"] >= 20_000, got
+    busy = [(p, b) for p, b in got["port_rx"] if p > 10_000]
+    assert busy and all(abs(b / p - (64 + 50)) < 0.12 for p, b in busy), busy[-3:]
+    assert ovrd.counters("memif-u")["tx_packets"] >= got["RX-packets"]
+
+    wait_until(lambda: pcap.exists() and len(rdpcap(str(pcap))) == 20, "capture")
+    for f in rdpcap(str(pcap)):
+        assert (f[Ether].src, f[Ether].dst) == (U_MAC, REMOTE_MAC)
+        assert (f[IP].src, f[IP].dst, f[IP].proto) == ("192.0.2.1", "192.0.2.2", 17)
+        assert f[UDP].dport == 4789 and f[VXLAN].vni == 100
+        inner = f[VXLAN].payload
+        assert (inner[Ether].src, inner[Ether].dst) == (MAC_A, MAC_B) and len(inner) == 64
+        assert (inner[IP].src, inner[IP].dst) == ("198.18.0.1", "198.18.0.2")
+        # The outer IPv4 checksum is right: scapy's own over the same header agrees.
+        sent = f[IP].chksum
+        del f[IP].chksum
+        assert IP(bytes(f[IP])).chksum == sent
+
+    # The other way: from the tunnel's far end (192.0.2.2), 16 flows to MAC_A.
+    replay = tmp_path / "from-b.pcap"
+    wrpcap(str(replay), [
+        Ether(src=REMOTE_MAC, dst=U_MAC) / IP(src="192.0.2.2", dst="192.0.2.1")
+        / UDP(sport=49152 + i, dport=4789, chksum=0) / VXLAN(vni=100)
+        / Ether(src=MAC_B, dst=MAC_A) / IP(src="198.18.0.2", dst="198.18.0.1")
+        / UDP(sport=1000 + i, dport=9) / bytes(22)
+        for i in range(16)])
+    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-a.sock", MAC_A)], "rxonly"))
+    rx = procs[-1]
+    ovrd.wait_link("memif-a", "up")
+    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-u.sock", REMOTE_MAC)], "io",
+                         replay=replay))
+    tx = procs[-1]
+    ovrd.wait_link("memif-u", "up")
+    pcap = tmp_path / "a-tx.pcap"
+    ovrd.api("POST", "/api/v1/captures", {"interface": "memif-a", "path": str(pcap),
+                                           "direction": "tx", "packets": 20})
+    time.sleep(3)
+    got = rx.stop()
+    tx.stop()
+    assert got["RX-packets"] >= 20_000, got
+    wait_until(lambda: pcap.exists() and len(rdpcap(str(pcap))) == 20, "capture")
+    for f in rdpcap(str(pcap)):
+        assert (f[Ether].src, f[Ether].dst) == (MAC_B, MAC_A) and len(f) == 64
+        assert (f[IP].src, f[IP].dst) == ("198.18.0.2", "198.18.0.1")
+        assert f[UDP].dport == 9 and 1000 <= f[UDP].sport < 1016

@@ -29,10 +29,11 @@ class Testpmd:
 
     seq = 0
 
-    def __init__(self, tmp, ports, mode, *extra, lcores="0@0,1@1", tag="ovrtest"):
+    def __init__(self, tmp, ports, mode, *extra, lcores="0@0,1@1", tag="ovrtest", replay=None):
         """`ports`: (role, socket, mac) of each memif port, net_memif0 first; testpmd's
         port numbers follow that order. `lcores`: its two lcores (the first only
-        manages), e.g. "0@1,1@1" for both on CPU 1."""
+        manages), e.g. "0@1,1@1" for both on CPU 1. `replay`: a pcap file whose frames a
+        last port (net_pcap) receives over and over; what it is sent is discarded."""
         Testpmd.seq += 1
         roles = "-".join(dict.fromkeys(role for role, _, _ in ports))
         self.name = f"{mode}-{roles}-{Testpmd.seq}"
@@ -42,6 +43,8 @@ class Testpmd:
         self.out = tmp / f"testpmd-{self.name}.log"
         vdevs = [f"--vdev=net_memif{i},role={role},socket={sock},socket-abstract=no,id=0,mac={mac}"
                  for i, (role, sock, mac) in enumerate(ports)]
+        if replay:
+            vdevs.append(f"--vdev=net_pcap0,rx_pcap={replay},infinite_rx=1")
         self.proc = subprocess.Popen(
             # Line-buffered: its output goes to a file, read while it runs.
             ["stdbuf", "-oL", "dpdk-testpmd", f"--lcores={lcores}", "--no-huge", "-m", "512",
