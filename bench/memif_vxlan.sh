@@ -22,25 +22,17 @@
 # same testpmd with a testpmd in ovrd's place, forwarding memif-a to memif-u unchanged
 # (io, no VXLAN). Rounds alternate ceiling / ovr; compare medians of one sitting. Needs
 # dpdk-testpmd with net_pcap (scripts/setup.sh) and root; every process is stopped by
-# its own PID.
+# its own PID (bench/memif_common.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flows=${1:-262144}
 secs=${2:-10}
 rounds=${3:-3}
 cpu=${4:-1}
-other=$((1 - cpu))
-if [ -z "${OVRD_BIN:-}" ]; then
-    cargo build -q --release -p ovrd
-fi
-ovrd_bin=${OVRD_BIN:-$PWD/target/release/ovrd}
-dir=$(mktemp -d /tmp/ovr-bench-memif-vxlan.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap cleanup EXIT
+source bench/memif_common.sh memif-vxlan
+sock_a=$dir/a.sock
+sock_b=$dir/u.sock
+config=$dir/vxlan.yaml
 
 # The flows: 64-byte IPv4/UDP frames from 02:..:0a to 02:..:0b, written as pcap records
 # directly (scapy takes minutes for 256K frames).
@@ -71,12 +63,12 @@ interfaces:
     kind: memif
     network: red
     peer_mac: "02:00:00:00:00:0a"
-    memif: { role: server, socket: $dir/a.sock, id: 0 }
+    memif: { role: server, socket: $sock_a, id: 0 }
   - name: memif-u
     kind: underlay
     mac: "02:00:00:00:01:01"
     addresses: [192.0.2.1/24]
-    memif: { role: server, socket: $dir/u.sock, id: 0 }
+    memif: { role: server, socket: $sock_b, id: 0 }
 networks:
   - { name: red, vni: 100 }
 tunnels:
@@ -90,106 +82,17 @@ flows:
   setup_rate: 0
 EOF
 
-# testpmd exits at end of file on stdin: each reads a FIFO this shell holds open; the
-# looping one also takes its commands there.
-mkfifo "$dir/loop.in" "$dir/switch.in"
-exec 9<>"$dir/loop.in" 8<>"$dir/switch.in"
-n=0
-switch=
-
-switch_testpmd() {
-    n=$((n + 1))
-    dpdk-testpmd --lcores="0@$cpu,1@$cpu" --no-huge -m 512 --no-pci \
-        --file-prefix="ovrbench-$$-$n" \
-        --vdev="net_memif0,role=server,socket=$dir/a.sock,socket-abstract=no,id=0" \
-        --vdev="net_memif1,role=server,socket=$dir/u.sock,socket-abstract=no,id=0" \
-        -- --total-num-mbufs=16384 --forward-mode=io --auto-start <&8 >"$1" 2>&1 &
-    pids+=("$!")
-}
-
-ovrd_switch() {
-    rm -f "$dir/state.json" "$dir"/*.sock
-    "$ovrd_bin" --config "$dir/vxlan.yaml" --state "$dir/state.json" \
-        --api-socket "$dir/ovrd.sock" --cpu "$cpu" >"$1" 2>&1 &
-    switch=$!
-    pids+=("$switch")
-    for _ in $(seq 100); do grep -q forwarding "$1" && break; sleep 0.1; done
-}
-
-worker_cpu() {
-    local f
-    f=$(grep -l ovr-worker-0 /proc/"${switch:-0}"/task/*/comm 2>/dev/null | head -1 || true)
-    if [ -n "$f" ]; then awk '{print $1}' "$(dirname "$f")/schedstat"; else echo 0; fi
-}
-
-# loop LOG: the replaying testpmd; writes "FRAMES WALL_SECONDS" to $dir/result.
-loop() {
-    n=$((n + 1))
-    dpdk-testpmd --lcores="0@$other,1@$other" --no-huge -m 1024 --no-pci \
-        --file-prefix="ovrbench-$$-$n" \
-        --vdev="net_pcap0,rx_pcap=$dir/flows.pcap,infinite_rx=1" \
-        --vdev="net_memif0,role=client,socket=$dir/a.sock,socket-abstract=no,id=0,mac=02:00:00:00:00:0a" \
-        --vdev="net_memif1,role=client,socket=$dir/u.sock,socket-abstract=no,id=0,mac=02:00:00:00:01:02" \
-        -- -i --total-num-mbufs=$((flows + 65536)) --mbuf-size=384 --forward-mode=io \
-        --port-topology=chained <&9 >"$1" 2>&1 &
-    local tp=$!
-    pids+=("$tp")
-    for _ in $(seq 300); do grep -q "testpmd>" "$1" && break; sleep 0.1; done
-    sleep 1
-    echo "start" >&9
-    # Long enough for every flow to be set up once.
-    sleep 4
-    echo "clear port stats all" >&9
-    sleep 0.2
-    worker_cpu >"$dir/cpu0"
-    local t0 t1
-    t0=$(date +%s.%N)
-    sleep "$secs"
-    echo "show port stats all" >&9
-    t1=$(date +%s.%N)
-    worker_cpu >"$dir/cpu1"
-    sleep 1
-    echo "stop" >&9
-    sleep 0.5
-    echo "quit" >&9
-    wait "$tp" 2>/dev/null || true
-    python3 - "$1" "$t0" "$t1" <<'EOF'
-import re, sys
-t = open(sys.argv[1], errors="replace").read()
-t = t[t.rfind("NIC statistics for port 2"):]
-print(re.search(r"RX-packets:\s+(\d+)", t).group(1), float(sys.argv[3]) - float(sys.argv[2]))
-EOF
-} >"$dir/result"
-
-ceiling=()
-ovr=()
-ovr_cpu=()
-for r in $(seq 1 "$rounds"); do
-    switch=
-    switch_testpmd "$dir/ceil-switch-$r.log"
-    sw=${pids[-1]}
-    sleep 2
-    loop "$dir/ceil-loop-$r.log"
-    read -r frames wall <"$dir/result"
-    kill -INT "$sw" 2>/dev/null || true
-    wait "$sw" 2>/dev/null || true
-    ceiling+=("$(python3 -c "print(f'{$frames / $wall / 1e6:.2f}')")")
-
-    ovrd_switch "$dir/ovrd-$r.log"
-    loop "$dir/ovr-loop-$r.log"
-    read -r frames wall <"$dir/result"
-    on_cpu=$(($(cat "$dir/cpu1") - $(cat "$dir/cpu0")))
-    kill "$switch"
-    wait "$switch" 2>/dev/null || true
-    ovr+=("$(python3 -c "print(f'{$frames / $wall / 1e6:.2f}')")")
-    ovr_cpu+=("$(python3 -c "print(f'{$frames / max($on_cpu, 1) * 1e3:.2f}')")")
-    echo "round $r: testpmd switch ${ceiling[-1]} Mpps, ovr (VXLAN, $flows flows)" \
-        "${ovr[-1]} Mpps (${ovr_cpu[-1]} Mpps per second on a CPU)"
-done
-python3 - "${ceiling[*]}" "${ovr[*]}" "${ovr_cpu[*]}" "$flows" <<'EOF'
-import statistics, sys
-c, o, oc = ([float(x) for x in a.split()] for a in sys.argv[1:4])
-print(f"median of {len(c)} rounds, 64-byte frames of {sys.argv[4]} flows, switch alone on "
-      f"one CPU: testpmd (no VXLAN) {statistics.median(c):.2f} Mpps, ovr VXLAN encap "
-      f"{statistics.median(o):.2f} Mpps ({statistics.median(oc):.2f} per CPU second)")
-EOF
+# testpmd replays the flows from port 0 (net_pcap) into memif-a (port 1) and counts
+# what comes out of memif-u (port 2); chained: 0 -> 1 -> 2 -> 0 (net_pcap drops it).
+loop_args=(
+    --vdev="net_pcap0,rx_pcap=$dir/flows.pcap,infinite_rx=1"
+    --vdev="net_memif0,role=client,socket=$sock_a,socket-abstract=no,id=0,mac=02:00:00:00:00:0a"
+    --vdev="net_memif1,role=client,socket=$sock_b,socket-abstract=no,id=0,mac=02:00:00:00:01:02"
+    -- -i --total-num-mbufs=$((flows + 65536)) --mbuf-size=384 --forward-mode=io
+    --port-topology=chained
+)
+loop_start=start
+# Long enough for every flow to be set up once.
+warmup=4
+rx_port=2
+run_rounds "VXLAN encapsulation, $flows flows"
