@@ -306,25 +306,35 @@ def test_vxlan_through_a_memif_underlay(tmp_path, procs):
 
     ovrd = Ovrd(tmp_path, memif_underlay(tmp_path))
     procs.append(ovrd)
-    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-u.sock", REMOTE_MAC)],
-                         "rxonly"))
-    rx = procs[-1]
-    ovrd.wait_link("memif-u", "up")
-    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock")
-    ovrd.wait_link("memif-a", "up")
-    pcap = tmp_path / "u-tx.pcap"
-    ovrd.api("POST", "/api/v1/captures", {"interface": "memif-u", "path": str(pcap),
-                                           "direction": "tx", "packets": 20})
-    time.sleep(3)
-    got = rx.stop()
-    tx.stop()
-    assert got["RX-packets"] >= 20_000, got
+    peer = {"memif-a": MAC_A, "memif-u": REMOTE_MAC}
+
+    def through(into, out, sender):
+        """Frames from `sender(socket)` (a testpmd on `into`) through ovr for 3 s, out of
+        `out` to a testpmd counting them, 20 of them captured there by ovr: that
+        testpmd's counters and the captured frames."""
+        procs.append(Testpmd(tmp_path, [("client", tmp_path / f"{out}.sock", peer[out])],
+                             "rxonly"))
+        rx = procs[-1]
+        ovrd.wait_link(out, "up")
+        procs.append(sender(tmp_path / f"{into}.sock"))
+        tx = procs[-1]
+        ovrd.wait_link(into, "up")
+        pcap = tmp_path / f"{out}-tx.pcap"
+        ovrd.api("POST", "/api/v1/captures", {"interface": out, "path": str(pcap),
+                                               "direction": "tx", "packets": 20})
+        time.sleep(3)
+        got = rx.stop()
+        tx.stop()
+        assert got["RX-packets"] >= 20_000, got
+        wait_until(lambda: pcap.exists() and len(rdpcap(str(pcap))) == 20, "capture")
+        return got, rdpcap(str(pcap))
+
+    got, frames = through("memif-a", "memif-u", lambda sock: Testpmd(
+        tmp_path, [("client", sock, MAC_A)], "txonly", f"--eth-peer=0,{MAC_B}"))
     busy = [(p, b) for p, b in got["port_rx"] if p > 10_000]
     assert busy and all(abs(b / p - (64 + 50)) < 0.12 for p, b in busy), busy[-3:]
     assert ovrd.counters("memif-u")["tx_packets"] >= got["RX-packets"]
-
-    wait_until(lambda: pcap.exists() and len(rdpcap(str(pcap))) == 20, "capture")
-    for f in rdpcap(str(pcap)):
+    for f in frames:
         assert (f[Ether].src, f[Ether].dst) == (U_MAC, REMOTE_MAC)
         assert (f[IP].src, f[IP].dst, f[IP].proto) == ("192.0.2.1", "192.0.2.2", 17)
         assert f[UDP].dport == 4789 and f[VXLAN].vni == 100
@@ -344,22 +354,9 @@ def test_vxlan_through_a_memif_underlay(tmp_path, procs):
         / Ether(src=MAC_B, dst=MAC_A) / IP(src="198.18.0.2", dst="198.18.0.1")
         / UDP(sport=1000 + i, dport=9) / bytes(22)
         for i in range(16)])
-    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-a.sock", MAC_A)], "rxonly"))
-    rx = procs[-1]
-    ovrd.wait_link("memif-a", "up")
-    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-u.sock", REMOTE_MAC)], "io",
-                         replay=replay))
-    tx = procs[-1]
-    ovrd.wait_link("memif-u", "up")
-    pcap = tmp_path / "a-tx.pcap"
-    ovrd.api("POST", "/api/v1/captures", {"interface": "memif-a", "path": str(pcap),
-                                           "direction": "tx", "packets": 20})
-    time.sleep(3)
-    got = rx.stop()
-    tx.stop()
-    assert got["RX-packets"] >= 20_000, got
-    wait_until(lambda: pcap.exists() and len(rdpcap(str(pcap))) == 20, "capture")
-    for f in rdpcap(str(pcap)):
+    _, frames = through("memif-u", "memif-a", lambda sock: Testpmd(
+        tmp_path, [("client", sock, REMOTE_MAC)], "io", replay=replay))
+    for f in frames:
         assert (f[Ether].src, f[Ether].dst) == (MAC_B, MAC_A) and len(f) == 64
         assert (f[IP].src, f[IP].dst) == ("198.18.0.2", "198.18.0.1")
         assert f[UDP].dport == 9 and 1000 <= f[UDP].sport < 1016
