@@ -7,6 +7,7 @@
 #   loop_args        the looping testpmd's vdevs, "--" and its options (an array)
 #   loop_start       the command that starts its forwarding
 #   warmup, rx_port  seconds before the counters are cleared; the port counted
+#   loop_mem         the looping testpmd's memory in MB (default 1024)
 # Every process is stopped by its own PID.
 other=$((1 - cpu))
 if [ -z "${OVRD_BIN:-}" ]; then
@@ -60,7 +61,7 @@ worker_cpu() {
 # (what port $rx_port received) to $dir/result.
 loop() {
     n=$((n + 1))
-    dpdk-testpmd --lcores="0@$other,1@$other" --no-huge -m 1024 --no-pci \
+    dpdk-testpmd --lcores="0@$other,1@$other" --no-huge -m "${loop_mem:-1024}" --no-pci \
         --file-prefix="ovrbench-$$-$n" "${loop_args[@]}" <&9 >"$1" 2>&1 &
     local tp=$!
     pids+=("$tp")

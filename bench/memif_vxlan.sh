@@ -91,6 +91,8 @@ loop_args=(
     -- -i --total-num-mbufs=$((flows + 65536)) --mbuf-size=384 --forward-mode=io
     --port-topology=chained
 )
+# Every frame of the file is held in an mbuf of about 700 bytes.
+loop_mem=$(((flows + 65536) / 1000 + 512))
 loop_start=start
 # Long enough for every flow to be set up once.
 warmup=4
