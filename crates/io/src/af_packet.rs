@@ -470,11 +470,7 @@ impl Driver for AfPacket {
     }
 
     fn police(&mut self, rate: Option<Rate>) -> Result<bool, IoError> {
-        let err = |(op, message)| IoError::Setup {
-            name: self.name.clone(),
-            op,
-            message,
-        };
+        let err = |(op, message)| IoError::setup(&self.name, op, message);
         match &mut self.policer {
             Some(p) => p.set(rate).map_err(err)?,
             None if rate.is_none() => {}

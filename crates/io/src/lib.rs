@@ -52,6 +52,17 @@ pub enum IoError {
     },
 }
 
+impl IoError {
+    /// What failed setting up interface `name` that is not a socket's system call.
+    pub(crate) fn setup(name: &str, op: &'static str, message: impl ToString) -> Self {
+        Self::Setup {
+            name: name.to_string(),
+            op,
+            message: message.to_string(),
+        }
+    }
+}
+
 /// Counters of one driver.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DriverStats {

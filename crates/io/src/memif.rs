@@ -43,11 +43,11 @@ fn handle(cfg: &Config) -> Result<Arc<Handle>, IoError> {
     {
         return Ok(h);
     }
-    let h = Arc::new(r.manager.add(cfg.clone()).map_err(|e| IoError::Setup {
-        name: cfg.name.clone(),
-        op: "memif",
-        message: crate::error_chain(&e),
-    })?);
+    let h = Arc::new(
+        r.manager
+            .add(cfg.clone())
+            .map_err(|e| IoError::setup(&cfg.name, "memif", crate::error_chain(&e)))?,
+    );
     hs.insert(cfg.name.clone(), Arc::downgrade(&h));
     Ok(h)
 }

@@ -65,14 +65,6 @@ struct Queue {
     area: Area,
 }
 
-fn xdp_err(name: &str, op: &'static str, message: impl ToString) -> IoError {
-    IoError::Setup {
-        name: name.to_string(),
-        op,
-        message: message.to_string(),
-    }
-}
-
 impl AfXdp {
     /// Attaches the XDP program to interface `name` and binds a socket to each of its
     /// receive queues, for batches of up to `batch` frames.
@@ -93,7 +85,9 @@ impl AfXdp {
         let mut shared = shared;
         let mut program = match shared {
             Some(_) => None,
-            None => Some(program::Attached::attach(name).map_err(|(op, m)| xdp_err(name, op, m))?),
+            None => Some(
+                program::Attached::attach(name).map_err(|(op, m)| IoError::setup(name, op, m))?,
+            ),
         };
         let mut queues = Vec::new();
         for q in 0..sys::rx_queues(name) {
@@ -101,10 +95,10 @@ impl AfXdp {
             match (&mut program, shared.as_deref_mut()) {
                 (Some(p), _) => p
                     .insert(q, queue.fd)
-                    .map_err(|(op, m)| xdp_err(name, op, m))?,
-                (None, Some(s)) => s
-                    .insert(q, queue.fd)
-                    .map_err(|m| xdp_err(name, "insert socket into the shared XSK map", m))?,
+                    .map_err(|(op, m)| IoError::setup(name, op, m))?,
+                (None, Some(s)) => s.insert(q, queue.fd).map_err(|m| {
+                    IoError::setup(name, "insert socket into the shared XSK map", m)
+                })?,
                 (None, None) => {}
             }
             queues.push(queue);
@@ -122,7 +116,7 @@ impl AfXdp {
 
 impl Queue {
     fn bind(name: &str, ifindex: u32, queue: u32) -> Result<Self, IoError> {
-        let err = |op, e: xdpilone::Errno| xdp_err(name, op, e);
+        let err = |op, e: xdpilone::Errno| IoError::setup(name, op, e);
         let area = Area::new((CHUNK * (RX_CHUNKS + TX_CHUNKS)) as usize).map_err(|source| {
             IoError::Os {
                 name: name.to_string(),
@@ -166,7 +160,7 @@ impl Queue {
         fill.commit();
         drop(fill);
         if filled != RX_CHUNKS {
-            return Err(xdp_err(
+            return Err(IoError::setup(
                 name,
                 "fill ring",
                 "took fewer chunks than it has entries",
@@ -368,7 +362,7 @@ impl Driver for AfXdp {
             Some(p) => p
                 .police(rate)
                 .map(|()| true)
-                .map_err(|(op, m)| xdp_err(&self.name, op, m)),
+                .map_err(|(op, m)| IoError::setup(&self.name, op, m)),
             None => Ok(false),
         }
     }
