@@ -11,6 +11,7 @@ use crate::api;
 use crate::api::gobgp_api_client::GobgpApiClient;
 use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
 use core::net::{IpAddr, Ipv4Addr};
+use fields::{AnyRef, Malformed, anys};
 use prost::Name;
 use prost_types::Any;
 use tokio_stream::StreamExt;
@@ -191,23 +192,26 @@ pub fn encode(r: &Route) -> api::Path {
 /// string) for each type a value is not, and each path gobgpd sends has several
 /// attributes and communities tried against several types (they were the largest items
 /// of ovrd's profile while it learnt 100,000 routes).
-fn msg<M: Name + Default>(a: &Any) -> Option<M> {
+fn msg<M: Name + Default>(a: AnyRef) -> Option<M> {
     msg_as::<M, M>(a)
 }
 
 /// `a` decoded as `M` if it is an `N`: `M` names only the fields of `N` that ovr reads
 /// (prost skips the others without allocating for them).
-fn msg_as<N: Name, M: prost::Message + Default>(a: &Any) -> Option<M> {
-    let named = a
-        .type_url
+fn msg_as<N: Name, M: prost::Message + Default>(a: AnyRef) -> Option<M> {
+    if !is::<N>(a) {
+        return None;
+    }
+    M::decode(a.value).ok()
+}
+
+/// Whether `a` holds an `N`.
+fn is<N: Name>(a: AnyRef) -> bool {
+    a.type_url
         .strip_suffix(N::NAME)
         .and_then(|u| u.strip_suffix('.'))
         .and_then(|u| u.strip_suffix(N::PACKAGE))
-        .is_some_and(|u| u.ends_with('/'));
-    if !named {
-        return None;
-    }
-    M::decode(a.value.as_slice()).ok()
+        .is_some_and(|u| u.ends_with('/'))
 }
 
 /// What ovr reads of an `api::MpReachNlriAttribute`: its next hops. The whole message
@@ -236,6 +240,7 @@ struct MacIpRoute {
 }
 
 fn decode_rd(a: Option<&Any>) -> Result<Rd, Refusal> {
+    let a = a.map(AnyRef::from);
     let Some(a) = a else {
         return refuse("bad_rd", "no route distinguisher");
     };
@@ -272,7 +277,7 @@ fn address(field: &str, s: &str) -> Result<IpAddr, Refusal> {
         .or_else(|_| refuse("bad_address", format!("{field}: '{s}' is not an address")))
 }
 
-fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
+fn decode_nlri(a: AnyRef) -> Result<Nlri, Refusal> {
     if let Some(r) = msg_as::<api::EvpnmacipAdvertisementRoute, MacIpRoute>(a) {
         let (label, routed) = match r.labels[..] {
             [label] => (label, None),
@@ -337,7 +342,7 @@ fn decode_nlri(a: &Any) -> Result<Nlri, Refusal> {
             label: r.label,
         });
     }
-    refuse("unknown_route_type", a.type_url.clone())
+    refuse("unknown_route_type", a.type_url)
 }
 
 fn addr_unspecified(like: IpAddr) -> IpAddr {
@@ -355,6 +360,23 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
     let Some(nlri) = &p.nlri else {
         return refuse("unknown_route_type", "no NLRI");
     };
+    decode_parts(nlri.into(), p.pattrs.iter().map(|a| Ok(a.into())))
+}
+
+/// A malformed message inside a path is refused like any other bad route.
+fn malformed(e: Malformed) -> Refusal {
+    Refusal {
+        reason: "malformed",
+        detail: e.to_string(),
+    }
+}
+
+/// [`decode`] of an EVPN path's NLRI and attributes, borrowed from wherever they were
+/// read (prost's `Path`, or the watch stream's buffer: `watch`).
+fn decode_parts<'a>(
+    nlri: AnyRef<'a>,
+    pattrs: impl Iterator<Item = Result<AnyRef<'a>, Malformed>>,
+) -> Result<Route, Refusal> {
     let nlri = decode_nlri(nlri)?;
     let mut next_hop = None;
     let mut targets = Vec::new();
@@ -362,13 +384,16 @@ pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
     let mut router_mac = None;
     let mut pmsi = None;
     let mut mobility = None;
-    for a in &p.pattrs {
+    for a in pattrs {
+        let a = a.map_err(malformed)?;
         if let Some(m) = msg_as::<api::MpReachNlriAttribute, MpReachNextHops>(a) {
             next_hop = m.next_hops.into_iter().next();
         } else if let Some(m) = msg::<api::NextHopAttribute>(a) {
             next_hop = next_hop.or(Some(m.next_hop));
-        } else if let Some(m) = msg::<api::ExtendedCommunitiesAttribute>(a) {
-            for c in &m.communities {
+        } else if is::<api::ExtendedCommunitiesAttribute>(a) {
+            // Its communities borrowed, not a `Vec<Any>` of copies.
+            for c in anys(a.value, 1) {
+                let c = c.map_err(malformed)?;
                 if let Some(t) = msg::<api::TwoOctetAsSpecificExtended>(c) {
                     // Sub-type 2: a route target (others, such as origins, are not ovr's).
                     if t.sub_type == 2 {
@@ -499,6 +524,7 @@ pub struct Peer {
 pub struct GoBgp {
     url: String,
     client: GobgpApiClient<Channel>,
+    channel: Channel,
 }
 
 impl GoBgp {
@@ -516,7 +542,8 @@ impl GoBgp {
             .map_err(|e| unavailable(&e))?;
         Ok(Self {
             url: url.to_string(),
-            client: GobgpApiClient::new(channel),
+            client: GobgpApiClient::new(channel.clone()),
+            channel,
         })
     }
 
@@ -666,24 +693,24 @@ impl GoBgp {
             }),
             ..api::WatchEventRequest::default()
         };
-        let url = self.url.clone();
-        let s = self
-            .client
-            .clone()
-            .watch_event(req)
+        // Through `watch::WatchCodec`: the answers' paths read in place.
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        grpc.ready().await.map_err(|e| BgpError::Unavailable {
+            url: self.url.clone(),
+            message: e.to_string(),
+        })?;
+        let method =
+            tonic::codegen::http::uri::PathAndQuery::from_static("/apipb.GobgpApi/WatchEvent");
+        let s = grpc
+            .server_streaming(tonic::Request::new(req), method, watch::WatchCodec)
             .await
             .map_err(self.failed("a watch"))?
             .into_inner();
+        let url = self.url.clone();
         Ok(s.map(move |e| {
-            let e = e.map_err(|s| BgpError::Unavailable {
+            e.map_err(|s| BgpError::Unavailable {
                 url: url.clone(),
                 message: s.message().to_string(),
-            })?;
-            Ok(match e.event {
-                Some(api::watch_event_response::Event::Table(t)) => {
-                    t.paths.into_iter().filter(is_evpn).map(learnt).collect()
-                }
-                _ => Vec::new(),
             })
         }))
     }
@@ -727,10 +754,6 @@ impl GoBgp {
     }
 }
 
-fn is_evpn(p: &api::Path) -> bool {
-    p.family.as_ref() == Some(&evpn_family())
-}
-
 fn learnt(mut p: api::Path) -> Learnt {
     // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
     let mut neighbor = core::mem::take(&mut p.neighbor_ip);
@@ -743,6 +766,9 @@ fn learnt(mut p: api::Path) -> Learnt {
         neighbor,
     }
 }
+
+mod fields;
+mod watch;
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ fn rd() -> Rd {
     }
 }
 
-fn mac_ip() -> Route {
+pub(super) fn mac_ip() -> Route {
     Route {
         nlri: Nlri::MacIp {
             rd: rd(),
@@ -28,7 +28,7 @@ fn mac_ip() -> Route {
     }
 }
 
-fn imet() -> Route {
+pub(super) fn imet() -> Route {
     Route {
         nlri: Nlri::Imet {
             rd: rd(),
@@ -41,7 +41,7 @@ fn imet() -> Route {
     }
 }
 
-fn prefix() -> Route {
+pub(super) fn prefix() -> Route {
     Route {
         nlri: Nlri::Prefix {
             rd: Rd::As2 {
@@ -339,7 +339,7 @@ proptest::proptest! {
             ip_address: ip.clone(),
             labels: labels.clone(),
         };
-        let part: MacIpRoute = msg_as::<api::EvpnmacipAdvertisementRoute, _>(&any(&whole)).unwrap();
+        let part: MacIpRoute = msg_as::<api::EvpnmacipAdvertisementRoute, _>((&any(&whole)).into()).unwrap();
         proptest::prop_assert_eq!(
             part,
             MacIpRoute { rd: Some(rd), ethernet_tag: tag, mac_address: mac, ip_address: ip, labels }
@@ -349,9 +349,9 @@ proptest::proptest! {
             next_hops: next_hops.clone(),
             nlris: nlris.into_iter().map(|(type_url, value)| Any { type_url, value }).collect(),
         };
-        let part: MpReachNextHops = msg_as::<api::MpReachNlriAttribute, _>(&any(&whole)).unwrap();
+        let part: MpReachNextHops = msg_as::<api::MpReachNlriAttribute, _>((&any(&whole)).into()).unwrap();
         proptest::prop_assert_eq!(part.next_hops, next_hops);
         // Another message's name is not read as this one.
-        proptest::prop_assert!(msg_as::<api::NextHopAttribute, MpReachNextHops>(&any(&whole)).is_none());
+        proptest::prop_assert!(msg_as::<api::NextHopAttribute, MpReachNextHops>((&any(&whole)).into()).is_none());
     }
 }
