@@ -14,7 +14,10 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 
 # The same release build as scripts/main.sh; cargo deb then only packs it.
-cargo build --release --locked -q -p ovr-cli -p ovrd -p ovr-cni
+# OVR_DEB_PROFILE=dev packs the debug build instead: the packaging test's, which the other
+# system tests have built already (a release build from a clean clone takes minutes).
+profile=${OVR_DEB_PROFILE:-release}
+cargo build --profile "$profile" --locked -q -p ovr-cli -p ovrd -p ovr-cni
 # Stripped (the release profile keeps line tables for local profiling; hosts get the
 # smaller binaries, and target/release/ keeps the unstripped ones).
-cargo deb -p ovrd --no-build --strip -q
+cargo deb -p ovrd --profile "$profile" --no-build --strip -q
