@@ -73,6 +73,21 @@ pub struct Pipeline {
 /// Where a received frame enters the graph: node, VRF, receiving interface.
 type Entry = (NodeId, u32, u32);
 
+/// Frames and bytes received by one call, counted on the interface after it.
+#[derive(Default, Clone, Copy)]
+struct Received {
+    packets: u64,
+    bytes: u64,
+}
+
+impl Received {
+    #[inline]
+    fn add(&mut self, len: usize) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+}
+
 impl Pipeline {
     pub fn new(settings: Settings) -> Self {
         let graph = match Graph::new(nodes()) {
@@ -132,14 +147,17 @@ impl Pipeline {
     ) {
         let at = self.entry(st, rx);
         let police = self.police_of(st, rx);
+        let mut received = Received::default();
         for f in frames {
             if !self.taps.is_empty() {
                 self.taps.offer(rx.0, false, [f]);
             }
-            if let Some(at) = self.count_rx(rx, at, police, f.len()) {
+            received.add(f.len());
+            if let Some(at) = self.admitted(rx, at, police) {
                 self.admit(at, &[f]);
             }
         }
+        self.count_rx(rx, received);
     }
 
     /// Like [`Self::receive`], for frames that each begin with a virtio-net header (an
@@ -158,12 +176,14 @@ impl Pipeline {
         // decapsulates or drops: their UDP checksum would be summed for nobody to read.
         let udp_sums = at.is_ok_and(|e| e.0 != self.underlay_entry);
         let mut scratch = core::mem::take(&mut self.scratch);
+        let mut received = Received::default();
         for f in frames {
             let frame = f.get(VNET_HDR_LEN..).unwrap_or_default();
             if !self.taps.is_empty() {
                 self.taps.offer(rx.0, false, [frame]);
             }
-            let Some(at) = self.count_rx(rx, at, police, frame.len()) else {
+            received.add(frame.len());
+            let Some(at) = self.admitted(rx, at, police) else {
                 continue;
             };
             let r = VnetHdr::parse(f).and_then(|h| {
@@ -208,6 +228,7 @@ impl Pipeline {
             }
         }
         self.scratch = scratch;
+        self.count_rx(rx, received);
     }
 
     /// Where frames from `rx` enter the graph (node, VRF, interface), or why they cannot.
@@ -233,18 +254,22 @@ impl Pipeline {
         Some((p.packets_per_second.div_ceil(n), p.burst.div_ceil(n)))
     }
 
-    /// Counts a frame received on the interface; a refused one (or one over the
-    /// interface's rate) also as a drop.
-    fn count_rx(
+    /// Adds what one call received to the interface's counters (once per call, not per
+    /// frame: nothing reads them in between).
+    fn count_rx(&mut self, rx: InterfaceId, r: Received) {
+        let c = self.cx.interface_counters(rx.0);
+        c.rx_packets += r.packets;
+        c.rx_bytes += r.bytes;
+    }
+
+    /// The entry node of a frame received on the interface, unless it is refused (or
+    /// over the interface's rate): then it is counted as a drop.
+    fn admitted(
         &mut self,
         rx: InterfaceId,
         at: Result<Entry, Reason>,
         police: Option<(u32, u32)>,
-        len: usize,
     ) -> Option<Entry> {
-        let c = self.cx.interface_counters(rx.0);
-        c.rx_packets += 1;
-        c.rx_bytes += len as u64;
         let at = at.map_err(|r| self.cx.count_drop(r)).ok()?;
         if let Some((rate, burst)) = police
             && !self.policers.take(rx.0, self.cx.now, rate, burst)
