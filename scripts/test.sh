@@ -13,6 +13,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== pytest"
-python3 -m pytest -q tests
+python3 -m pytest -q --durations=25 tests
 echo "== fuzz (short run of every target)"
 bash scripts/fuzz.sh "${OVR_FUZZ_SECONDS:-15}"
