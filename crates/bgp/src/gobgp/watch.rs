@@ -4,7 +4,7 @@
 //! is still prost's.
 
 use super::fields::{AnyRef, Malformed, Value, anys, fields};
-use super::{Learnt, decode_parts, refuse};
+use super::{Learnt, decode_parts, malformed, refuse};
 use crate::api;
 use prost::bytes::Buf;
 use tonic::Status;
@@ -68,7 +68,9 @@ fn path_of(buf: &[u8]) -> Result<Option<Learnt>, Malformed> {
         return Ok(None);
     }
     let route = match nlri {
-        Some(b) => decode_parts(AnyRef::parse(b)?, anys(buf, 2)),
+        Some(b) => AnyRef::parse(b)
+            .map_err(malformed)
+            .and_then(|nlri| decode_parts(nlri, anys(buf, 2))),
         None => refuse("unknown_route_type", "no NLRI"),
     };
     // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
@@ -200,8 +202,24 @@ mod tests {
             .position(|a| a.type_url.ends_with("ExtendedCommunitiesAttribute"))
             .unwrap();
         p.pattrs[i].value = vec![0x0a, 0x05, 0x0a];
-        let read = decode_event(&event(vec![p]).encode_to_vec()).unwrap();
+        let mut bytes = event(vec![p]).encode_to_vec();
+        // A path whose NLRI is not an `Any` (a length past its end), in a second table
+        // event (field 3) of one path (field 2).
+        let wrap = |key: u8, body: &[u8]| {
+            let mut v = vec![key];
+            prost::encoding::encode_varint(body.len() as u64, &mut v);
+            v.extend(body);
+            v
+        };
+        let mut q = encode(&mac_ip());
+        q.nlri = None;
+        let mut path = q.encode_to_vec();
+        path.extend([0x0a, 3, 0x0a, 0x05, 0x0a]);
+        bytes.extend(wrap(0x1a, &wrap(0x12, &path)));
+        let read = decode_event(&bytes).unwrap();
+        assert_eq!(read.len(), 2);
         assert_eq!(read[0].route.as_ref().unwrap_err().reason, "malformed");
+        assert_eq!(read[1].route.as_ref().unwrap_err().reason, "malformed");
         let whole = event(vec![encode(&mac_ip())]).encode_to_vec();
         for cut in 1..whole.len() {
             // Never a panic; a cut inside a path's bytes is caught by a length.
