@@ -523,7 +523,6 @@ pub struct Peer {
 #[derive(Clone)]
 pub struct GoBgp {
     url: String,
-    client: GobgpApiClient<Channel>,
     channel: Channel,
 }
 
@@ -542,9 +541,13 @@ impl GoBgp {
             .map_err(|e| unavailable(&e))?;
         Ok(Self {
             url: url.to_string(),
-            client: GobgpApiClient::new(channel.clone()),
             channel,
         })
+    }
+
+    /// The generated client (over the one channel: a clone per request, as tonic wants).
+    fn client(&self) -> GobgpApiClient<Channel> {
+        GobgpApiClient::new(self.channel.clone())
     }
 
     fn failed(&self, what: &'static str) -> impl Fn(tonic::Status) -> BgpError + '_ {
@@ -569,8 +572,7 @@ impl GoBgp {
             listen_addresses: g.listen_addresses.clone(),
             ..api::Global::default()
         };
-        self.client
-            .clone()
+        self.client()
             .start_bgp(api::StartBgpRequest {
                 global: Some(global),
             })
@@ -614,8 +616,7 @@ impl GoBgp {
             }],
             ..api::Peer::default()
         };
-        self.client
-            .clone()
+        self.client()
             .add_peer(api::AddPeerRequest { peer: Some(peer) })
             .await
             .map_err(self.failed("a peer"))?;
@@ -624,8 +625,7 @@ impl GoBgp {
 
     /// Advertises a route (replacing the one with the same NLRI).
     pub async fn announce(&self, r: &Route) -> Result<(), BgpError> {
-        self.client
-            .clone()
+        self.client()
             .add_path(api::AddPathRequest {
                 table_type: api::TableType::Global as i32,
                 path: Some(encode(r)),
@@ -638,8 +638,7 @@ impl GoBgp {
 
     /// Withdraws a route ovr advertised.
     pub async fn withdraw(&self, r: &Route) -> Result<(), BgpError> {
-        self.client
-            .clone()
+        self.client()
             .delete_path(api::DeletePathRequest {
                 table_type: api::TableType::Global as i32,
                 family: Some(evpn_family()),
@@ -654,8 +653,7 @@ impl GoBgp {
     /// The best EVPN paths GoBGP holds now (ovr's own and learnt).
     pub async fn routes(&self) -> Result<Vec<Learnt>, BgpError> {
         let mut s = self
-            .client
-            .clone()
+            .client()
             .list_path(api::ListPathRequest {
                 table_type: api::TableType::Global as i32,
                 family: Some(evpn_family()),
@@ -718,8 +716,7 @@ impl GoBgp {
     /// The neighbors and their sessions.
     pub async fn neighbors(&self) -> Result<Vec<Neighbor>, BgpError> {
         let mut s = self
-            .client
-            .clone()
+            .client()
             .list_peer(api::ListPeerRequest::default())
             .await
             .map_err(self.failed("a listing"))?
@@ -754,17 +751,18 @@ impl GoBgp {
     }
 }
 
-fn learnt(mut p: api::Path) -> Learnt {
-    // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
-    let mut neighbor = core::mem::take(&mut p.neighbor_ip);
-    if neighbor == "<nil>" {
-        neighbor.clear();
-    }
+fn learnt(p: api::Path) -> Learnt {
     Learnt {
         route: decode(&p),
         withdrawn: p.is_withdraw,
-        neighbor,
+        neighbor: neighbor_of(&p.neighbor_ip).to_string(),
     }
+}
+
+/// The neighbor a path came from, empty for GoBGP's own paths (which it names "<nil>",
+/// or leaves empty).
+fn neighbor_of(ip: &str) -> &str {
+    if ip == "<nil>" { "" } else { ip }
 }
 
 mod fields;

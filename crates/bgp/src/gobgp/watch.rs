@@ -4,15 +4,12 @@
 //! is still prost's.
 
 use super::fields::{AnyRef, Malformed, Value, anys, fields};
-use super::{Learnt, decode_parts, malformed, refuse};
+use super::{Learnt, decode_parts, evpn_family, malformed, neighbor_of, refuse};
 use crate::api;
 use prost::bytes::Buf;
 use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::ProstEncoder;
-
-/// GoBGP's `Family` for EVPN: AFI L2VPN (25), SAFI EVPN (70).
-const EVPN: (u64, u64) = (25, 70);
 
 /// The EVPN paths of one encoded `WatchEventResponse` (none for a peer event), as
 /// [`super::learnt`] makes them of prost's messages. A path whose NLRI or attributes
@@ -64,7 +61,8 @@ fn path_of(buf: &[u8]) -> Result<Option<Learnt>, Malformed> {
             _ => {}
         }
     }
-    if (afi, safi) != EVPN {
+    let evpn = evpn_family();
+    if (afi, safi) != (evpn.afi as u64, evpn.safi as u64) {
         return Ok(None);
     }
     let route = match nlri {
@@ -73,18 +71,15 @@ fn path_of(buf: &[u8]) -> Result<Option<Learnt>, Malformed> {
             .and_then(|nlri| decode_parts(nlri, anys(buf, 2))),
         None => refuse("unknown_route_type", "no NLRI"),
     };
-    // GoBGP names no neighbor for its own paths as "<nil>" (or leaves it empty).
-    let neighbor = if neighbor == "<nil>" { "" } else { neighbor };
     Ok(Some(Learnt {
         route,
         withdrawn,
-        neighbor: neighbor.to_string(),
+        neighbor: neighbor_of(neighbor).to_string(),
     }))
 }
 
 /// The WatchEvent call's codec: prost's encoder for the request, [`decode_event`] for
 /// the answers.
-#[derive(Default)]
 pub(super) struct WatchCodec;
 
 impl Codec for WatchCodec {
@@ -143,7 +138,7 @@ mod tests {
             Some(Event::Table(t)) => t
                 .paths
                 .into_iter()
-                .filter(|p| p.family.as_ref() == Some(&super::super::evpn_family()))
+                .filter(|p| p.family.as_ref() == Some(&evpn_family()))
                 .map(learnt)
                 .collect(),
             _ => Vec::new(),
