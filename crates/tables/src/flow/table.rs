@@ -140,19 +140,66 @@ struct Bucket {
 }
 
 impl Bucket {
+    /// The slots holding signature `sig`, lowest first.
     #[inline]
-    fn find(&self, sig: u16) -> u32 {
-        // A bit mask of matching slots (the loop vectorises).
-        let mut m = 0u32;
-        for (i, s) in self.sig.iter().enumerate() {
-            m |= u32::from(*s == sig) << i;
-        }
-        m
+    fn find(&self, sig: u16) -> Slots {
+        Slots(sig_matches(&self.sig, sig))
     }
 
     fn free_slots(&self) -> usize {
         self.sig.iter().filter(|s| **s == 0).count()
     }
+}
+
+/// A bucket's slots that matched a signature: bit `2 * i` for slot `i` (the layout SSE2's
+/// byte mask gives, without compressing it).
+#[derive(Clone, Copy)]
+struct Slots(u32);
+
+impl Iterator for Slots {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros() as usize / 2;
+        self.0 &= self.0 - 1;
+        Some(i)
+    }
+}
+
+/// Which of eight signatures equal `sig`, as [`Slots`]' bits. On x86-64 one SSE2 compare
+/// (SSE2 is part of the base ISA): written as a loop, the compiler made 30 instructions
+/// of it, a tenth of a flow lookup.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn sig_matches(sigs: &[u16; SLOTS], sig: u16) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: every x86-64 CPU has SSE2.
+    return unsafe { sig_matches_sse2(sigs, sig) };
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u32;
+        for (i, s) in sigs.iter().enumerate() {
+            m |= u32::from(*s == sig) << (2 * i);
+        }
+        m
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[allow(unsafe_code)]
+fn sig_matches_sse2(sigs: &[u16; SLOTS], sig: u16) -> u32 {
+    use core::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi16,
+    };
+    // SAFETY: `sigs` is 16 readable bytes, and an unaligned load asks nothing more.
+    let v = unsafe { _mm_loadu_si128(sigs.as_ptr().cast::<__m128i>()) };
+    // Each matching slot sets two mask bits; keep the lower of each pair.
+    _mm_movemask_epi8(_mm_cmpeq_epi16(v, _mm_set1_epi16(sig as i16))) as u32 & 0x5555
 }
 
 #[derive(Clone, Copy, Default)]
@@ -297,15 +344,11 @@ impl FlowTable {
     #[inline]
     fn probe(&self, b: usize, sig: u16, key: &FlowKey) -> Option<FlowId> {
         let bucket = &self.buckets[b];
-        let mut m = bucket.find(sig);
-        while m != 0 {
-            let i = bucket.idx[m.trailing_zeros() as usize];
-            if self.entries[i as usize].key == *key {
-                return Some(FlowId(i));
-            }
-            m &= m - 1;
-        }
-        None
+        bucket
+            .find(sig)
+            .map(|s| bucket.idx[s])
+            .find(|&i| self.entries[i as usize].key == *key)
+            .map(FlowId)
     }
 
     /// Looks up every key of `keys` into `out`, in groups whose cache misses overlap,
@@ -329,9 +372,8 @@ impl FlowTable {
             let mut cand = [NONE; CHUNK];
             for (&(sig, b), c) in loc.iter().zip(cand.iter_mut()).take(keys.len()) {
                 let bucket = &self.buckets[b];
-                let m = bucket.find(sig);
-                if m != 0 {
-                    *c = bucket.idx[m.trailing_zeros() as usize];
+                if let Some(s) = bucket.find(sig).next() {
+                    *c = bucket.idx[s];
                     prefetch_entry(&self.entries[*c as usize]);
                 } else if bucket.overflowed != 0 {
                     *c = AGAIN;
@@ -534,9 +576,7 @@ impl FlowTable {
         let (sig, b1, b2) = split(e.key.hash(), self.mask);
         'buckets: for b in [b1, b2] {
             let bucket = &mut self.buckets[b];
-            let mut m = bucket.find(sig);
-            while m != 0 {
-                let s = m.trailing_zeros() as usize;
+            for s in bucket.find(sig) {
                 if bucket.idx[s] == id.0 {
                     bucket.sig[s] = 0;
                     if b != b1 {
@@ -545,7 +585,6 @@ impl FlowTable {
                     }
                     break 'buckets;
                 }
-                m &= m - 1;
             }
         }
         if let Some(q) = self.quotas.get_mut(&e.key.vrf) {
