@@ -114,6 +114,12 @@ impl<C: TraceId, E: ?Sized> Graph<C, E> {
         self.queues[node.0].extend_from_slice(pkts);
     }
 
+    /// Queues one packet for `node`.
+    #[inline]
+    pub fn enqueue_one(&mut self, node: NodeId, pkt: u32) {
+        self.queues[node.0].push(pkt);
+    }
+
     /// Runs every node, in order, over what is queued for it, until all queues are empty.
     pub fn run(&mut self, cx: &mut C, env: &E) {
         let tracing = self.trace.begin_run();
