@@ -21,7 +21,7 @@
 use super::encap_mpls::mpls;
 use super::encap_vxlan::vxlan;
 use super::ip_input::ports;
-use super::outer::{MPLS_GRE4_HEAD, MPLS_UDP4_HEAD, Rewrites, VXLAN4_HEAD};
+use super::outer::{Head4, MPLS_GRE4_HEAD, MPLS_UDP4_HEAD, Rewrites, VXLAN4_HEAD};
 use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
@@ -125,13 +125,13 @@ impl Node<Cx, ForwardingState> for Established {
             {
                 continue;
             }
-            let Some(out) = action(cx, st, &mut via, p, id, len, epoch) else {
+            let Some(out) = action(cx, st, &mut self.rewrites, &mut via, p, id, len, epoch) else {
                 self.passed_on.push(id);
                 continue;
             };
             // The key by reference: copying its 44 bytes out cost ~15 instructions.
             let key = &self.keys[j];
-            v.next[usize::from(at)] = forward(&mut self.rewrites, cx, st, p, id, key, l4, len, out);
+            v.next[usize::from(at)] = forward(via.head.as_ref(), cx, p, id, key, l4, len, out);
         }
     }
 }
@@ -231,10 +231,12 @@ struct Out<'a> {
 /// this node carries out (out of a local interface, or into a tunnel over IPv4), and
 /// only if ip-rewrite and interface-output would let it through. What its next hop
 /// means comes from `via`, resolved once for a run of flows with the same next hop.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn action<'a>(
     cx: &Cx,
     st: &'a ForwardingState,
+    rewrites: &mut Rewrites,
     via: &mut Via<'a>,
     p: u32,
     id: FlowId,
@@ -256,9 +258,16 @@ fn action<'a>(
     };
     let at = (next_hop, routed, e.key.vrf);
     if via.at != Some(at) {
+        let to = resolve(st, next_hop, routed, e.key.vrf);
+        let head = match to.and_then(|to| to.tunnel) {
+            Some(t) => head4(rewrites, st, next_hop, t),
+            None => None,
+        };
         *via = Via {
             at: Some(at),
-            to: resolve(st, next_hop, routed, e.key.vrf),
+            // A tunnel whose headers cannot be built is the graph's to drop.
+            to: to.filter(|to| to.tunnel.is_none() || head.is_some()),
+            head,
         };
     }
     let to = via.to?;
@@ -290,6 +299,26 @@ struct Via<'a> {
     at: Option<(NextHopId, bool, u32)>,
     /// `None`: not one this node carries out.
     to: Option<To<'a>>,
+    /// Into a tunnel: its outer headers.
+    head: Option<Head4>,
+}
+
+/// The outer headers of tunnel next hop `next_hop` (over IPv4), with its VXLAN or MPLS
+/// shim.
+fn head4(
+    rewrites: &mut Rewrites,
+    st: &ForwardingState,
+    next_hop: NextHopId,
+    t: &Tunnel,
+) -> Option<Head4> {
+    let shim = match t.encap {
+        Encap::Vxlan { .. } => vxlan(t.encap),
+        _ => mpls(t.encap),
+    }?;
+    rewrites
+        .head4(st, (next_hop, t), shim.transport, &shim.bytes[..shim.len])
+        .ok()
+        .copied()
 }
 
 #[derive(Clone, Copy)]
@@ -364,9 +393,8 @@ fn resolve<'a>(
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn forward(
-    rewrites: &mut Rewrites,
+    head: Option<&Head4>,
     cx: &mut Cx,
-    st: &ForwardingState,
     p: u32,
     id: FlowId,
     key: &FlowKey,
@@ -400,27 +428,15 @@ fn forward(
         eth.set_dst(dst);
     }
     if let Some(t) = out.tunnel {
-        let shim = match t.encap {
-            Encap::Vxlan { .. } => vxlan(t.encap),
-            _ => {
-                if routed {
-                    cx.pool.pull_front(p, HEADER_LEN);
-                }
-                mpls(t.encap)
-            }
-        };
-        let Some(shim) = shim else {
+        // (`action` leaves no tunnel without its headers.)
+        let Some(head) = head else {
             return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop).into();
         };
-        let r = rewrites.encapsulate(
-            cx,
-            st,
-            p,
-            (out.next_hop, t),
-            shim.transport,
-            &shim.bytes[..shim.len],
-        );
-        if let Err(e) = r {
+        // MPLS carries a routed packet without its Ethernet header.
+        if routed && !matches!(t.encap, Encap::Vxlan { .. }) {
+            cx.pool.pull_front(p, HEADER_LEN);
+        }
+        if let Err(e) = head.apply(cx, p) {
             return super::drop(cx.pool.meta_mut(p), e, Next::Drop).into();
         }
     }

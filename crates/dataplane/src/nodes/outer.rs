@@ -146,16 +146,60 @@ fn copy_head<const N: usize>(data: &mut [u8], tpl: &[u8; MAX_HEAD]) {
 
 /// The headers of one IPv4 tunnel next hop, for an empty inner packet (its length is
 /// the next hop's: Ethernet + IPv4 + transport + shim).
+/// The outer headers of one tunnel next hop over IPv4, built for an empty payload:
+/// encapsulating a packet is then a copy and three patched lengths.
 #[derive(Clone, Copy)]
-struct Template {
+pub struct Head4 {
     bytes: [u8; MAX_HEAD],
+    len: usize,
+    udp: bool,
+    underlay: u32,
+}
+
+impl Head4 {
+    /// Prepends these headers to packet `p` and patches its lengths, the outer IPv4
+    /// checksum (incrementally) and the UDP source port (from the flow's hash).
+    #[inline(always)]
+    pub fn apply(&self, cx: &mut Cx, p: u32) -> Result<(), Reason> {
+        let inner_len = cx.pool.len(p);
+        if !cx.pool.push_front(p, self.len) {
+            return Err(Reason::NoHeadroom);
+        }
+        let (meta, data) = cx.pool.split_mut(p);
+        meta.tx_if = self.underlay;
+        meta.l3 = HEADER_LEN as u16;
+        if inner_len + self.len - HEADER_LEN > usize::from(u16::MAX) {
+            return Err(Reason::MtuExceeded);
+        }
+        // VXLAN's head (the commonest) as a copy of known length, which the compiler
+        // turns into a few moves instead of a call to memcpy (~25 instructions).
+        if self.len == VXLAN4_HEAD {
+            copy_head::<VXLAN4_HEAD>(data, &self.bytes);
+        } else {
+            data[..self.len].copy_from_slice(&self.bytes[..self.len]);
+        }
+        let ip = HEADER_LEN;
+        let old_total = u16::from_be_bytes([data[ip + 2], data[ip + 3]]);
+        let total = old_total + inner_len as u16;
+        let csum = u16::from_be_bytes([data[ip + 10], data[ip + 11]]);
+        data[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+        let csum = checksum::update16(csum, old_total, total);
+        data[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
+        if self.udp {
+            let udp = ip + 20;
+            let len = u16::from_be_bytes([data[udp + 4], data[udp + 5]]) + inner_len as u16;
+            data[udp..udp + 2].copy_from_slice(&source_port_from_hash(meta.hash).to_be_bytes());
+            data[udp + 4..udp + 6].copy_from_slice(&len.to_be_bytes());
+        }
+        Ok(())
+    }
 }
 
 /// Per-node cache of templates by next hop, valid for one table epoch.
 #[derive(Default)]
 pub struct Rewrites {
     epoch: Option<u32>,
-    by_nexthop: Vec<Option<Template>>,
+    by_nexthop: Vec<Option<Head4>>,
 }
 
 impl Rewrites {
@@ -218,70 +262,63 @@ impl Rewrites {
         transport: Transport,
         shim: &[u8],
     ) -> Result<(), Reason> {
-        // The underlay's MAC is looked up when headers are built, not per packet.
-        let underlay_mac = || {
-            st.interface(t.underlay)
-                .map(|i| i.mac)
-                .ok_or(Reason::UnknownInterface)
-        };
+        if t.dst.is_ipv4() {
+            return self.head4(st, (nh, t), transport, shim)?.apply(cx, p);
+        }
+        let underlay_mac = st
+            .interface(t.underlay)
+            .map(|i| i.mac)
+            .ok_or(Reason::UnknownInterface);
         let inner_len = cx.pool.len(p);
-        let ip_len = if t.dst.is_ipv6() { 40 } else { 20 };
         let l4_len = if transport == Transport::Gre { 4 } else { 8 };
-        let head = HEADER_LEN + ip_len + l4_len + shim.len();
+        let head = HEADER_LEN + 40 + l4_len + shim.len();
         if !cx.pool.push_front(p, head) {
             return Err(Reason::NoHeadroom);
         }
         let (meta, data) = cx.pool.split_mut(p);
         meta.tx_if = t.underlay.0;
         meta.l3 = HEADER_LEN as u16;
-        if t.dst.is_ipv6() {
-            return write_outer(
-                data,
-                underlay_mac()?,
-                t,
-                transport,
-                shim,
-                inner_len,
-                meta.hash,
-            );
-        }
+        write_outer(
+            data,
+            underlay_mac?,
+            t,
+            transport,
+            shim,
+            inner_len,
+            meta.hash,
+        )
+    }
+
+    /// The outer headers of IPv4 tunnel next hop `nh`, built at its first packet in a
+    /// table epoch (the underlay's MAC is looked up then, not per packet).
+    pub fn head4(
+        &mut self,
+        st: &ForwardingState,
+        (nh, t): (NextHopId, &Tunnel),
+        transport: Transport,
+        shim: &[u8],
+    ) -> Result<&Head4, Reason> {
         let i = nh.0 as usize;
         if self.by_nexthop.len() <= i {
             self.by_nexthop.resize(i + 1, None);
         }
-        let tpl = match &self.by_nexthop[i] {
-            Some(tpl) => tpl,
-            None => {
-                let mut bytes = [0u8; MAX_HEAD];
-                write_outer(&mut bytes, underlay_mac()?, t, transport, shim, 0, 0)?;
-                self.by_nexthop[i].insert(Template { bytes })
-            }
-        };
-        if inner_len + head - HEADER_LEN > usize::from(u16::MAX) {
-            return Err(Reason::MtuExceeded);
+        if self.by_nexthop[i].is_none() {
+            let mac = st
+                .interface(t.underlay)
+                .map(|i| i.mac)
+                .ok_or(Reason::UnknownInterface)?;
+            let mut bytes = [0u8; MAX_HEAD];
+            write_outer(&mut bytes, mac, t, transport, shim, 0, 0)?;
+            let l4_len = if transport == Transport::Gre { 4 } else { 8 };
+            self.by_nexthop[i] = Some(Head4 {
+                bytes,
+                len: HEADER_LEN + 20 + l4_len + shim.len(),
+                udp: matches!(transport, Transport::Udp { .. }),
+                underlay: t.underlay.0,
+            });
         }
-        // VXLAN's head (the commonest) as a copy of known length, which the compiler
-        // turns into a few moves instead of a call to memcpy (~25 instructions).
-        if head == VXLAN4_HEAD {
-            copy_head::<VXLAN4_HEAD>(data, &tpl.bytes);
-        } else {
-            data[..head].copy_from_slice(&tpl.bytes[..head]);
-        }
-        // Patch what depends on the packet: IPv4 total length (and its checksum,
-        // incrementally), UDP length and source port.
-        let ip = HEADER_LEN;
-        let old_total = u16::from_be_bytes([data[ip + 2], data[ip + 3]]);
-        let total = old_total + inner_len as u16;
-        let csum = u16::from_be_bytes([data[ip + 10], data[ip + 11]]);
-        data[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
-        let csum = checksum::update16(csum, old_total, total);
-        data[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
-        if let Transport::Udp { .. } = transport {
-            let udp = ip + 20;
-            let len = u16::from_be_bytes([data[udp + 4], data[udp + 5]]) + inner_len as u16;
-            data[udp..udp + 2].copy_from_slice(&source_port_from_hash(meta.hash).to_be_bytes());
-            data[udp + 4..udp + 6].copy_from_slice(&len.to_be_bytes());
-        }
-        Ok(())
+        self.by_nexthop[i]
+            .as_ref()
+            .ok_or(Reason::NextHopUnsupported)
     }
 }
