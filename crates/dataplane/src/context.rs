@@ -232,24 +232,37 @@ impl Cx {
         self.drops[usize::from(reason.into().0)] += n;
     }
 
+    #[inline]
     pub fn interface_counters(&mut self, id: u32) -> &mut InterfaceCounters {
         let i = id as usize;
         if self.interfaces.len() <= i {
-            self.interfaces.resize(i + 1, InterfaceCounters::default());
+            self.grow_interfaces(i);
         }
         &mut self.interfaces[i]
+    }
+
+    /// Room for interface `i`'s counters and transmit queue (each interface's first
+    /// packets only: kept out of the per-packet code).
+    #[cold]
+    fn grow_interfaces(&mut self, i: usize) {
+        if self.interfaces.len() <= i {
+            self.interfaces.resize(i + 1, InterfaceCounters::default());
+        }
+        if self.tx.len() <= i {
+            self.tx.resize_with(i + 1, Vec::new);
+        }
     }
 
     #[inline]
     pub(crate) fn transmit(&mut self, pkt: u32, iface: u32) {
         let len = self.pool.len(pkt) as u64;
-        let c = self.interface_counters(iface);
+        let i = iface as usize;
+        if self.interfaces.len() <= i || self.tx.len() <= i {
+            self.grow_interfaces(i);
+        }
+        let c = &mut self.interfaces[i];
         c.tx_packets += 1;
         c.tx_bytes += len;
-        let i = iface as usize;
-        if self.tx.len() <= i {
-            self.tx.resize_with(i + 1, Vec::new);
-        }
         self.tx[i].push(pkt);
     }
 }

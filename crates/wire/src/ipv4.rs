@@ -152,6 +152,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     /// True when the header checksum verifies.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         let h = &self.b()[..self.header_len()];
         match h.first_chunk::<20>() {

@@ -91,8 +91,8 @@ impl Node<Cx, ForwardingState> for Established {
                 cx.pool.prefetch(ahead);
             }
             v.next[i] = Next::Ethernet.into();
-            if let Some((key, l4, len)) = candidate(st, &mut rx, cx, p) {
-                self.keys[n] = key;
+            // The key is written in place: copying its 44 bytes in cost ~17 instructions.
+            if let Some((l4, len)) = candidate(st, &mut rx, cx, p, &mut self.keys[n]) {
                 self.parsed[n] = Parsed {
                     at: i as u16,
                     l4,
@@ -155,16 +155,17 @@ impl Receiver {
     }
 }
 
-/// The flow key of an untagged, unicast IPv4 frame whose headers pass ip-input's
-/// checks and that ip-input would send to the flow node, with its transport offset and
-/// length without padding; `None` for anything else.
+/// For an untagged, unicast IPv4 frame whose headers pass ip-input's checks and that
+/// ip-input would send to the flow node: its flow key (into `key`), its transport
+/// offset and its length without padding; `None` for anything else.
 #[inline]
 fn candidate(
     st: &ForwardingState,
     rx: &mut Receiver,
     cx: &Cx,
     p: u32,
-) -> Option<(FlowKey, u16, u16)> {
+    key: &mut FlowKey,
+) -> Option<(u16, u16)> {
     let meta = cx.pool.meta(p);
     let data = cx.pool.data(p);
     // A multicast or broadcast destination is flooded; a tag is refused by ethernet-input.
@@ -195,7 +196,7 @@ fn candidate(
         return None;
     }
     let addr = |o: usize| l3[o..o + 4].try_into().unwrap_or_default();
-    let mut key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
+    *key = FlowKey::v4(vrf.id, addr(12), addr(16), ip.protocol(), sport, dport);
     // Out of a network function: keyed by its port, as ip-input keys it.
     if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
         key.vrf = key_vrf(InterfaceId(meta.rx_if));
@@ -207,11 +208,8 @@ fn candidate(
     {
         key.vrf = into_key_vrf(to);
     }
-    Some((
-        if routed { key } else { key.into_bridged() },
-        (HEADER_LEN + ihl) as u16,
-        (HEADER_LEN + total) as u16,
-    ))
+    key.bridged = !routed;
+    Some(((HEADER_LEN + ihl) as u16, (HEADER_LEN + total) as u16))
 }
 
 /// Where a packet of an established flow leaves, and what routing writes over its
