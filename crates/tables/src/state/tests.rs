@@ -535,8 +535,8 @@ mod properties {
 
     /// Reference counts recomputed from scratch.
     fn recount(t: &ForwardingState) -> RefCounts {
-        let mut nh: HashMap<NextHopId, u32> = HashMap::new();
-        let mut ifs: HashMap<InterfaceId, u32> = HashMap::new();
+        let mut nh: HashMap<NextHopId, u32> = HashMap::default();
+        let mut ifs: HashMap<InterfaceId, u32> = HashMap::default();
         for v in t.vrfs() {
             for p in 0..3u32 {
                 if let Some(n) = v.fib4.exact(format!("10.{p}.0.0").parse().unwrap(), 16) {
