@@ -204,6 +204,7 @@ fn is_tpid(t: u16) -> bool {
 
 /// Parses the Ethernet header and up to two stacked VLAN tags (802.1ad S-tag then an
 /// 802.1Q C-tag, or two 802.1Q tags as some switches send).
+#[inline]
 pub fn parse_l2(frame: &[u8]) -> Result<L2Header, WireError> {
     let eth = EthernetFrame::new_checked(frame)?;
     let mut hdr = L2Header {
