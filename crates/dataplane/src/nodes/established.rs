@@ -131,7 +131,8 @@ impl Node<Cx, ForwardingState> for Established {
             };
             // The key by reference: copying its 44 bytes out cost ~15 instructions.
             let key = &self.keys[j];
-            v.next[usize::from(at)] = forward(via.head.as_ref(), cx, p, id, key, l4, len, out);
+            let head = out.tunnel.and_then(|_| self.rewrites.cached(out.next_hop));
+            v.next[usize::from(at)] = forward(head, cx, p, id, key, l4, len, out);
         }
     }
 }
@@ -257,15 +258,10 @@ fn action<'a>(
     let at = (next_hop, routed, e.key.vrf);
     if via.at != Some(at) {
         let to = resolve(st, next_hop, routed, e.key.vrf);
-        let head = match to.and_then(|to| to.tunnel) {
-            Some(t) => head4(rewrites, st, next_hop, t),
-            None => None,
-        };
         *via = Via {
             at: Some(at),
             // A tunnel whose headers cannot be built is the graph's to drop.
-            to: to.filter(|to| to.tunnel.is_none() || head.is_some()),
-            head,
+            to: to.filter(|to| to.tunnel.is_none_or(|t| head4(rewrites, st, next_hop, t))),
         };
     }
     let to = via.to?;
@@ -295,28 +291,26 @@ fn action<'a>(
 struct Via<'a> {
     /// (next hop, routed, the key's VRF): all the resolution depends on.
     at: Option<(NextHopId, bool, u32)>,
-    /// `None`: not one this node carries out.
+    /// `None`: not one this node carries out (a tunnel's outer headers are then in
+    /// `Rewrites`, built for it).
     to: Option<To<'a>>,
-    /// Into a tunnel: its outer headers.
-    head: Option<Head4>,
 }
 
-/// The outer headers of tunnel next hop `next_hop` (over IPv4), with its VXLAN or MPLS
-/// shim.
-fn head4(
-    rewrites: &mut Rewrites,
-    st: &ForwardingState,
-    next_hop: NextHopId,
-    t: &Tunnel,
-) -> Option<Head4> {
+/// Builds (once per table epoch) the outer headers of tunnel next hop `next_hop` (over
+/// IPv4) with its VXLAN or MPLS shim; false if they cannot be.
+fn head4(rewrites: &mut Rewrites, st: &ForwardingState, next_hop: NextHopId, t: &Tunnel) -> bool {
+    if rewrites.cached(next_hop).is_some() {
+        return true;
+    }
     let shim = match t.encap {
         Encap::Vxlan { .. } => vxlan(t.encap),
         _ => mpls(t.encap),
-    }?;
-    rewrites
-        .head4(st, (next_hop, t), shim.transport, &shim.bytes[..shim.len])
-        .ok()
-        .copied()
+    };
+    shim.is_some_and(|s| {
+        rewrites
+            .head4(st, (next_hop, t), s.transport, &s.bytes[..s.len])
+            .is_ok()
+    })
 }
 
 #[derive(Clone, Copy)]

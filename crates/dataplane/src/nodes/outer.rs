@@ -289,6 +289,12 @@ impl Rewrites {
         )
     }
 
+    /// The outer headers of next hop `nh` if [`Self::head4`] built them in this epoch.
+    #[inline]
+    pub fn cached(&self, nh: NextHopId) -> Option<&Head4> {
+        self.by_nexthop.get(nh.0 as usize)?.as_ref()
+    }
+
     /// The outer headers of IPv4 tunnel next hop `nh`, built at its first packet in a
     /// table epoch (the underlay's MAC is looked up then, not per packet).
     pub fn head4(
