@@ -2,8 +2,12 @@
 # memif forwarding rate per ovr core: 64-byte frames looped between one dpdk-testpmd and
 # a switch over two memif interfaces, the switch alone on its CPU.
 #
-#   [OVRD_BIN=path] bench/memif.sh [SECONDS] [ROUNDS] [SWITCH_CPU] [BURSTS]
+#   [OVRD_BIN=path] bench/memif.sh [SECONDS] [ROUNDS] [SWITCH_CPU] [BURSTS] [BURST]
 #       (default: 10 s, 4 rounds, CPU 1, 16 bursts of 32 frames in flight)
+#
+# Latency: with few frames in flight (`bench/memif.sh 8 3 1 1 1`: one frame) the loop's
+# rate is set by the round trip, and Little's law gives its mean: frames in flight over
+# the rate (a round trip crosses the switch once and the looping testpmd once).
 #
 # The layout (two CPUs, two busy pollers: each has a core of its own):
 #
@@ -28,6 +32,9 @@ secs=${1:-10}
 rounds=${2:-4}
 cpu=${3:-1}
 bursts=${4:-16}
+burst=${5:-32}
+# Frames the loop keeps in flight: the rounds' lines give the mean round trip from it.
+in_flight=$((bursts * burst))
 # OVRD_BIN: another ovrd binary to measure (an earlier build, kept aside), not built here.
 source bench/memif_common.sh memif
 
@@ -40,7 +47,7 @@ sed "s#/run/ovr/#$dir/#" examples/memif-l2.yaml >"$config"
 loop_args=(
     --vdev="net_memif0,role=client,socket=$sock_a,socket-abstract=no,id=0,mac=02:00:00:00:00:0a"
     --vdev="net_memif1,role=client,socket=$sock_b,socket-abstract=no,id=0,mac=02:00:00:00:00:0b"
-    -- -i --total-num-mbufs=32768 --forward-mode=io
+    -- -i --total-num-mbufs=32768 --forward-mode=io --burst="$burst"
     --eth-peer=0,02:00:00:00:00:0b --eth-peer=1,02:00:00:00:00:0b
 )
 loop_start="start tx_first $bursts"

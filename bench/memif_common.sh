@@ -8,6 +8,8 @@
 #   loop_start       the command that starts its forwarding
 #   warmup, rx_port  seconds before the counters are cleared; the port counted
 #   loop_mem         the looping testpmd's memory in MB (default 1024)
+#   in_flight        frames the loop keeps in flight (optional): the medians line then
+#                    adds the mean round trip, in_flight / rate (Little's law)
 # Every process is stopped by its own PID.
 other=$((1 - cpu))
 if [ -z "${OVRD_BIN:-}" ]; then
@@ -117,11 +119,16 @@ run_rounds() {
         echo "round $r: testpmd switch ${ceiling[-1]} Mpps, ovr ($1) ${ovr[-1]} Mpps" \
             "(${ovr_cpu[-1]} Mpps per second on a CPU)"
     done
-    python3 - "${ceiling[*]}" "${ovr[*]}" "${ovr_cpu[*]}" "$1" <<'EOF'
+    python3 - "${ceiling[*]}" "${ovr[*]}" "${ovr_cpu[*]}" "$1" "${in_flight:-0}" <<'EOF'
 import statistics, sys
 c, o, oc = ([float(x) for x in a.split()] for a in sys.argv[1:4])
 print(f"median of {len(c)} rounds, 64-byte frames, switch alone on one CPU: "
       f"testpmd {statistics.median(c):.2f} Mpps, ovr ({sys.argv[4]}) "
       f"{statistics.median(o):.2f} Mpps ({statistics.median(oc):.2f} per CPU second)")
+n = int(sys.argv[5])
+if n:
+    rtt = lambda mpps: n / mpps  # µs: frames in flight over frames per µs
+    print(f"mean round trip with {n} frames in flight (Little's law): "
+          f"testpmd switch {rtt(statistics.median(c)):.2f} µs, ovr {rtt(statistics.median(o)):.2f} µs")
 EOF
 }
