@@ -144,8 +144,6 @@ fn copy_head<const N: usize>(data: &mut [u8], tpl: &[u8; MAX_HEAD]) {
     }
 }
 
-/// The headers of one IPv4 tunnel next hop, for an empty inner packet (its length is
-/// the next hop's: Ethernet + IPv4 + transport + shim).
 /// The outer headers of one tunnel next hop over IPv4, built for an empty payload:
 /// encapsulating a packet is then a copy and three patched lengths.
 #[derive(Clone, Copy)]
@@ -323,6 +321,7 @@ impl Rewrites {
                 underlay: t.underlay.0,
             });
         }
+        // (Always there now; a match returning the cached one does not borrow-check.)
         self.by_nexthop[i]
             .as_ref()
             .ok_or(Reason::NextHopUnsupported)
