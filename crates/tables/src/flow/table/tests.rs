@@ -206,3 +206,14 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// A bucket's slots matching a signature, as one SSE2 compare finds them, are the
+    /// ones a plain loop finds, lowest first (signatures drawn from a few values, so that
+    /// several slots match).
+    #[test]
+    fn signature_matches_are_the_slots_holding_it(sigs in prop::array::uniform8(0u16..4), sig in 0u16..4) {
+        let want: Vec<usize> = (0..SLOTS).filter(|&i| sigs[i] == sig).collect();
+        prop_assert_eq!(Slots(sig_matches(&sigs, sig)).collect::<Vec<_>>(), want);
+    }
+}
