@@ -14,6 +14,7 @@ connected: its counters reset when the link drops).
 
 import json
 import re
+import signal
 import subprocess
 import time
 
@@ -247,8 +248,18 @@ def test_links_come_back_after_ovrd_is_killed_and_restarted(tmp_path, procs):
     first.proc.kill()
     first.proc.wait()
     assert (tmp_path / "memif-a.sock").exists()
-    assert rx.proc.poll() is None, rx.text()
     tx.stop()
+    # DPDK 22.11's memif server sometimes dies of SIGSEGV moments after its client
+    # vanishes while it forwards (../shared/PLATFORM.md; seen here in about one run in
+    # ten, with every ovrd build): testpmd's bug, not what this test is about. Then a new
+    # server listens on the same path, and ovr's client must find it by itself all the same.
+    time.sleep(1)
+    if rx.proc.poll() is not None:
+        assert rx.proc.returncode == -signal.SIGSEGV, rx.text()
+        rx.kill()
+        b_sock.unlink(missing_ok=True)
+        rx = receiver(tmp_path, procs, b_sock, "server")
+        wait_until(lambda: b_sock.exists(), "testpmd's socket")
 
     again = Ovrd(tmp_path, config)
     procs.append(again)
