@@ -20,6 +20,14 @@ pub struct FlowKey {
     _pad: [u8; 2],
 }
 
+/// An IPv4 address as the IPv4-mapped IPv6 address flow keys and packet metadata hold,
+/// in one whole-word write (`Ipv4Addr::to_ipv6_mapped` puts the sixteen bytes together
+/// one at a time: tens of instructions on a per-packet path).
+#[inline]
+pub fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
+    (0xffff_0000_0000 | u128::from(u32::from_be_bytes(a))).to_be_bytes()
+}
+
 impl FlowKey {
     pub fn new(
         vrf: VrfId,
@@ -73,9 +81,14 @@ impl FlowKey {
         src_port: u16,
         dst_port: u16,
     ) -> Self {
-        let mapped =
-            |a: [u8; 4]| (0xffff_0000_0000 | u128::from(u32::from_be_bytes(a))).to_be_bytes();
-        Self::mapped(vrf, mapped(src), mapped(dst), protocol, src_port, dst_port)
+        Self::mapped(
+            vrf,
+            ipv4_mapped(src),
+            ipv4_mapped(dst),
+            protocol,
+            src_port,
+            dst_port,
+        )
     }
 
     /// The same key for a bridged flow.

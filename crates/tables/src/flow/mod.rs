@@ -8,7 +8,7 @@
 mod key;
 mod table;
 
-pub use key::FlowKey;
+pub use key::{FlowKey, ipv4_mapped};
 pub use table::{
     AgeStats, FlowAction, FlowEntry, FlowId, FlowInsertError, FlowStats, FlowTable, flags,
 };
