@@ -21,7 +21,7 @@
 use super::encap_mpls::mpls;
 use super::encap_vxlan::vxlan;
 use super::ip_input::ports;
-use super::outer::{Head4, MPLS_GRE4_HEAD, MPLS_UDP4_HEAD, Rewrites, VXLAN4_HEAD};
+use super::outer::{Head4, Rewrites};
 use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
@@ -131,6 +131,8 @@ impl Node<Cx, ForwardingState> for Established {
             };
             // The key by reference: copying its 44 bytes out cost ~15 instructions.
             let key = &self.keys[j];
+            // The headers `resolve` built, looked up per packet: holding a copy per run
+            // (88 bytes) cost more with flows spread over thousands of tunnels.
             let head = out.tunnel.and_then(|_| self.rewrites.cached(out.next_hop));
             v.next[usize::from(at)] = forward(head, cx, p, id, key, l4, len, out);
         }
@@ -257,11 +259,9 @@ fn action<'a>(
     };
     let at = (next_hop, routed, e.key.vrf);
     if via.at != Some(at) {
-        let to = resolve(st, next_hop, routed, e.key.vrf);
         *via = Via {
             at: Some(at),
-            // A tunnel whose headers cannot be built is the graph's to drop.
-            to: to.filter(|to| to.tunnel.is_none_or(|t| head4(rewrites, st, next_hop, t))),
+            to: resolve(st, rewrites, next_hop, routed, e.key.vrf),
         };
     }
     let to = via.to?;
@@ -296,21 +296,24 @@ struct Via<'a> {
     to: Option<To<'a>>,
 }
 
-/// Builds (once per table epoch) the outer headers of tunnel next hop `next_hop` (over
-/// IPv4) with its VXLAN or MPLS shim; false if they cannot be.
-fn head4(rewrites: &mut Rewrites, st: &ForwardingState, next_hop: NextHopId, t: &Tunnel) -> bool {
-    if rewrites.cached(next_hop).is_some() {
-        return true;
+/// The length of tunnel next hop `next_hop`'s outer headers (over IPv4, with its VXLAN
+/// or MPLS shim), built in `rewrites` once per table epoch; `None` if they cannot be (the
+/// graph's to drop).
+fn head4(
+    rewrites: &mut Rewrites,
+    st: &ForwardingState,
+    next_hop: NextHopId,
+    t: &Tunnel,
+) -> Option<usize> {
+    if let Some(h) = rewrites.cached(next_hop) {
+        return Some(h.len());
     }
     let shim = match t.encap {
         Encap::Vxlan { .. } => vxlan(t.encap),
         _ => mpls(t.encap),
-    };
-    shim.is_some_and(|s| {
-        rewrites
-            .head4(st, (next_hop, t), s.transport, &s.bytes[..s.len])
-            .is_ok()
-    })
+    }?;
+    let h = rewrites.head4(st, (next_hop, t), shim.transport, &shim.bytes[..shim.len]);
+    h.ok().map(Head4::len)
 }
 
 #[derive(Clone, Copy)]
@@ -329,9 +332,11 @@ struct To<'a> {
 }
 
 /// What next hop `next_hop` means for a flow (routed or bridged, keyed in `key_vrf`),
-/// if this node can carry it out: the interface it leaves by (up), the tunnel, the MACs.
+/// if this node can carry it out: the interface it leaves by (up), the tunnel (its
+/// headers built), the MACs.
 fn resolve<'a>(
     st: &'a ForwardingState,
+    rewrites: &mut Rewrites,
     next_hop: NextHopId,
     routed: bool,
     key_vrf: u32,
@@ -345,19 +350,18 @@ fn resolve<'a>(
             (*interface, None, macs, false, 0, 0)
         }
         NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
-            let (head, macs, own_src) = match t.encap {
+            let (macs, own_src) = match t.encap {
                 Encap::Vxlan { vni } if routed => {
                     // Inside VXLAN, between the gateway MACs (ip-rewrite's choice).
                     let vrf = st.vrf_by_vni(vni).or_else(|| st.vrf(VrfId(key_vrf)))?;
                     let dst = t.inner_dst.unwrap_or(vrf.router_mac);
                     // From a function to one on that host: from its own MAC.
                     let own = matches!((t.inner_dst, key_port(key_vrf)), (Some(_), Some(_)));
-                    (VXLAN4_HEAD, Some((vrf.router_mac, dst)), own)
+                    (Some((vrf.router_mac, dst)), own)
                 }
-                Encap::Vxlan { .. } => (VXLAN4_HEAD, None, false),
-                Encap::MplsOverUdp { .. } => (MPLS_UDP4_HEAD, None, false),
-                Encap::MplsOverGre { .. } => (MPLS_GRE4_HEAD, None, false),
+                _ => (None, false),
             };
+            let head = head4(rewrites, st, next_hop, t)?;
             // MPLS carries a routed packet without its Ethernet header.
             let mpls = !matches!(t.encap, Encap::Vxlan { .. });
             let strip = if routed && mpls { HEADER_LEN } else { 0 };

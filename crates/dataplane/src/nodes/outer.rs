@@ -132,10 +132,8 @@ fn write_outer(
     Ok(())
 }
 
-/// Outer headers over IPv4: Ethernet, IPv4, UDP or GRE, then VXLAN or an MPLS label.
-pub(super) const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
-pub(super) const MPLS_UDP4_HEAD: usize = HEADER_LEN + 20 + 8 + 4;
-pub(super) const MPLS_GRE4_HEAD: usize = HEADER_LEN + 20 + 4 + 4;
+/// VXLAN's outer headers over IPv4: Ethernet, IPv4, UDP, VXLAN.
+const VXLAN4_HEAD: usize = HEADER_LEN + 20 + 8 + 8;
 
 #[inline(always)]
 fn copy_head<const N: usize>(data: &mut [u8], tpl: &[u8; MAX_HEAD]) {
@@ -155,6 +153,11 @@ pub struct Head4 {
 }
 
 impl Head4 {
+    /// Bytes these headers put in front of a packet.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     /// Prepends these headers to packet `p` and patches its lengths, the outer IPv4
     /// checksum (incrementally) and the UDP source port (from the flow's hash).
     #[inline(always)]
