@@ -251,8 +251,9 @@ def test_links_come_back_after_ovrd_is_killed_and_restarted(tmp_path, procs):
     tx.stop()
     # DPDK 22.11's memif server sometimes dies of SIGSEGV moments after its client
     # vanishes while it forwards (../shared/PLATFORM.md; seen here in about one run in
-    # ten, with every ovrd build): testpmd's bug, not what this test is about. Then a new
-    # server listens on the same path, and ovr's client must find it by itself all the same.
+    # ten, with ovrd builds before and after the engine changes of 2026-11-28): testpmd's
+    # bug, not what this test is about. Then a new server listens on the same path, and
+    # ovr's client must find it by itself all the same.
     time.sleep(1)
     if rx.proc.poll() is not None:
         assert rx.proc.returncode == -signal.SIGSEGV, rx.text()
