@@ -30,7 +30,9 @@ pub struct View {
 /// A host's view keeps the endpoints of its own networks only (those it has a port in),
 /// and of the networks of its chains' instances' ports (which it reaches through them):
 /// the rest of a large cluster's endpoints would cost memory and never be installed
-/// there. A network that becomes the host's needs its endpoints: `stale` says so, and the
+/// there. Its own endpoints it always keeps, whatever their network: it is the one to
+/// withdraw them (its last port in a network deleted while its endpoint's put was on the
+/// way would otherwise leave that endpoint published until the lease ends). A network that becomes the host's needs its endpoints: `stale` says so, and the
 /// member lists again.
 #[derive(Debug, Clone, Default)]
 struct Focus {
@@ -108,10 +110,13 @@ impl View {
         }
     }
 
-    /// Whether the view leaves this endpoint out (not one of the host's networks).
-    fn out_of_focus(&self, v: &Result<Value, String>) -> bool {
-        match (&self.focus, v) {
-            (Some(f), Ok(Value::Endpoint(e))) => !f.networks.contains(&e.network),
+    /// Whether the view leaves this endpoint out (another host's, not in one of the
+    /// host's networks).
+    fn out_of_focus(&self, key: &Key, v: &Result<Value, String>) -> bool {
+        match (&self.focus, key, v) {
+            (Some(f), Key::Endpoint { host, .. }, Ok(Value::Endpoint(e))) => {
+                *host != f.host && !f.networks.contains(&e.network)
+            }
             _ => false,
         }
     }
@@ -131,7 +136,7 @@ impl View {
         match Key::parse(&kv.key) {
             Ok(key) => {
                 let value = parse(&key, &kv.value);
-                if self.out_of_focus(&value) {
+                if self.out_of_focus(&key, &value) {
                     self.entries.remove(&key);
                     return;
                 }
@@ -293,8 +298,11 @@ mod tests {
         // An endpoint that moves out of h1's networks leaves the view.
         v.apply(&[Event::Put(kv("/ovr/v1/endpoints/h2/b", &ep("blue"), 7))]);
         assert!(!kept(&v).contains(&"/ovr/v1/endpoints/h2/b".to_string()));
+        // h1's own endpoints stay whatever their network: h1 withdraws them.
+        v.apply(&[Event::Put(kv("/ovr/v1/endpoints/h1/gone", &ep("green"), 8))]);
+        assert!(kept(&v).contains(&"/ovr/v1/endpoints/h1/gone".to_string()));
         // A port of h1's in blue: blue's endpoints are not here; list again.
-        v.apply(&[Event::Put(kv("/ovr/v1/ports/h1/y", &port("blue"), 8))]);
+        v.apply(&[Event::Put(kv("/ovr/v1/ports/h1/y", &port("blue"), 9))]);
         assert!(v.stale());
     }
 
