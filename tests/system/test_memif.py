@@ -35,7 +35,7 @@ def binaries():
 class Ovrd:
     """ovrd in the root namespace (memif needs no kernel interface)."""
 
-    def __init__(self, tmp, config_text):
+    def __init__(self, tmp, config_text, *args):
         self.ovrd, self.ovrctl = binaries()
         self.tmp = tmp
         self.socket, self.state = tmp / "ovrd.sock", tmp / "state.json"
@@ -44,7 +44,7 @@ class Ovrd:
         self.log = tmp / "ovrd.log"
         self.proc = subprocess.Popen(
             [str(self.ovrd), "--config", str(self.config), "--api-socket", str(self.socket),
-             "--state", str(self.state)],
+             "--state", str(self.state), *args],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         wait_until(lambda: "forwarding" in self.log.read_text(), "ovrd forwarding", self.check)
 
@@ -191,6 +191,38 @@ def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
     got = rx.stop()
     tx.stop()
     assert got["RX-packets"] >= 50_000, got
+
+
+def test_queues_are_read_by_several_workers(tmp_path, procs):
+    """Two queues each way on both links and two workers: each worker reads one receive
+    queue of memif-a (queue 0 on the worker the interface is dealt to, queue 1 on the
+    other), and every frame still reaches the receiver."""
+    config = example(tmp_path).replace("queues: 1", "queues: 2")
+    config = config.replace("      mode: ethernet\n\nnetworks:", "      mode: ethernet\n      queues: 2\n\nnetworks:")
+    assert config.count("queues: 2") == 2, config
+    ovrd = Ovrd(tmp_path, config, "--workers", "2")
+    procs.append(ovrd)
+    two = ("--rxq=2", "--txq=2")
+    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-b.sock", MAC_B)], "rxonly", *two))
+    rx = procs[-1]
+    ovrd.wait_link("memif-b", "up")
+    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-a.sock", MAC_A)], "txonly",
+                         f"--eth-peer=0,{MAC_B}", "--txonly-multi-flow", *two))
+    tx = procs[-1]
+    link_a = ovrd.wait_link("memif-a", "up")
+    assert link_a["queues"] == {"rx": 2, "tx": 2}, link_a
+    wait_until(lambda: all(q["frames"] > 10_000 for q in ovrd.link("memif-a")["rx_queues"]),
+               "both of memif-a's queues read", ovrd.check)
+    queues = ovrd.link("memif-a")["rx_queues"]
+    assert sorted(q["worker"] for q in queues) == [0, 1], queues
+    rx.wait_ports(lambda p: p.get(0, (0, 0))[0] > 20_000, "frames arrive")
+    got = rx.stop()
+    sent = tx.stop()
+    assert got["RX-packets"] >= 20_000, (got, sent)
+    assert_64_bytes(got)
+    assert sent["TX-packets"] >= got["RX-packets"]
+    a, b = ovrd.counters("memif-a"), ovrd.counters("memif-b")
+    assert a["rx_packets"] >= got["RX-packets"] and b["tx_packets"] >= got["RX-packets"], (a, b)
 
 
 def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):

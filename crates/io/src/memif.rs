@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
-pub use ovr_memif::{Config, LinkState, Mode, Role, SocketAddr, Status};
+pub use ovr_memif::{Config, LinkState, Mode, Role, RxQueue, SocketAddr, Status};
 
 struct Registry {
     manager: Manager,
@@ -62,6 +62,8 @@ pub struct LinkReport {
     pub status: Status,
     /// Frames refused for a bad descriptor, by reason.
     pub bad_descriptors: Vec<(&'static str, u64)>,
+    /// Each receive queue's frames and reader (the worker) while up.
+    pub rx_queues: Vec<RxQueue>,
 }
 
 /// Every memif interface some worker holds, by name.
@@ -83,6 +85,7 @@ pub fn links() -> Vec<LinkReport> {
                 id: c.id,
                 status: l.status(),
                 bad_descriptors: l.bad_descriptors(),
+                rx_queues: l.rx_queues(),
             }
         })
         .collect();
@@ -111,25 +114,30 @@ pub struct Memif {
 }
 
 impl Memif {
-    /// Opens interface `cfg.name` for worker `worker`: receiving from every queue if
-    /// `rx` (the worker that receives from the interface), transmitting on queue
-    /// `worker` (modulo the queues).
-    pub fn open(cfg: &Config, rx: bool, worker: usize, batch: usize) -> Result<Self, IoError> {
+    /// Opens interface `cfg.name` for worker `worker`: receiving from its share of the
+    /// receive queues (`rx`: index and count, as [`Port::new`] takes it; `None`: it
+    /// only sends), transmitting on queue `worker` (modulo the queues).
+    pub fn open(
+        cfg: &Config,
+        rx: Option<(usize, usize)>,
+        worker: usize,
+        batch: usize,
+    ) -> Result<Self, IoError> {
         let h = handle(cfg)?;
         let os = |source| IoError::Os {
             name: cfg.name.clone(),
             op: "memif port",
             source,
         };
-        let port = if rx {
-            ovr_memif::Port::new(h.link().clone(), Some((0, 1)), worker, batch).map_err(os)?
+        let port = if rx.is_some() {
+            ovr_memif::Port::new(h.link().clone(), rx, worker, batch).map_err(os)?
         } else {
             h.sender(worker, batch).map_err(os)?
         };
         Ok(Self {
             port,
             _handle: h,
-            rx,
+            rx: rx.is_some(),
         })
     }
 

@@ -24,7 +24,7 @@ pub mod ring;
 mod sys;
 
 pub use control::{Handle, Manager};
-pub use link::{Link, LinkState, Port, PortStats, Status};
+pub use link::{Link, LinkState, Port, PortStats, RxQueue, Status};
 pub use msg::Mode;
 pub use sys::{Mapping, SocketAddr};
 

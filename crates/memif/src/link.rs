@@ -66,6 +66,19 @@ pub(crate) struct QueuePos {
     pos: u16,
     /// Client receive: the head we offered buffers up to.
     head: u16,
+    /// Receive: frames taken from the queue on this connection, and the number of the
+    /// port that took the last of them (ovrd numbers ports by worker).
+    frames: u64,
+    reader: Option<usize>,
+}
+
+/// One receive queue as [`Link::rx_queues`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxQueue {
+    /// Frames taken from it since the link came up.
+    pub frames: u64,
+    /// The number ([`Port::new`]'s `tx_queue`) of the port that reads it, once one has.
+    pub reader: Option<usize>,
 }
 
 /// A connected link's shared memory, rings and interrupts.
@@ -202,6 +215,23 @@ impl Link {
         sys::eventfd_signal(self.notify.as_raw_fd());
     }
 
+    /// The receive queues of the connection in use (none while down).
+    pub fn rx_queues(&self) -> Vec<RxQueue> {
+        let Some(c) = self.current() else {
+            return Vec::new();
+        };
+        c.rx_pos
+            .iter()
+            .map(|p| {
+                let p = p.lock().unwrap_or_else(PoisonError::into_inner);
+                RxQueue {
+                    frames: p.frames,
+                    reader: p.reader,
+                }
+            })
+            .collect()
+    }
+
     fn current(&self) -> Option<Arc<Conn>> {
         self.conn
             .lock()
@@ -251,8 +281,9 @@ pub struct Port {
 
 impl Port {
     /// A port of `link` that receives from its share of the receive queues (`rx`:
-    /// index and count; `None`: it only transmits), transmits on `tx_queue`, and takes
-    /// at most `batch` frames a call.
+    /// index and count, queue `q` is its own if `q % count == index`; `None`: it only
+    /// transmits), transmits on `tx_queue` (modulo the queues; also the port's number
+    /// in [`Link::rx_queues`]), and takes at most `batch` frames a call.
     pub fn new(
         link: Arc<Link>,
         rx: Option<(usize, usize)>,
@@ -382,6 +413,7 @@ impl Port {
             }
             let mut p = c.rx_pos[q].lock().unwrap_or_else(PoisonError::into_inner);
             let p = &mut *p;
+            let before = self.stats.rx.frames;
             let r = ring::receive(
                 &ring,
                 &c.regions,
@@ -394,6 +426,10 @@ impl Port {
                 &mut fixup,
                 &mut self.stats.rx,
             );
+            if self.stats.rx.frames != before {
+                p.frames += self.stats.rx.frames - before;
+                p.reader = Some(self.tx_queue);
+            }
             if let Err(v) = r {
                 breach = Some(v);
                 break;

@@ -603,6 +603,7 @@ fn memif_links() -> serde_json::Value {
                 "disconnects": s.disconnects,
                 "queues": { "rx": s.queues.0, "tx": s.queues.1 },
                 "bad_descriptors": l.bad_descriptors.iter().copied().collect::<std::collections::BTreeMap<_, _>>(),
+                "rx_queues": l.rx_queues.iter().map(|q| serde_json::json!({ "frames": q.frames, "worker": q.reader })).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -65,6 +65,8 @@ struct Port {
     program: Option<Attachment>,
     /// A memif interface's settings (it has no kernel interface: no ifindex to follow).
     memif: Option<ovr_io::memif::Config>,
+    /// A memif interface's receive queues this worker reads (`Share::memif_queues`).
+    memif_rx: Option<(usize, usize)>,
     admin_up: bool,
     worker: usize,
 }
@@ -117,6 +119,10 @@ impl Port {
             failing: false,
             rx: share.receives(i.id),
             program: None,
+            memif_rx: i
+                .memif
+                .as_ref()
+                .and_then(|m| share.memif_queues(i.id, usize::from(m.queues))),
             memif: memif_config(i),
             admin_up: i.admin_up,
             worker: share.index,
@@ -188,7 +194,7 @@ impl Port {
             if !self.admin_up {
                 return Ok(());
             }
-            let d = ovr_io::memif::Memif::open(cfg, self.rx, self.worker, batch)?;
+            let d = ovr_io::memif::Memif::open(cfg, self.memif_rx, self.worker, batch)?;
             if self.rx {
                 info!(interface = %self.name, id = self.id.0, role = ?cfg.role, socket = %cfg.socket, "memif attached");
             }
@@ -309,6 +315,17 @@ pub struct Share {
 impl Share {
     fn receives(self, id: InterfaceId) -> bool {
         id.0 as usize % self.count == self.index
+    }
+
+    /// The receive queues of memif interface `id` (with `queues` of them) this worker
+    /// reads, as `ovr_memif::Port` takes them (index, count): queue 0 on the worker the
+    /// interface is dealt to, queue 1 on the next and so on round the workers, so that a
+    /// network function spreading its frames over queues spreads them over cores. One
+    /// queue, or one worker: the dealt worker reads them all, the others none.
+    fn memif_queues(self, id: InterfaceId, queues: usize) -> Option<(usize, usize)> {
+        let dealt = id.0 as usize % self.count;
+        let index = (self.index + self.count - dealt) % self.count;
+        (index < queues.max(1)).then_some((index, self.count))
     }
 }
 
@@ -672,6 +689,7 @@ impl Ports {
             if !p.rx {
                 info!(
                     interface = %p.name,
+                    rx = s.rx_frames,
                     tx = s.tx_frames,
                     tx_dropped = s.tx_dropped,
                     tx_joined = s.tx_joined,
@@ -695,5 +713,30 @@ impl Ports {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memif_queues_go_round_the_workers_from_the_dealt_one() {
+        let reads = |count: usize, id: u32, queues: usize| -> Vec<Vec<usize>> {
+            (0..count)
+                .map(|index| {
+                    let share = Share { index, count }.memif_queues(InterfaceId(id), queues);
+                    (0..queues)
+                        .filter(|q| share.is_some_and(|(i, n)| q % n == i))
+                        .collect()
+                })
+                .collect()
+        };
+        // One worker reads every queue; one queue is the dealt worker's (id 3 of 2: 1).
+        assert_eq!(reads(1, 3, 4), [vec![0, 1, 2, 3]]);
+        assert_eq!(reads(2, 3, 1), [vec![], vec![0]]);
+        // Queues dealt from the dealt worker on, each read by exactly one worker.
+        assert_eq!(reads(2, 3, 4), [vec![1, 3], vec![0, 2]]);
+        assert_eq!(reads(3, 4, 2), [vec![], vec![0], vec![1]]);
     }
 }
