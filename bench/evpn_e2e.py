@@ -20,6 +20,12 @@ Reported per phase (install, withdraw):
     cargo build --release -p ovr-bgp --example evpn_inject
     sudo python3 bench/evpn_e2e.py --routes 100000 [--rounds 3] [--json]
 
+`--mode paced --per-second R`: latency rather than rate: the routes injected one a
+message at R a second, each route's time from its message to installed in ovrd (polled),
+and ovrd's own part of it (its `install_latency`). Goal (issue 23): p99 ≤ 20 ms.
+
+    sudo python3 bench/evpn_e2e.py --mode paced --routes 2000 --per-second 200
+
 `--source frr`: the routes come from FRR instead (tests/system/evpn_frr.py): N static
 MACs added to the kernel bridge of a router running FRR (zebra + bgpd,
 `advertise-all-vni`) in one `bridge -batch`, announced by zebra to bgpd and by bgpd to
@@ -99,6 +105,51 @@ def phase(lab, n, name, withdraw, start, timeout):
     }
 
 
+def paced(lab, n, per_second, withdraw, timeout):
+    """N type 2 routes injected at the router one message each, `per_second` a second,
+    while ovrd's installed MACs and host routes are polled as fast as its API answers:
+    each route's latency end to end, from its message sent to the router's gobgpd to the
+    first poll that finds it installed (or gone), so at most one poll late; and ovrd's own
+    part, its `install_latency` (an event's receipt from its gobgpd to installed;
+    cumulative since ovrd started)."""
+    def installed():
+        i = lab.ovrd.api_get("/api/v1/bgp/installed")["installed"]
+        return i["macs"] + i["hosts"]
+
+    want = 0 if withdraw else n
+    start = installed()
+    inj = lab.inject(n, withdraw=withdraw, chunk=1, per_second=per_second)
+    polls, t0 = [], time.time()
+    while True:
+        c = installed()
+        polls.append((time.time(), c))
+        if c == want:
+            break
+        assert time.time() - t0 < timeout, f"not done within {timeout} s: {lab.installed()}"
+        time.sleep(0.001)
+    out, _ = lab.finish(inj)
+    sent = out["sent_at"]
+    # Message order: install, the 4 VTEPs' type 3 then the type 2 routes; withdraw, the
+    # type 2 routes first.
+    type2 = sent[len(VTEPS):] if not withdraw else sent[:n]
+    lat, j = [], 0
+    for k, s in enumerate(type2):
+        target = start + k + 1 if not withdraw else start - k - 1
+        while j < len(polls) and (polls[j][1] < target if not withdraw else polls[j][1] > target):
+            j += 1
+        lat.append(polls[j][0] - s)
+    lat.sort()
+    q = lambda f: 1000 * lat[min(len(lat) - 1, int(f * len(lat)))]  # noqa: E731
+    gaps = [b[0] - a[0] for a, b in zip(polls, polls[1:])]
+    return {
+        "phase": f"paced {'withdraw' if withdraw else 'install'}", "routes": n,
+        "per_second": per_second, "e2e_ms": {"p50": q(0.5), "p99": q(0.99),
+                                              "max": 1000 * lat[-1]},
+        "poll_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
+        "ovrd_install_latency": lab.installed()["install_latency"],
+    }
+
+
 def load(lab, n):
     """N routes into the router while it has no peer: GoBGP's API alone."""
     before = cpu_seconds(lab.pids()["router_gobgpd"])
@@ -162,6 +213,13 @@ def frr_phase(lab, n, name, withdraw, timeout):
 
 
 def show(r):
+    if r["phase"].startswith("paced"):
+        e, o = r["e2e_ms"], r["ovrd_install_latency"]
+        return (f"{r['phase']:>15} N={r['routes']} at {r['per_second']:.0f}/s: end to end "
+                f"p50 {e['p50']:.1f} ms, p99 {e['p99']:.1f} ms, max {e['max']:.1f} ms (polled "
+                f"every {r['poll_ms']:.1f} ms); ovrd, receipt to installed (since start, "
+                f"{o['paths']} paths): p50 {o['p50_ms']:.2f} ms, p99 {o['p99_ms']:.2f} ms, "
+                f"max {o['max_ms']:.2f} ms")
     c = r["cpu_seconds"]
     if r.get("source") == "frr":
         return (f"{r['phase']:>8} N={r['routes']}: {r['seconds']:.2f} s end to end "
@@ -194,9 +252,11 @@ def main():
     p.add_argument("--routes", type=int, default=100_000)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--source", choices=("gobgp", "frr"), default="gobgp")
-    p.add_argument("--mode", choices=("table", "stream"), default="table",
+    p.add_argument("--mode", choices=("table", "stream", "paced"), default="table",
                    help="gobgp source: the router's table loaded before the session, or "
-                   "injected while it is up")
+                   "injected while it is up (as fast as it goes, or --per-second)")
+    p.add_argument("--per-second", type=float, default=200,
+                   help="paced mode: routes injected a second, one message each")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--prefix", default="ovre4b")
     p.add_argument("--json", action="store_true")
@@ -219,6 +279,12 @@ def main():
                 for _ in range(a.rounds):
                     out(phase(lab, n, "install", False, lambda: lab.peer(), a.timeout))
                     out(phase(lab, n, "withdraw", True, lambda: lab.unpeer(), a.timeout))
+            elif a.mode == "paced":
+                lab.peer()
+                lab.wait_established()
+                for _ in range(a.rounds):
+                    out(paced(lab, n, a.per_second, False, a.timeout))
+                    out(paced(lab, n, a.per_second, True, a.timeout))
             else:
                 lab.peer()
                 lab.wait_established()

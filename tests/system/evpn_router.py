@@ -163,10 +163,12 @@ class RouterLab(HostLab):
         n = self.ovrd.get("/api/v1/bgp/neighbors")
         return not any(x.get("state") == "established" for x in n)
 
-    def inject(self, n, withdraw=False, chunk=1000):
-        """Starts the injector (in the router's namespace): its Popen, to `finish`."""
+    def inject(self, n, withdraw=False, chunk=1000, per_second=0):
+        """Starts the injector (in the router's namespace): its Popen, to `finish`.
+        `per_second`: paced to that many paths a second (0: as fast as GoBGP takes them)."""
         args = ["ip", "netns", "exec", self.r, self.inject_exe, "--api", self.router.api,
-                "--routes", str(n), "--chunk", str(chunk)] + (["--withdraw"] if withdraw else [])
+                "--routes", str(n), "--chunk", str(chunk), "--per-second", str(per_second)] + \
+            (["--withdraw"] if withdraw else [])
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
 

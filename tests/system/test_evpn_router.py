@@ -46,6 +46,10 @@ def test_routes_injected_at_the_router_are_installed_in_ovr_and_withdrawn(lab):
     v = lab.installed()
     assert v["routes_learnt"] == N + len(VTEPS), v
     assert not v["unresolved"] and not v["refused"], v
+    # Each path the watch brought is timed from its event's receipt to installed.
+    lat = v["install_latency"]
+    assert lat["paths"] >= N + len(VTEPS), lat
+    assert 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"], lat
 
     c = lab.ovrd.get("/api/v1/config")
     tunnels = {t["name"]: t for t in c["tunnels"]}
@@ -86,3 +90,4 @@ def test_routes_injected_at_the_router_are_installed_in_ovr_and_withdrawn(lab):
     assert not c.get("bridge") and not c.get("routes") and not c.get("tunnels"), c
     assert not c["networks"][0]["flood"], c["networks"]
     assert not [r for r in lab.ovrd.get("/api/v1/bgp/routes") if r["direction"] == "in"]
+    assert lab.installed()["install_latency"]["paths"] >= 2 * (N + len(VTEPS))

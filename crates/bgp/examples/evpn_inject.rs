@@ -8,11 +8,13 @@
 //! it (the session goes, and the peer withdraws every route it had from it).
 //!
 //! `cargo run --release -p ovr-bgp --example evpn_inject -- --api URL --routes N
-//! [--withdraw] [--chunk C] [--asn 65000]`, or `... --api URL [--setup --router-id A
-//! --listen A] [--peer A] [--delete-peer A]`
+//! [--withdraw] [--chunk C] [--per-second R] [--asn 65000]`, or `... --api URL [--setup
+//! --router-id A --listen A] [--peer A] [--delete-peer A]`
 //!
 //! Prints one JSON line: the routes sent, the seconds it took, and when it started and
 //! ended (Unix time, seconds) so that the caller can time from the first route sent.
+//! `--per-second R` paces the messages (C paths each) to R paths a second and adds when
+//! each message went (`sent_at`, Unix time), for per-route latencies.
 
 use ovr_bgp::api;
 use ovr_bgp::api::gobgp_api_client::GobgpApiClient;
@@ -29,6 +31,7 @@ struct Args {
     routes: usize,
     withdraw: bool,
     chunk: usize,
+    per_second: f64,
     asn: u16,
     setup: Option<(Ipv4Addr, IpAddr)>,
     peer: Option<IpAddr>,
@@ -38,6 +41,7 @@ struct Args {
 fn args() -> Result<Args, String> {
     let (mut api, mut routes, mut withdraw, mut chunk, mut asn) =
         (None, 100_000, false, 1000, 65000);
+    let mut per_second = 0.0;
     let (mut setup, mut router_id, mut listen) = (false, None, None);
     let (mut peer, mut delete_peer) = (None, None);
     let mut it = std::env::args().skip(1);
@@ -48,6 +52,7 @@ fn args() -> Result<Args, String> {
             "--api" => api = Some(v()?),
             "--routes" => routes = v()?.parse().map_err(|e| bad(&e))?,
             "--chunk" => chunk = v()?.parse().map_err(|e| bad(&e))?,
+            "--per-second" => per_second = v()?.parse().map_err(|e| bad(&e))?,
             "--asn" => asn = v()?.parse().map_err(|e| bad(&e))?,
             "--withdraw" => withdraw = true,
             "--setup" => setup = true,
@@ -71,6 +76,7 @@ fn args() -> Result<Args, String> {
         routes,
         withdraw,
         chunk: chunk.max(1),
+        per_second,
         asn,
         setup,
         peer,
@@ -209,15 +215,41 @@ async fn run(a: Args) -> Result<(), String> {
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
     let (start, t) = (unix(), Instant::now());
-    client
-        .add_path_stream(tokio_stream::iter(messages))
-        .await
-        .map_err(|e| format!("AddPathStream: {e}"))?;
+    let mut sent_at = Vec::new();
+    if a.per_second > 0.0 {
+        // One message every `chunk / per_second` seconds, each stamped as it goes.
+        let every = std::time::Duration::from_secs_f64(a.chunk as f64 / a.per_second);
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let pace = tokio::spawn(async move {
+            let mut at = Vec::with_capacity(messages.len());
+            let mut tick = tokio::time::interval(every);
+            for m in messages {
+                tick.tick().await;
+                at.push(unix());
+                if tx.send(m).await.is_err() {
+                    break;
+                }
+            }
+            at
+        });
+        client
+            .add_path_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .map_err(|e| format!("AddPathStream: {e}"))?;
+        sent_at = pace.await.map_err(|e| e.to_string())?;
+    } else {
+        client
+            .add_path_stream(tokio_stream::iter(messages))
+            .await
+            .map_err(|e| format!("AddPathStream: {e}"))?;
+    }
     let seconds = t.elapsed().as_secs_f64();
+    let sent_at: Vec<String> = sent_at.iter().map(|s| format!("{s:.6}")).collect();
     println!(
-        "{{\"sent\": {sent}, \"withdraw\": {}, \"seconds\": {seconds:.6}, \"start\": {start:.6}, \"end\": {:.6}}}",
+        "{{\"sent\": {sent}, \"withdraw\": {}, \"seconds\": {seconds:.6}, \"start\": {start:.6}, \"end\": {:.6}, \"sent_at\": [{}]}}",
         a.withdraw,
-        unix()
+        unix(),
+        sent_at.join(", ")
     );
     Ok(())
 }

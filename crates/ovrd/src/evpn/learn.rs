@@ -72,6 +72,7 @@ struct Inner {
     /// The AS route targets are made with, once learning started.
     asn: Option<u16>,
     installer: Installer,
+    latency: Latency,
     /// Without a cluster: the agent's generation when this last installed (None: the
     /// intent is to be taken from the installed configuration again).
     seen: Option<u64>,
@@ -110,25 +111,28 @@ impl Learning {
 
     /// Installs what the installer has to install: on the cluster's intent, or (without
     /// a cluster) on the installed configuration, taking it again as the intent if it
-    /// changed through the API since this last installed.
-    fn follow(&self, g: &mut Inner, cluster: bool) {
+    /// changed through the API since this last installed. False if it could not.
+    fn follow(&self, g: &mut Inner, cluster: bool) -> bool {
         if cluster {
             let r = match g.installer.take() {
-                Install::Nothing => return,
+                Install::Nothing => return true,
                 Install::Whole(c) => self.state.install(*c),
                 Install::Changes(cs) => self
                     .state
                     .with_agent(|a| a.apply_learnt(cs))
                     .and_then(|r| r),
             };
-            match r {
-                Ok(a) => report(&g.installer.report(), a.table_changes),
+            return match r {
+                Ok(a) => {
+                    report(&g.installer.report(), a.table_changes);
+                    true
+                }
                 Err(e) => {
                     warn!(error = %e, "bgp: what is learnt could not be installed");
                     g.installer.again();
+                    false
                 }
-            }
-            return;
+            };
         }
         let r = self.state.with_agent(|a| {
             let r = g.installer.take().apply(a);
@@ -140,10 +144,12 @@ impl Learning {
                 if let Some(a) = applied {
                     report(&g.installer.report(), a.table_changes);
                 }
+                true
             }
             Ok((Err(e), _)) | Err(e) => {
                 warn!(error = %e, "bgp: what is learnt could not be installed");
                 g.seen = None;
+                false
             }
         }
     }
@@ -198,7 +204,38 @@ impl Learning {
             "unresolved": last.unresolved,
             "skipped": last.skipped,
             "refused": g.installer.rib().refused,
+            "install_latency": g.latency.report(),
         })
+    }
+}
+
+/// How long learnt changes took from ovrd's receipt of gobgpd's event (decoded) to installed (the
+/// agent's commit done: the forwarding workers see them at their next vector), in
+/// microseconds, one count per path added or withdrawn. An event whose changes could not
+/// be installed yet (no intent, an install that failed) counts when they are.
+struct Latency(hdrhistogram::Histogram<u64>);
+
+impl Default for Latency {
+    fn default() -> Self {
+        // 1 µs to an hour at three significant digits (a few tens of KiB).
+        Self(
+            hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("constant bounds are valid"),
+        )
+    }
+}
+
+impl Latency {
+    fn record(&mut self, received: Instant, paths: usize, now: Instant) {
+        let us = now.saturating_duration_since(received).as_micros();
+        self.0
+            .saturating_record_n(u64::try_from(us).unwrap_or(u64::MAX), paths as u64);
+    }
+
+    fn report(&self) -> Value {
+        let ms = |q: f64| self.0.value_at_quantile(q) as f64 / 1000.0;
+        json!({ "paths": self.0.len(), "p50_ms": ms(0.5), "p99_ms": ms(0.99),
+                "max_ms": self.0.max() as f64 / 1000.0 })
     }
 }
 
@@ -252,8 +289,23 @@ pub(crate) fn imports(c: &Config, asn: u16) -> BTreeMap<RouteTarget, String> {
 /// What the watch brings: a batch of changes, or word that it started again (what
 /// came before may be missed: list the table).
 enum Watched {
-    Batch(Vec<Learnt>),
+    /// The changes of one event, and when ovrd received it.
+    Batch(Instant, Vec<Learnt>),
     Started,
+}
+
+/// Adds an event's paths to those waiting to be installed. Bounded while nothing can be
+/// installed (no intent yet): events within a millisecond of the last, or beyond
+/// `MAX_WAITING` of them, count from the earlier time (a latency overstated, never lost).
+fn add_waiting(waiting: &mut Vec<(Instant, usize)>, at: Instant, paths: usize) {
+    const MAX_WAITING: usize = 4096;
+    let full = waiting.len() >= MAX_WAITING;
+    match waiting.last_mut() {
+        Some((t, n)) if full || at.saturating_duration_since(*t) < Duration::from_millis(1) => {
+            *n += paths;
+        }
+        _ => waiting.push((at, paths)),
+    }
 }
 
 /// Follows gobgpd's table until a request fails; the caller connects again.
@@ -275,7 +327,7 @@ pub async fn run(url: &str, asn: u16, learning: &Arc<Learning>, cluster: bool) -
                         return;
                     }
                     while let Some(Ok(batch)) = s.next().await {
-                        if tx.send(Watched::Batch(batch)).is_err() {
+                        if tx.send(Watched::Batch(Instant::now(), batch)).is_err() {
                             return;
                         }
                     }
@@ -302,12 +354,18 @@ async fn follow(
     // When the table was last listed, and how long until the next listing.
     let mut listed: Option<(Instant, Duration)> = None;
     let mut neighbours = Neighbours::default();
+    // Events learnt but not installed yet: when each came, and its paths.
+    let mut waiting: Vec<(Instant, usize)> = Vec::new();
+    // A listing due when changes came: it follows at once, in a round of its own.
+    let mut owed = false;
     loop {
         let mut batches = Vec::new();
-        let mut relist = listed.is_none_or(|(t, every)| t.elapsed() >= every);
-        tokio::select! {
-            w = rx.recv() => batches.extend(w),
-            () = tokio::time::sleep(TICK) => {}
+        let mut relist = owed || listed.is_none_or(|(t, every)| t.elapsed() >= every);
+        if !owed {
+            tokio::select! {
+                w = rx.recv() => batches.extend(w),
+                () = tokio::time::sleep(TICK) => {}
+            }
         }
         // Whatever else came meanwhile, in the same round.
         while let Ok(w) = rx.try_recv() {
@@ -316,9 +374,18 @@ async fn follow(
         let mut changes = Vec::new();
         for w in batches {
             match w {
-                Watched::Batch(b) => changes.push(b),
+                Watched::Batch(at, b) => {
+                    add_waiting(&mut waiting, at, b.len());
+                    changes.push(b);
+                }
                 Watched::Started => relist = true,
             }
+        }
+        // Changes are installed before a listing (as long as the table is large) makes
+        // them wait; the listing comes next, whatever arrives meanwhile.
+        owed = relist && !owed && !changes.is_empty();
+        if owed {
+            relist = false;
         }
         let listing = if relist {
             let asked = Instant::now();
@@ -372,6 +439,44 @@ async fn follow(
         let mut g = lock(&learning.inner);
         g.vteps = neighbours.report();
         g.installer.set_neighbours(neighbours.macs());
-        learning.follow(&mut g, cluster);
+        if learning.follow(&mut g, cluster) {
+            let now = Instant::now();
+            for (at, paths) in waiting.drain(..) {
+                g.latency.record(at, paths, now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_events_within_a_millisecond_count_from_the_first_and_stay_bounded() {
+        let t = Instant::now();
+        let mut w = Vec::new();
+        add_waiting(&mut w, t, 3);
+        add_waiting(&mut w, t + Duration::from_micros(500), 2);
+        add_waiting(&mut w, t + Duration::from_millis(2), 1);
+        assert_eq!(w, [(t, 5), (t + Duration::from_millis(2), 1)]);
+        for i in 0..10_000u64 {
+            add_waiting(&mut w, t + Duration::from_millis(3 + 2 * i), 1);
+        }
+        assert_eq!(w.len(), 4096);
+        assert_eq!(w.iter().map(|(_, n)| n).sum::<usize>(), 5 + 1 + 10_000);
+    }
+
+    #[test]
+    fn latency_counts_each_path_and_reports_milliseconds() {
+        let t = Instant::now();
+        let mut l = Latency::default();
+        l.record(t, 99, t + Duration::from_micros(200));
+        l.record(t, 1, t + Duration::from_millis(30));
+        let r = l.report();
+        assert_eq!(r["paths"], 100);
+        assert!((r["p50_ms"].as_f64().unwrap() - 0.2).abs() < 0.001, "{r}");
+        assert!((r["p99_ms"].as_f64().unwrap() - 0.2).abs() < 0.001, "{r}");
+        assert!((r["max_ms"].as_f64().unwrap() - 30.0).abs() < 0.1, "{r}");
     }
 }
