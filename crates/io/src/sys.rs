@@ -49,6 +49,8 @@ pub enum Receive {
     Ipv4,
     /// Every EtherType but IPv4 (served before TC ingress, IPv4 refused by a filter).
     AllButIpv4,
+    /// ARP only.
+    Arp,
 }
 
 /// A non-blocking AF_PACKET raw socket bound to interface `index`, receiving `what`
@@ -85,6 +87,7 @@ pub fn packet_socket(
     let protocol = match what {
         Receive::Every => libc::ETH_P_ALL,
         Receive::Ipv4 => libc::ETH_P_IP,
+        Receive::Arp => libc::ETH_P_ARP,
         Receive::AllButIpv4 => {
             refuse_ipv4(&fd)?;
             libc::ETH_P_ALL

@@ -226,13 +226,42 @@ pub fn sender(frame: &[u8]) -> Option<(Ipv4Addr, [u8; 6])> {
     (!bad).then_some((ip, mac))
 }
 
-/// Asks for `targets` on the underlay and collects the answers for `wait` (blocking).
-pub fn ask(
+/// A socket for ARP on the underlay, kept between questions (opening and closing one
+/// costs tens of milliseconds: `AfPacket::open_arp`).
+#[derive(Default)]
+pub struct Asker {
+    socket: Option<(String, ovr_io::AfPacket)>,
+}
+
+impl Asker {
+    /// Asks for `targets` on the underlay and collects the answers for up to `wait`
+    /// (blocking). The socket is opened on first use, again when the underlay is another
+    /// interface, and after an error.
+    pub fn ask(
+        &mut self,
+        u: &Underlay,
+        targets: &[Ipv4Addr],
+        wait: Duration,
+    ) -> Result<BTreeMap<Ipv4Addr, [u8; 6]>, String> {
+        let mut socket = match self.socket.take() {
+            Some((name, s)) if name == u.name => s,
+            _ => ovr_io::AfPacket::open_arp(&u.name, 64).map_err(|e| e.to_string())?,
+        };
+        let r = ask(&mut socket, u, targets, wait);
+        if r.is_ok() {
+            self.socket = Some((u.name.clone(), socket));
+        }
+        r
+    }
+}
+
+/// Asks for `targets` through `socket` and collects the answers for up to `wait`.
+fn ask(
+    socket: &mut ovr_io::AfPacket,
     u: &Underlay,
     targets: &[Ipv4Addr],
     wait: Duration,
 ) -> Result<BTreeMap<Ipv4Addr, [u8; 6]>, String> {
-    let mut socket = ovr_io::AfPacket::open(&u.name, 64).map_err(|e| e.to_string())?;
     let frames: Vec<[u8; 42]> = targets.iter().map(|t| request(u, *t)).collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
     socket.send(&refs).map_err(|e| e.to_string())?;

@@ -354,6 +354,7 @@ async fn follow(
     // When the table was last listed, and how long until the next listing.
     let mut listed: Option<(Instant, Duration)> = None;
     let mut neighbours = Neighbours::default();
+    let mut asker = arp::Asker::default();
     // Events learnt but not installed yet: when each came, and its paths.
     let mut waiting: Vec<(Instant, usize)> = Vec::new();
     // A listing due when changes came: it follows at once, in a round of its own.
@@ -422,10 +423,20 @@ async fn follow(
         let ask = neighbours.due(&wanted, Some(&underlay), Instant::now());
         if !ask.is_empty() {
             let (u, targets) = (underlay.clone(), ask.clone());
-            let r = tokio::task::spawn_blocking(move || arp::ask(&u, &targets, arp::WAIT)).await;
+            let mut a = std::mem::take(&mut asker);
+            let r = tokio::task::spawn_blocking(move || {
+                let r = a.ask(&u, &targets, arp::WAIT);
+                (a, r)
+            })
+            .await;
             let (answers, error) = match r {
-                Ok(Ok(a)) => (a, None),
-                Ok(Err(e)) => (BTreeMap::new(), Some(e)),
+                Ok((a, r)) => {
+                    asker = a;
+                    match r {
+                        Ok(answers) => (answers, None),
+                        Err(e) => (BTreeMap::new(), Some(e)),
+                    }
+                }
                 Err(e) => (BTreeMap::new(), Some(e.to_string())),
             };
             if let Some(e) = &error {
