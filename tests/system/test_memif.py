@@ -147,6 +147,20 @@ def check_frames(pcap, count):
         assert IP(bytes(ip)).chksum == sent
 
 
+def stop_and_check(ovrd, rx, tx, at_least):
+    """Stops the receiver (first, while still connected) and the sender: at least
+    `at_least` 64-byte frames arrived, no more than were sent, and ovr counted them in
+    on memif-a and out on memif-b. Returns the receiver's counters."""
+    got = rx.stop()
+    sent = tx.stop()
+    assert got["RX-packets"] >= at_least, (got, sent)
+    assert_64_bytes(got)
+    assert sent["TX-packets"] >= got["RX-packets"]
+    a, b = ovrd.counters("memif-a"), ovrd.counters("memif-b")
+    assert a["rx_packets"] >= got["RX-packets"] and b["tx_packets"] >= got["RX-packets"], (a, b)
+    return got
+
+
 def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
     ovrd = Ovrd(tmp_path, example(tmp_path))
     procs.append(ovrd)
@@ -167,13 +181,7 @@ def test_testpmd_to_testpmd_through_ovr(tmp_path, procs):
     ovrd.api("POST", "/api/v1/captures", {"interface": "memif-b", "path": str(pcap),
                                            "direction": "tx", "packets": 50})
     time.sleep(5)
-    got = rx.stop()  # first, while still connected
-    sent = tx.stop()
-    assert got["RX-packets"] >= 100_000, (got, sent)
-    assert_64_bytes(got)
-    assert sent["TX-packets"] >= got["RX-packets"]
-    a, b = ovrd.counters("memif-a"), ovrd.counters("memif-b")
-    assert a["rx_packets"] >= got["RX-packets"] and b["tx_packets"] >= got["RX-packets"], (a, b)
+    stop_and_check(ovrd, rx, tx, 100_000)
     wait_until(lambda: pcap.exists() and pcap.stat().st_size >= 24 + 50 * 80, "capture")
     check_frames(pcap, 50)
 
@@ -216,13 +224,7 @@ def test_queues_are_read_by_several_workers(tmp_path, procs):
     queues = ovrd.link("memif-a")["rx_queues"]
     assert sorted(q["worker"] for q in queues) == [0, 1], queues
     rx.wait_ports(lambda p: p.get(0, (0, 0))[0] > 20_000, "frames arrive")
-    got = rx.stop()
-    sent = tx.stop()
-    assert got["RX-packets"] >= 20_000, (got, sent)
-    assert_64_bytes(got)
-    assert sent["TX-packets"] >= got["RX-packets"]
-    a, b = ovrd.counters("memif-a"), ovrd.counters("memif-b")
-    assert a["rx_packets"] >= got["RX-packets"] and b["tx_packets"] >= got["RX-packets"], (a, b)
+    stop_and_check(ovrd, rx, tx, 20_000)
 
 
 def test_ovr_as_client_of_testpmd_and_admin_down_up(tmp_path, procs):

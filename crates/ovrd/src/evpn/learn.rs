@@ -209,10 +209,11 @@ impl Learning {
     }
 }
 
-/// How long learnt changes took from ovrd's receipt of gobgpd's event (decoded) to installed (the
-/// agent's commit done: the forwarding workers see them at their next vector), in
-/// microseconds, one count per path added or withdrawn. An event whose changes could not
-/// be installed yet (no intent, an install that failed) counts when they are.
+/// How long learnt changes took from ovrd's receipt of gobgpd's event (decoded) to
+/// installed (the agent's commit done: the forwarding workers see them at their next
+/// vector), in microseconds, one count per path added or withdrawn. An event whose
+/// changes could not be installed yet (no intent, an install that failed) counts when
+/// they are.
 struct Latency(hdrhistogram::Histogram<u64>);
 
 impl Default for Latency {
