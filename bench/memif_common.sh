@@ -21,6 +21,8 @@ pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    # testpmd's runtime files (hundreds of MB in a tmpfs) outlive it.
+    rm -rf /var/run/dpdk/ovrbench-$$-*
 }
 trap cleanup EXIT
 
