@@ -109,15 +109,17 @@ def procs():
             p.stop()
 
 
-def receiver(tmp, procs, sock, role="client"):
-    """A testpmd counting what arrives (rxonly, MAC_B), added to the test's processes."""
-    procs.append(Testpmd(tmp, [(role, sock, MAC_B)], "rxonly"))
+def receiver(tmp, procs, sock, role="client", extra=()):
+    """A testpmd counting what arrives (rxonly, MAC_B), added to the test's processes;
+    `extra`: more of testpmd's options."""
+    procs.append(Testpmd(tmp, [(role, sock, MAC_B)], "rxonly", *extra))
     return procs[-1]
 
 
-def sender(tmp, procs, sock):
+def sender(tmp, procs, sock, extra=()):
     """A testpmd client sending 64-byte frames from MAC_A to MAC_B (txonly), likewise."""
-    procs.append(Testpmd(tmp, [("client", sock, MAC_A)], "txonly", f"--eth-peer=0,{MAC_B}"))
+    procs.append(Testpmd(tmp, [("client", sock, MAC_A)], "txonly", f"--eth-peer=0,{MAC_B}",
+                         *extra))
     return procs[-1]
 
 
@@ -211,12 +213,9 @@ def test_queues_are_read_by_several_workers(tmp_path, procs):
     ovrd = Ovrd(tmp_path, config, "--workers", "2")
     procs.append(ovrd)
     two = ("--rxq=2", "--txq=2")
-    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-b.sock", MAC_B)], "rxonly", *two))
-    rx = procs[-1]
+    rx = receiver(tmp_path, procs, tmp_path / "memif-b.sock", extra=two)
     ovrd.wait_link("memif-b", "up")
-    procs.append(Testpmd(tmp_path, [("client", tmp_path / "memif-a.sock", MAC_A)], "txonly",
-                         f"--eth-peer=0,{MAC_B}", "--txonly-multi-flow", *two))
-    tx = procs[-1]
+    tx = sender(tmp_path, procs, tmp_path / "memif-a.sock", extra=("--txonly-multi-flow", *two))
     link_a = ovrd.wait_link("memif-a", "up")
     assert link_a["queues"] == {"rx": 2, "tx": 2}, link_a
     wait_until(lambda: all(q["frames"] > 10_000 for q in ovrd.link("memif-a")["rx_queues"]),

@@ -124,16 +124,13 @@ impl Memif {
         batch: usize,
     ) -> Result<Self, IoError> {
         let h = handle(cfg)?;
-        let os = |source| IoError::Os {
-            name: cfg.name.clone(),
-            op: "memif port",
-            source,
-        };
-        let port = if rx.is_some() {
-            ovr_memif::Port::new(h.link().clone(), rx, worker, batch).map_err(os)?
-        } else {
-            h.sender(worker, batch).map_err(os)?
-        };
+        let port = ovr_memif::Port::new(h.link().clone(), rx, worker, batch).map_err(|source| {
+            IoError::Os {
+                name: cfg.name.clone(),
+                op: "memif port",
+                source,
+            }
+        })?;
         Ok(Self {
             port,
             _handle: h,

@@ -141,11 +141,6 @@ impl Handle {
     pub fn port(&self, index: usize, count: usize, batch: usize) -> io::Result<crate::Port> {
         crate::Port::new(self.link.clone(), Some((index, count)), index, batch)
     }
-
-    /// A port that only transmits, on queue `tx_queue`.
-    pub fn sender(&self, tx_queue: usize, batch: usize) -> io::Result<crate::Port> {
-        crate::Port::new(self.link.clone(), None, tx_queue, batch)
-    }
 }
 
 impl Drop for Handle {

@@ -106,6 +106,7 @@ fn memif_config(i: &Interface) -> Option<ovr_io::memif::Config> {
 
 impl Port {
     fn new(i: &Interface, share: Share) -> Self {
+        let memif = memif_config(i);
         Self {
             id: i.id,
             name: i.name.clone(),
@@ -119,11 +120,10 @@ impl Port {
             failing: false,
             rx: share.receives(i.id),
             program: None,
-            memif_rx: i
-                .memif
+            memif_rx: memif
                 .as_ref()
-                .and_then(|m| share.memif_queues(i.id, usize::from(m.queues))),
-            memif: memif_config(i),
+                .and_then(|c| share.memif_queues(i.id, c.queues)),
+            memif,
             admin_up: i.admin_up,
             worker: share.index,
         }
