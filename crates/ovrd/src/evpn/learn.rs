@@ -383,12 +383,11 @@ async fn follow(
                 Watched::Started => relist = true,
             }
         }
-        // Changes are installed before a listing (as long as the table is large) makes
-        // them wait; the listing comes next, whatever arrives meanwhile.
-        owed = relist && !owed && !changes.is_empty();
-        if owed {
-            relist = false;
-        }
+        // A listing takes as long as the table is large: changes are installed first,
+        // and the listing, if due, comes in the next round (whatever arrives meanwhile).
+        let defer = relist && !owed && !changes.is_empty();
+        owed = defer;
+        relist &= !defer;
         let listing = if relist {
             let asked = Instant::now();
             match bgp.routes().await {
