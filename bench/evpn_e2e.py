@@ -24,7 +24,10 @@ Reported per phase (install, withdraw):
 message at R a second, each route's time from its message to installed in ovrd (polled),
 and ovrd's own part of it (its `install_latency`). Goal (issue 23): p99 ≤ 20 ms.
 
-    sudo python3 bench/evpn_e2e.py --mode paced --routes 2000 --per-second 200
+    sudo python3 bench/evpn_e2e.py --mode paced --routes 2000 --per-second 200 [--preload M]
+
+`--preload M`: M other routes installed first (not measured): a larger table, which
+ovrd's periodic listing of its gobgpd (a safety net) takes longer to list.
 
 `--source frr`: the routes come from FRR instead (tests/system/evpn_frr.py): N static
 MACs added to the kernel bridge of a router running FRR (zebra + bgpd,
@@ -116,8 +119,8 @@ def paced(lab, n, per_second, withdraw, timeout):
         i = lab.ovrd.api_get("/api/v1/bgp/installed")["installed"]
         return i["macs"] + i["hosts"]
 
-    want = 0 if withdraw else n
     start = installed()
+    want = start - n if withdraw else start + n
     inj = lab.inject(n, withdraw=withdraw, chunk=1, per_second=per_second)
     polls, t0 = [], time.time()
     while True:
@@ -148,6 +151,18 @@ def paced(lab, n, per_second, withdraw, timeout):
         "poll_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
         "ovrd_install_latency": lab.installed()["install_latency"],
     }
+
+
+def preload(lab, n, m, timeout):
+    """M routes after the first N injected as fast as they go, until ovrd has them all."""
+    lab.finish(lab.inject(m, skip=n))
+    t0 = time.time()
+    while True:
+        i = lab.ovrd.api_get("/api/v1/bgp/installed")["installed"]
+        if i["macs"] + i["hosts"] >= m:
+            return
+        assert time.time() - t0 < timeout, f"preload not installed within {timeout} s: {i}"
+        time.sleep(0.05)
 
 
 def load(lab, n):
@@ -257,6 +272,8 @@ def main():
                    "injected while it is up (as fast as it goes, or --per-second)")
     p.add_argument("--per-second", type=float, default=200,
                    help="paced mode: routes injected a second, one message each")
+    p.add_argument("--preload", type=int, default=0,
+                   help="paced mode: this many other routes installed before")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--prefix", default="ovre4b")
     p.add_argument("--json", action="store_true")
@@ -282,6 +299,8 @@ def main():
             elif a.mode == "paced":
                 lab.peer()
                 lab.wait_established()
+                if a.preload:
+                    preload(lab, n, a.preload, a.timeout)
                 for _ in range(a.rounds):
                     out(paced(lab, n, a.per_second, False, a.timeout))
                     out(paced(lab, n, a.per_second, True, a.timeout))

@@ -163,11 +163,13 @@ class RouterLab(HostLab):
         n = self.ovrd.get("/api/v1/bgp/neighbors")
         return not any(x.get("state") == "established" for x in n)
 
-    def inject(self, n, withdraw=False, chunk=1000, per_second=0):
+    def inject(self, n, withdraw=False, chunk=1000, per_second=0, skip=0):
         """Starts the injector (in the router's namespace): its Popen, to `finish`.
-        `per_second`: paced to that many paths a second (0: as fast as GoBGP takes them)."""
+        `per_second`: paced to that many paths a second (0: as fast as GoBGP takes them);
+        `skip`: the routes after the first `skip` (another set than the first N)."""
         args = ["ip", "netns", "exec", self.r, self.inject_exe, "--api", self.router.api,
-                "--routes", str(n), "--chunk", str(chunk), "--per-second", str(per_second)] + \
+                "--routes", str(n), "--chunk", str(chunk), "--per-second", str(per_second),
+                "--skip", str(skip)] + \
             (["--withdraw"] if withdraw else [])
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)

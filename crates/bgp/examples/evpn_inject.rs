@@ -3,12 +3,13 @@
 //! benchmark (bench/evpn_e2e.py). Per remote VTEP a type 3 route (ingress replication for
 //! VNI 100), then N type 2 routes: MAC `i / 2` of VTEP `(i / 2) % VTEPS` alone (even i)
 //! or with its address (odd i), as `install_rate` makes them; `--withdraw` withdraws the
-//! same routes. Instead of routes: `--setup` starts the gobgpd's BGP side, `--peer`
+//! same routes; `--skip K` leaves out the first K of them (a second set, to load a
+//! table beside the measured one). Instead of routes: `--setup` starts the gobgpd's BGP side, `--peer`
 //! adds the peer the routes go to (EVPN, the same AS: iBGP), `--delete-peer` removes
 //! it (the session goes, and the peer withdraws every route it had from it).
 //!
 //! `cargo run --release -p ovr-bgp --example evpn_inject -- --api URL --routes N
-//! [--withdraw] [--chunk C] [--per-second R] [--asn 65000]`, or `... --api URL [--setup
+//! [--withdraw] [--skip K] [--chunk C] [--per-second R] [--asn 65000]`, or `... --api URL [--setup
 //! --router-id A --listen A] [--peer A] [--delete-peer A]`
 //!
 //! Prints one JSON line: the routes sent, the seconds it took, and when it started and
@@ -29,6 +30,7 @@ const VTEPS: u8 = 4;
 struct Args {
     api: String,
     routes: usize,
+    skip: usize,
     withdraw: bool,
     chunk: usize,
     per_second: f64,
@@ -41,7 +43,7 @@ struct Args {
 fn args() -> Result<Args, String> {
     let (mut api, mut routes, mut withdraw, mut chunk, mut asn) =
         (None, 100_000, false, 1000, 65000);
-    let mut per_second = 0.0;
+    let (mut per_second, mut skip) = (0.0, 0);
     let (mut setup, mut router_id, mut listen) = (false, None, None);
     let (mut peer, mut delete_peer) = (None, None);
     let mut it = std::env::args().skip(1);
@@ -51,6 +53,7 @@ fn args() -> Result<Args, String> {
         match k.as_str() {
             "--api" => api = Some(v()?),
             "--routes" => routes = v()?.parse().map_err(|e| bad(&e))?,
+            "--skip" => skip = v()?.parse().map_err(|e| bad(&e))?,
             "--chunk" => chunk = v()?.parse().map_err(|e| bad(&e))?,
             "--per-second" => per_second = v()?.parse().map_err(|e| bad(&e))?,
             "--asn" => asn = v()?.parse().map_err(|e| bad(&e))?,
@@ -74,6 +77,7 @@ fn args() -> Result<Args, String> {
     Ok(Args {
         api: api.ok_or("--api URL is required")?,
         routes,
+        skip,
         withdraw,
         chunk: chunk.max(1),
         per_second,
@@ -190,6 +194,7 @@ async fn run(a: Args) -> Result<(), String> {
     paths.extend(
         (0..)
             .filter(|&i| usable(i))
+            .skip(a.skip)
             .take(a.routes)
             .map(|i| encode(&type2(i, a.asn))),
     );

@@ -663,12 +663,19 @@ impl GoBgp {
             .map_err(self.failed("a listing"))?
             .into_inner();
         let mut out = Vec::new();
+        let mut n = 0u32;
         while let Some(r) = s.next().await {
             let d = r.map_err(self.failed("a listing"))?;
             for p in d.destination.into_iter().flat_map(|d| d.paths) {
                 if p.best {
                     out.push(learnt(p));
                 }
+            }
+            // The answers of a large table come faster than they are decoded (tens of
+            // microseconds a path): let the tasks sharing the thread in between.
+            n += 1;
+            if n.is_multiple_of(64) {
+                tokio::task::yield_now().await;
             }
         }
         Ok(out)

@@ -18,7 +18,7 @@ use core::net::IpAddr;
 use ovr_agent::change::Change;
 use ovr_config::Config;
 use ovr_config::values::Mac;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What the intent says about learning: the networks it imports and the host's VTEP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,8 +121,10 @@ impl Installer {
     }
 
     /// The speaker's table, listed: what is not in it any more is withdrawn, the rest
-    /// taken as changes. Refusals are counted again from this listing.
-    pub fn resync(&mut self, listed: &[Learnt]) {
+    /// taken as changes, except the routes in `newer` (the watch changed them while the
+    /// listing was under way, so the listing may predate what they are now). Refusals
+    /// are counted again from this listing.
+    pub fn resync(&mut self, listed: &[Learnt], newer: &Newer) {
         self.rib.refused.retain(|k, _| *k == "unknown_route_target");
         let present: BTreeSet<(&str, &Nlri)> = listed
             .iter()
@@ -131,7 +133,7 @@ impl Installer {
         let gone: Vec<Learnt> = self
             .rib
             .entries()
-            .filter(|(n, nlri, _)| !present.contains(&(*n, *nlri)))
+            .filter(|(n, nlri, _)| !present.contains(&(*n, *nlri)) && !newer.has(n, nlri))
             .map(|(n, _, r)| Learnt {
                 route: Ok(r.clone()),
                 withdrawn: true,
@@ -139,7 +141,12 @@ impl Installer {
             })
             .collect();
         self.learn(&gone);
-        self.learn(listed);
+        if newer.is_empty() {
+            self.learn(listed);
+        } else {
+            let kept: Vec<Learnt> = listed.iter().filter(|l| !newer.of(l)).cloned().collect();
+            self.learn(&kept);
+        }
     }
 
     /// Forgets what came from `neighbor`.
@@ -312,6 +319,44 @@ impl Installer {
     pub fn again(&mut self) {
         self.whole = true;
         self.fresh = false;
+    }
+}
+
+/// The routes the watch changed since a listing was asked for, by neighbor: newer than
+/// what the listing will say of them.
+#[derive(Debug, Default)]
+pub struct Newer(HashMap<String, HashSet<Nlri>>);
+
+impl Newer {
+    /// Notes the routes of a batch the watch brought.
+    pub fn saw(&mut self, batch: &[Learnt]) {
+        for l in batch {
+            if let Ok(r) = &l.route {
+                self.0
+                    .entry(l.neighbor.clone())
+                    .or_default()
+                    .insert(r.nlri.clone());
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many routes.
+    pub fn len(&self) -> usize {
+        self.0.values().map(HashSet::len).sum()
+    }
+
+    fn has(&self, neighbor: &str, nlri: &Nlri) -> bool {
+        self.0.get(neighbor).is_some_and(|s| s.contains(nlri))
+    }
+
+    fn of(&self, l: &Learnt) -> bool {
+        l.route
+            .as_ref()
+            .is_ok_and(|r| self.has(&l.neighbor, &r.nlri))
     }
 }
 

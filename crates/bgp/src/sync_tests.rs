@@ -314,11 +314,42 @@ fn a_lost_session_and_a_listing_remove_what_came_through_them() {
         1
     );
     // A listing without b's route withdraws it.
-    inst.resync(&[]);
+    inst.resync(&[], &Newer::default());
     let c = match inst.take() {
         Install::Whole(c) => *c,
         other => panic!("{other:?}"),
     };
     assert!(!c.bridge.iter().any(|b| b.nexthop.starts_with("evpn:")));
     assert!(inst.rib().is_empty());
+}
+
+#[test]
+fn a_listing_does_not_undo_what_the_watch_changed_while_it_was_under_way() {
+    let mut inst = Installer::default();
+    inst.set_intent(intent(), context());
+    inst.set_neighbours(neighbours());
+    let (a, b, c) = (
+        mac_ip(2, 6, Some(6), None, 100),
+        mac_ip(3, 7, Some(7), None, 100),
+        mac_ip(2, 8, Some(8), None, 100),
+    );
+    inst.learn(&[learnt("a", a.clone(), false), learnt("b", b.clone(), false)]);
+    // The listing is asked for; meanwhile the watch withdraws a and brings c.
+    let during = [learnt("a", a.clone(), true), learnt("a", c.clone(), false)];
+    let mut newer = Newer::default();
+    newer.saw(&during);
+    inst.learn(&during);
+    // The listing, from before both: a present, c absent, b gone.
+    inst.resync(&[learnt("a", a, false)], &newer);
+    let mut left: Vec<_> = inst
+        .rib()
+        .entries()
+        .map(|(n, nlri, _)| (n.to_string(), nlri.clone()))
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [("a".to_string(), c.nlri)],
+        "a stays withdrawn, c stays, b goes"
+    );
 }

@@ -8,6 +8,8 @@
 //! difference. The VTEPs' underlay MACs are resolved with ARP (`arp`). The speaker's table
 //! is listed at the start, whenever the watch starts again, and every `RELIST_EVERY`,
 //! so that anything the watch missed (a withdrawal, a lost neighbor's paths) goes too.
+//! A listing runs beside the watch, whose changes are installed meanwhile; the routes
+//! they touched are left out of the listing's resync (`ovr_bgp::sync::Newer`).
 //!
 //! The intent is the cluster's derived configuration (`--etcd`: the member hands each one
 //! to `Learning::install_intent`) or, without a cluster, the installed configuration
@@ -22,7 +24,7 @@ use ovr_agent::error::ApiError;
 use ovr_bgp::evpn::RouteTarget;
 use ovr_bgp::gobgp::{BgpError, GoBgp, Learnt};
 use ovr_bgp::install::{self, Layered};
-use ovr_bgp::sync::{Context, Install, Installer};
+use ovr_bgp::sync::{Context, Install, Installer, Newer};
 use ovr_config::Config;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// The speaker's table is listed again this often, or less for a large table
 /// ([`super::listing_period`]): a safety net, the watch brings every change.
@@ -309,6 +311,45 @@ fn add_waiting(waiting: &mut Vec<(Instant, usize)>, at: Instant, paths: usize) {
     }
 }
 
+/// A listing of gobgpd's table under way, on a task of its own.
+struct Listing {
+    asked: Instant,
+    task: tokio::task::JoinHandle<Result<Vec<Learnt>, BgpError>>,
+    /// What the watch changed since it was asked for.
+    newer: Newer,
+}
+
+impl Listing {
+    fn start(bgp: &GoBgp) -> Self {
+        let bgp = bgp.clone();
+        Self {
+            asked: Instant::now(),
+            task: tokio::spawn(async move { bgp.routes().await }),
+            newer: Newer::default(),
+        }
+    }
+
+    /// The listing's routes once it is done; never, while there is none.
+    async fn answer(listing: &mut Option<Self>) -> Result<Vec<Learnt>, BgpError> {
+        let Some(l) = listing else {
+            return std::future::pending().await;
+        };
+        match (&mut l.task).await {
+            Ok(r) => r,
+            Err(e) => Err(BgpError::Unavailable {
+                url: String::new(),
+                message: format!("the listing's task ended: {e}"),
+            }),
+        }
+    }
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Follows gobgpd's table until a request fails; the caller connects again.
 pub async fn run(url: &str, asn: u16, learning: &Arc<Learning>, cluster: bool) -> BgpError {
     let bgp = match GoBgp::connect(url).await {
@@ -354,20 +395,27 @@ async fn follow(
     lock(&learning.inner).seen = None;
     // When the table was last listed, and how long until the next listing.
     let mut listed: Option<(Instant, Duration)> = None;
+    // The listing under way: it runs beside the watch (a large table takes seconds to
+    // list, and changes must not wait for it).
+    let mut listing: Option<Listing> = None;
+    // The watch started again while a listing was under way: another one follows it.
+    let mut list_again = false;
     let mut neighbours = Neighbours::default();
     let mut asker = arp::Asker::default();
     // Events learnt but not installed yet: when each came, and its paths.
     let mut waiting: Vec<(Instant, usize)> = Vec::new();
-    // A listing due when changes came: it follows at once, in a round of its own.
-    let mut owed = false;
     loop {
+        if listing.is_none() && (list_again || listed.is_none_or(|(t, every)| t.elapsed() >= every))
+        {
+            list_again = false;
+            listing = Some(Listing::start(bgp));
+        }
         let mut batches = Vec::new();
-        let mut relist = owed || listed.is_none_or(|(t, every)| t.elapsed() >= every);
-        if !owed {
-            tokio::select! {
-                w = rx.recv() => batches.extend(w),
-                () = tokio::time::sleep(TICK) => {}
-            }
+        let mut answer = None;
+        tokio::select! {
+            w = rx.recv() => batches.extend(w),
+            r = Listing::answer(&mut listing) => answer = Some(r),
+            () = tokio::time::sleep(TICK) => {}
         }
         // Whatever else came meanwhile, in the same round.
         while let Ok(w) = rx.try_recv() {
@@ -378,36 +426,40 @@ async fn follow(
             match w {
                 Watched::Batch(at, b) => {
                     add_waiting(&mut waiting, at, b.len());
+                    if let Some(l) = &mut listing {
+                        l.newer.saw(&b);
+                    }
                     changes.push(b);
                 }
-                Watched::Started => relist = true,
+                // What the watch missed while it was down: a listing from now says.
+                Watched::Started => list_again = true,
             }
         }
-        // A listing takes as long as the table is large: changes are installed first,
-        // and the listing, if due, comes in the next round (whatever arrives meanwhile).
-        let defer = relist && !owed && !changes.is_empty();
-        owed = defer;
-        relist &= !defer;
-        let listing = if relist {
-            let asked = Instant::now();
-            match bgp.routes().await {
-                Ok(routes) => {
-                    let every = super::listing_period(RELIST_EVERY, asked.elapsed());
-                    listed = Some((Instant::now(), every));
-                    Some(routes)
-                }
-                Err(e) => return e,
-            }
-        } else {
-            None
+        let resync = match answer {
+            Some(Ok(routes)) => listing.take().map(|mut l| {
+                let took = l.asked.elapsed();
+                listed = Some((Instant::now(), super::listing_period(RELIST_EVERY, took)));
+                (routes, std::mem::take(&mut l.newer), took)
+            }),
+            Some(Err(e)) => return e,
+            None => None,
         };
         let (underlay, tunneled, wanted) = {
             let mut g = lock(&learning.inner);
             for b in &changes {
                 g.installer.learn(b);
             }
-            if let Some(l) = &listing {
-                g.installer.resync(l);
+            // After the changes: a route the watch changed during the listing is newer.
+            if let Some((routes, newer, took)) = &resync {
+                let t = Instant::now();
+                g.installer.resync(routes, newer);
+                debug!(
+                    paths = routes.len(),
+                    newer = newer.len(),
+                    listing_ms = took.as_secs_f64() * 1e3,
+                    resync_ms = t.elapsed().as_secs_f64() * 1e3,
+                    "bgp: gobgpd's table listed"
+                );
             }
             let Some((underlay, tunneled)) = learning.refresh_intent(&mut g, cluster, asn) else {
                 continue;
