@@ -544,7 +544,7 @@ impl Builder<'_> {
     }
 
     fn macs(&mut self, reach: &Reach) {
-        for ((net, mac), r) in &reach.macs {
+        for (net, mac, r) in reach.macs.iter() {
             let o = match self.s.decide_mac(net, *mac, r) {
                 Ok(Outcome::Skip(why, None)) => {
                     self.skip(why);
@@ -565,8 +565,8 @@ impl Builder<'_> {
     }
 
     fn hosts(&mut self, reach: &Reach) {
-        for ((net, ip), mac) in &reach.hosts {
-            let Some(r) = reach.macs.get(&(net.clone(), *mac)) else {
+        for (net, ip, mac) in reach.hosts.iter() {
+            let Some(r) = reach.macs.get(net, mac) else {
                 continue;
             };
             let o = match (self.s.decide_host(net, *ip, r), r.routing()) {

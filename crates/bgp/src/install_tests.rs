@@ -32,9 +32,8 @@ fn reach() -> Reach {
         "red".into(),
         [vxlan("192.0.2.2", 100), vxlan("192.0.2.3", 100)].into(),
     );
-    r.macs
-        .insert(("red".into(), mac(1)), vxlan("192.0.2.2", 100));
-    r.hosts.insert(("red".into(), ip("10.1.0.20")), mac(1));
+    r.macs.insert("red", mac(1), vxlan("192.0.2.2", 100));
+    r.hosts.insert("red", ip("10.1.0.20"), mac(1));
     r.prefixes.insert(
         ("red".into(), ip("10.9.0.0"), 24),
         [vxlan("192.0.2.2", 5000), vxlan("192.0.2.3", 5000)].into(),
@@ -170,11 +169,10 @@ fn a_local_workloads_mac_or_address_stays_local_and_another_encapsulation_is_ref
     let intent = Config::from_yaml(INTENT).unwrap();
     let mut r = Reach::default();
     let w1 = EvpnMac([2, 0, 0, 0, 1, 0x0a]);
-    r.macs.insert(("red".into(), w1), vxlan("192.0.2.2", 100));
-    r.hosts.insert(("red".into(), ip("10.1.0.10")), w1);
+    r.macs.insert("red", w1, vxlan("192.0.2.2", 100));
+    r.hosts.insert("red", ip("10.1.0.10"), w1);
     // red is a VXLAN network: an MPLS route for it is not installed.
-    r.macs
-        .insert(("red".into(), mac(9)), mpls("192.0.2.4", 100_000));
+    r.macs.insert("red", mac(9), mpls("192.0.2.4", 100_000));
     r.flood
         .insert("blue".into(), [vxlan("192.0.2.2", 200)].into());
     let l = layer(&intent, &r, &neighbours(&["192.0.2.2", "192.0.2.4"]));
@@ -205,24 +203,22 @@ fn an_mpls_networks_routes_become_mpls_next_hops_with_their_labels() {
         routed: Some(100_001),
         ..mpls("192.0.2.2", 100_000)
     };
-    r.macs.insert(("red".into(), mac(1)), w);
-    r.hosts.insert(("red".into(), ip("10.1.0.20")), mac(1));
+    r.macs.insert("red", mac(1), w);
+    r.hosts.insert("red", ip("10.1.0.20"), mac(1));
     // One without a routed label: bridged, its address not routed.
-    r.macs
-        .insert(("red".into(), mac(4)), mpls("192.0.2.2", 100_000));
-    r.hosts.insert(("red".into(), ip("10.1.0.21")), mac(4));
+    r.macs.insert("red", mac(4), mpls("192.0.2.2", 100_000));
+    r.hosts.insert("red", ip("10.1.0.21"), mac(4));
     r.prefixes.insert(
         ("red".into(), ip("10.9.0.0"), 24),
         [mpls("192.0.2.2", 100_001), mpls("192.0.2.3", 100_003)].into(),
     );
     // VXLAN and MPLS over GRE for an MPLS over UDP network: refused, each counted.
-    r.macs
-        .insert(("red".into(), mac(2)), vxlan("192.0.2.2", 100));
+    r.macs.insert("red", mac(2), vxlan("192.0.2.2", 100));
     let gre = Remote {
         encap: Encap::MplsOverGre,
         ..mpls("192.0.2.3", 100_000)
     };
-    r.macs.insert(("red".into(), mac(3)), gre);
+    r.macs.insert("red", mac(3), gre);
     let l = layer(&intent, &r, &neighbours(&["192.0.2.2", "192.0.2.3"]));
     let c = &l.config;
     let tunnels: Vec<_> = c.tunnels.iter().map(|t| t.remote).collect();

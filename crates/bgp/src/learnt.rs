@@ -7,6 +7,7 @@
 
 use crate::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
+use crate::pernet::ByNet;
 use core::net::IpAddr;
 use ovr_tables::fasthash::FastMap;
 use std::collections::hash_map::Entry;
@@ -64,9 +65,9 @@ pub struct Reach {
     /// Where a network's broadcast and unknown unicast go.
     pub flood: BTreeMap<String, BTreeSet<Remote>>,
     /// Where a MAC is.
-    pub macs: BTreeMap<(String, Mac), Remote>,
+    pub macs: ByNet<Mac, Remote>,
     /// Workload addresses (host routes) and the MAC they belong to.
-    pub hosts: BTreeMap<(String, IpAddr), Mac>,
+    pub hosts: ByNet<IpAddr, Mac>,
     /// Routed prefixes (address, length) and every VTEP advertising them.
     pub prefixes: BTreeMap<(String, IpAddr, u8), BTreeSet<Remote>>,
 }
@@ -345,7 +346,7 @@ impl Rib {
                             best.insert(k, (seq, candidate));
                         }
                         if let Some(ip) = ip {
-                            r.hosts.insert((net.clone(), *ip), *mac);
+                            r.hosts.insert(net, *ip, *mac);
                         }
                     }
                     Nlri::Prefix {
@@ -367,8 +368,7 @@ impl Rib {
             .map(|(k, (_, remote))| (k, remote))
             .collect();
         // A host route whose MAC is not reached (its MAC route withdrawn) goes too.
-        r.hosts
-            .retain(|(net, _), mac| r.macs.contains_key(&(net.clone(), *mac)));
+        r.hosts.retain(|net, _, mac| r.macs.contains(net, mac));
         r
     }
 }
@@ -507,9 +507,16 @@ mod tests {
         let reach = rib.reach(&imports(), vtep(1));
         let vteps = |s: &BTreeSet<Remote>| s.iter().map(|r| r.vtep).collect::<Vec<_>>();
         assert_eq!(vteps(&reach.flood["red"]), [vtep(2), vtep(3)]);
-        assert_eq!(reach.macs[&("red".into(), mac(10))].vtep, vtep(2));
         assert_eq!(
-            reach.hosts[&("red".into(), "10.1.0.10".parse().unwrap())],
+            reach.macs.get("red", &mac(10)).copied().unwrap().vtep,
+            vtep(2)
+        );
+        assert_eq!(
+            reach
+                .hosts
+                .get("red", &"10.1.0.10".parse().unwrap())
+                .copied()
+                .unwrap(),
             mac(10)
         );
         let ecmp = &reach.prefixes[&("red".into(), "10.9.0.0".parse().unwrap(), 24)];
@@ -528,7 +535,10 @@ mod tests {
             false,
         ));
         let reach = rib.reach(&imports(), vtep(1));
-        assert_eq!(reach.macs[&("red".into(), mac(10))].vtep, vtep(3));
+        assert_eq!(
+            reach.macs.get("red", &mac(10)).copied().unwrap().vtep,
+            vtep(3)
+        );
         // The old owner's route goes: still at h3.
         rib.apply(&learnt("rr", mac_ip(2, 10, Some("10.1.0.10"), None), true));
         assert_eq!(rib.reach(&imports(), vtep(1)).macs.len(), 1);
@@ -568,7 +578,7 @@ mod tests {
         rib.apply(&learnt("rr", mpls(None, None), false));
         rib.apply(&learnt("rr", mpls(Some("10.1.0.10"), Some(101)), false));
         let reach = rib.reach(&imports(), vtep(1));
-        let r = reach.macs[&("red".into(), mac(10))];
+        let r = reach.macs.get("red", &mac(10)).copied().unwrap();
         assert_eq!((r.label, r.routed), (100, Some(101)));
         assert_eq!(rib.mac_reach(&imports(), vtep(1), "red", mac(10)), Some(r));
         assert_eq!(

@@ -11,7 +11,7 @@ pub mod evpn;
 pub mod gobgp;
 pub mod install;
 pub mod learnt;
-mod pernet;
+pub mod pernet;
 pub mod sync;
 
 /// GoBGP's API, generated from its own .proto files (build.rs).

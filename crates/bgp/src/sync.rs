@@ -14,6 +14,7 @@ use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use crate::install::{self, Layered, State};
 use crate::learnt::{Reach, Remote, Rib};
+use crate::pernet::ByNet;
 use core::net::IpAddr;
 use ovr_agent::change::Change;
 use ovr_config::Config;
@@ -161,8 +162,8 @@ impl Installer {
 
     /// Takes a batch of changes from the speaker.
     pub fn learn(&mut self, batch: &[Learnt]) {
-        let mut macs: BTreeSet<(String, EvpnMac)> = BTreeSet::new();
-        let mut hosts: BTreeSet<(String, IpAddr)> = BTreeSet::new();
+        let mut macs: ByNet<EvpnMac, ()> = ByNet::default();
+        let mut hosts: ByNet<IpAddr, ()> = ByNet::default();
         for l in batch {
             let Some(old) = self.rib.change(l) else {
                 continue;
@@ -193,9 +194,9 @@ impl Installer {
                 let mut imported = false;
                 for net in r.targets.iter().filter_map(|t| ctx.imports.get(t)) {
                     imported = true;
-                    macs.insert((net.clone(), *mac));
+                    macs.insert(net, *mac, ());
                     if let Some(ip) = ip {
-                        hosts.insert((net.clone(), *ip));
+                        hosts.insert(net, *ip, ());
                     }
                 }
                 if !imported {
@@ -225,16 +226,15 @@ impl Installer {
     /// Decides the touched MACs and addresses again, entry by entry.
     fn entries(
         &mut self,
-        macs: &BTreeSet<(String, EvpnMac)>,
-        mut hosts: BTreeSet<(String, IpAddr)>,
+        macs: &ByNet<EvpnMac, ()>,
+        mut hosts: ByNet<IpAddr, ()>,
     ) -> Result<(), install::Whole> {
         let (Some(ctx), Some(state)) = (&self.context, &mut self.state) else {
             return Err(install::Whole);
         };
-        for (net, mac) in macs {
-            let key = (net.clone(), *mac);
+        for (net, mac, ()) in macs.iter() {
             let new = self.rib.mac_reach(&ctx.imports, ctx.own, net, *mac);
-            let old = self.reach.macs.get(&key).copied();
+            let old = self.reach.macs.get(net, mac).copied();
             if new == old {
                 continue;
             }
@@ -251,22 +251,23 @@ impl Installer {
                 }
             }
             match new {
-                Some(r) => self.reach.macs.insert(key, r),
-                None => self.reach.macs.remove(&key),
+                Some(r) => self.reach.macs.insert(net, *mac, r),
+                None => self.reach.macs.remove(net, mac),
             };
             state.mac(net, *mac, new.as_ref(), &mut self.changes)?;
             // Its host routes go through it.
-            hosts.extend(self.rib.ips_of(*mac).map(|ip| (net.clone(), ip)));
+            for ip in self.rib.ips_of(*mac) {
+                hosts.insert(net, ip, ());
+            }
         }
-        for (net, ip) in hosts {
-            let key = (net.clone(), ip);
-            let mac = self.rib.host_reach(&ctx.imports, ctx.own, &net, ip);
+        for (net, &ip, ()) in hosts.iter() {
+            let mac = self.rib.host_reach(&ctx.imports, ctx.own, net, ip);
             match mac {
-                Some(m) => self.reach.hosts.insert(key, m),
-                None => self.reach.hosts.remove(&key),
+                Some(m) => self.reach.hosts.insert(net, ip, m),
+                None => self.reach.hosts.remove(net, &ip),
             };
-            let remote = mac.and_then(|m| self.reach.macs.get(&(net.clone(), m)).copied());
-            state.host(&net, ip, remote.as_ref(), &mut self.changes)?;
+            let remote = mac.and_then(|m| self.reach.macs.get(net, &m).copied());
+            state.host(net, ip, remote.as_ref(), &mut self.changes)?;
         }
         Ok(())
     }
