@@ -25,8 +25,9 @@ use ovr_config::model::{
     NextHopKindConfig, RouteConfig, TunnelConfig,
 };
 use ovr_config::values::{Mac, Prefix};
+use ovr_tables::fasthash::FastMap as HashMap;
 use ovr_tables::prefix::{IpPrefix, mask};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The prefix of every name this layer makes.
 pub const PREFIX: &str = "evpn:";

@@ -5,18 +5,18 @@
 //! it in order (the configuration's entries).
 
 use ovr_tables::fasthash::FastMap;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 #[derive(Debug, Clone)]
-pub struct PerNet<K, V>(HashMap<String, FastMap<K, V>>);
+pub struct PerNet<K, V>(FastMap<String, FastMap<K, V>>);
 
 /// A set of keys per network.
 pub type PerNetSet<K> = PerNet<K, ()>;
 
 impl<K, V> Default for PerNet<K, V> {
     fn default() -> Self {
-        Self(HashMap::new())
+        Self(FastMap::default())
     }
 }
 
