@@ -5,23 +5,17 @@
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr};
 use ovr_config::model::EncapConfig;
+use ovr_wire::ethernet::MacAddr;
 
 /// A MAC address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Mac(pub [u8; 6]);
 
-impl Mac {
-    fn word(self) -> u64 {
-        let [a, b, c, d, e, f] = self.0;
-        u64::from_be_bytes([0, 0, a, b, c, d, e, f])
-    }
-}
-
-/// The bytes' order, compared as one word: the derived order called `memcmp` for six
-/// bytes, at every step of the searches the install path makes by MAC.
+/// The bytes' order, as `MacAddr`'s (one word compared: the derived order called
+/// `memcmp` at every step of the searches the install path makes by MAC).
 impl Ord for Mac {
     fn cmp(&self, other: &Self) -> core::cmp::Ordering {
-        self.word().cmp(&other.word())
+        MacAddr(self.0).cmp(&MacAddr(other.0))
     }
 }
 
