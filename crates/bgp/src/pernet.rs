@@ -1,104 +1,118 @@
 //! Maps keyed by a network's name and a key within that network, looked up with the
 //! name as `&str`: the install path reads such maps for every route, and a `(String, K)`
 //! key would make a String for each lookup (and compare names at every step of a search).
-//! `PerNet` is hashed; `ByNet` keeps the order of `(network, key)` for what is made from
-//! it in order (the configuration's entries).
+//! `PerNet` is hashed within a network; `ByNet` keeps the order of `(network, key)` for
+//! what is made from it in order (the configuration's entries).
 
 use ovr_tables::fasthash::FastMap;
 use std::collections::BTreeMap;
 use std::hash::Hash;
 
-#[derive(Debug, Clone)]
-pub struct PerNet<K, V>(FastMap<String, FastMap<K, V>>);
+/// What a network's keys are kept in: hashed or ordered.
+pub trait Keys: Default {
+    type K;
+    type V;
+    fn get(&self, k: &Self::K) -> Option<&Self::V>;
+    fn insert(&mut self, k: Self::K, v: Self::V) -> Option<Self::V>;
+    fn remove(&mut self, k: &Self::K) -> Option<Self::V>;
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
+impl<K: Hash + Eq, V> Keys for FastMap<K, V> {
+    type K = K;
+    type V = V;
+    fn get(&self, k: &K) -> Option<&V> {
+        FastMap::get(self, k)
+    }
+    fn insert(&mut self, k: K, v: V) -> Option<V> {
+        FastMap::insert(self, k, v)
+    }
+    fn remove(&mut self, k: &K) -> Option<V> {
+        FastMap::remove(self, k)
+    }
+    fn len(&self) -> usize {
+        FastMap::len(self)
+    }
+}
+
+impl<K: Ord, V> Keys for BTreeMap<K, V> {
+    type K = K;
+    type V = V;
+    fn get(&self, k: &K) -> Option<&V> {
+        BTreeMap::get(self, k)
+    }
+    fn insert(&mut self, k: K, v: V) -> Option<V> {
+        BTreeMap::insert(self, k, v)
+    }
+    fn remove(&mut self, k: &K) -> Option<V> {
+        BTreeMap::remove(self, k)
+    }
+    fn len(&self) -> usize {
+        BTreeMap::len(self)
+    }
+}
+
+/// A map of `M` per name (few names: a network's, a neighbor's), sorted by name; a name
+/// with no key left goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named<M>(BTreeMap<String, M>);
+
+/// Hashed within a network.
+pub type PerNet<K, V> = Named<FastMap<K, V>>;
 /// A set of keys per network.
 pub type PerNetSet<K> = PerNet<K, ()>;
-
-impl<K, V> Default for PerNet<K, V> {
-    fn default() -> Self {
-        Self(FastMap::default())
-    }
-}
-
-impl<K: Hash + Eq, V> PerNet<K, V> {
-    pub fn get(&self, net: &str, k: &K) -> Option<&V> {
-        self.0.get(net)?.get(k)
-    }
-
-    pub fn contains(&self, net: &str, k: &K) -> bool {
-        self.get(net, k).is_some()
-    }
-
-    pub fn insert(&mut self, net: &str, k: K, v: V) -> Option<V> {
-        match self.0.get_mut(net) {
-            Some(m) => m.insert(k, v),
-            None => {
-                let mut m = FastMap::default();
-                m.insert(k, v);
-                self.0.insert(net.to_string(), m);
-                None
-            }
-        }
-    }
-
-    pub fn remove(&mut self, net: &str, k: &K) -> Option<V> {
-        let m = self.0.get_mut(net)?;
-        let v = m.remove(k);
-        if m.is_empty() {
-            self.0.remove(net);
-        }
-        v
-    }
-}
-
-impl<K: Hash + Eq> FromIterator<(String, K)> for PerNetSet<K> {
-    fn from_iter<I: IntoIterator<Item = (String, K)>>(it: I) -> Self {
-        let mut s = Self::default();
-        for (net, k) in it {
-            s.insert(&net, k, ());
-        }
-        s
-    }
-}
-
 /// Sorted by network, then key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ByNet<K, V>(BTreeMap<String, BTreeMap<K, V>>);
+pub type ByNet<K, V> = Named<BTreeMap<K, V>>;
 
-impl<K, V> Default for ByNet<K, V> {
+impl<M> Default for Named<M> {
     fn default() -> Self {
         Self(BTreeMap::new())
     }
 }
 
-impl<K: Ord, V> ByNet<K, V> {
-    pub fn get(&self, net: &str, k: &K) -> Option<&V> {
-        self.0.get(net)?.get(k)
+impl<M: Keys> Named<M> {
+    pub fn get(&self, name: &str, k: &M::K) -> Option<&M::V> {
+        self.0.get(name)?.get(k)
     }
 
-    pub fn contains(&self, net: &str, k: &K) -> bool {
-        self.get(net, k).is_some()
+    pub fn contains(&self, name: &str, k: &M::K) -> bool {
+        self.get(name, k).is_some()
     }
 
-    pub fn insert(&mut self, net: &str, k: K, v: V) -> Option<V> {
-        match self.0.get_mut(net) {
+    pub fn insert(&mut self, name: &str, k: M::K, v: M::V) -> Option<M::V> {
+        match self.0.get_mut(name) {
             Some(m) => m.insert(k, v),
             None => {
-                self.0.insert(net.to_string(), BTreeMap::from([(k, v)]));
+                let mut m = M::default();
+                m.insert(k, v);
+                self.0.insert(name.to_string(), m);
                 None
             }
         }
     }
 
-    pub fn remove(&mut self, net: &str, k: &K) -> Option<V> {
-        let m = self.0.get_mut(net)?;
+    pub fn remove(&mut self, name: &str, k: &M::K) -> Option<M::V> {
+        let m = self.0.get_mut(name)?;
         let v = m.remove(k);
         if m.is_empty() {
-            self.0.remove(net);
+            self.0.remove(name);
         }
         v
     }
 
+    pub fn len(&self) -> usize {
+        self.0.values().map(M::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<K: Ord, V> ByNet<K, V> {
     /// Every entry, by network, then key.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &K, &V)> {
         self.0
@@ -110,14 +124,6 @@ impl<K: Ord, V> ByNet<K, V> {
         self.0.values().flat_map(BTreeMap::values)
     }
 
-    pub fn len(&self) -> usize {
-        self.0.values().map(BTreeMap::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &K, &mut V) -> bool) {
         for (n, m) in &mut self.0 {
             m.retain(|k, v| keep(n, k, v));
@@ -126,11 +132,21 @@ impl<K: Ord, V> ByNet<K, V> {
     }
 }
 
-impl<K: Ord, V> FromIterator<((String, K), V)> for ByNet<K, V> {
-    fn from_iter<I: IntoIterator<Item = ((String, K), V)>>(it: I) -> Self {
+impl<M: Keys> FromIterator<((String, M::K), M::V)> for Named<M> {
+    fn from_iter<I: IntoIterator<Item = ((String, M::K), M::V)>>(it: I) -> Self {
         let mut s = Self::default();
-        for ((net, k), v) in it {
-            s.insert(&net, k, v);
+        for ((name, k), v) in it {
+            s.insert(&name, k, v);
+        }
+        s
+    }
+}
+
+impl<K: Hash + Eq> FromIterator<(String, K)> for PerNetSet<K> {
+    fn from_iter<I: IntoIterator<Item = (String, K)>>(it: I) -> Self {
+        let mut s = Self::default();
+        for (net, k) in it {
+            s.insert(&net, k, ());
         }
         s
     }

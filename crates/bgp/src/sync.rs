@@ -14,12 +14,12 @@ use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteTarget};
 use crate::gobgp::Learnt;
 use crate::install::{self, Layered, State};
 use crate::learnt::{Reach, Remote, Rib};
-use crate::pernet::ByNet;
+use crate::pernet::{ByNet, PerNetSet};
 use core::net::IpAddr;
 use ovr_agent::change::Change;
 use ovr_config::Config;
 use ovr_config::values::Mac;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the intent says about learning: the networks it imports and the host's VTEP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,17 +326,14 @@ impl Installer {
 /// The routes the watch changed since a listing was asked for, by neighbor: newer than
 /// what the listing will say of them.
 #[derive(Debug, Default)]
-pub struct Newer(HashMap<String, HashSet<Nlri>>);
+pub struct Newer(PerNetSet<Nlri>);
 
 impl Newer {
     /// Notes the routes of a batch the watch brought.
     pub fn saw(&mut self, batch: &[Learnt]) {
         for l in batch {
             if let Ok(r) = &l.route {
-                self.0
-                    .entry(l.neighbor.clone())
-                    .or_default()
-                    .insert(r.nlri.clone());
+                self.0.insert(&l.neighbor, r.nlri.clone(), ());
             }
         }
     }
@@ -347,11 +344,11 @@ impl Newer {
 
     /// How many routes.
     pub fn len(&self) -> usize {
-        self.0.values().map(HashSet::len).sum()
+        self.0.len()
     }
 
     fn has(&self, neighbor: &str, nlri: &Nlri) -> bool {
-        self.0.get(neighbor).is_some_and(|s| s.contains(nlri))
+        self.0.contains(neighbor, nlri)
     }
 
     fn of(&self, l: &Learnt) -> bool {
