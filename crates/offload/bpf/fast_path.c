@@ -119,6 +119,7 @@ struct {
     __type(value, __u32);
 } ovr_xsks SEC(".maps");
 
+// Sized by ovrd when it loads the program (its flow table's capacity); this is a default.
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 1 << 20);

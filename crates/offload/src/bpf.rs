@@ -115,9 +115,12 @@ pub struct Bpf {
 }
 
 impl Bpf {
-    /// Loads the program for `hook` (not attached anywhere yet); it goes with this process.
-    pub fn load(hook: Hook) -> Result<Self, OffloadError> {
-        let ebpf = Ebpf::load(OBJECT).map_err(|e| err("load BPF object", error_chain(&e)))?;
+    /// Loads the program for `hook` (not attached anywhere yet), its flow map sized for
+    /// `flows` entries; it goes with this process.
+    pub fn load(hook: Hook, flows: usize) -> Result<Self, OffloadError> {
+        let ebpf = loader(flows)
+            .load(OBJECT)
+            .map_err(|e| err("load BPF object", error_chain(&e)))?;
         Self::finish(hook, ebpf, None, false)
     }
 
@@ -125,11 +128,12 @@ impl Bpf {
     /// if needed). A fast path an earlier ovrd left there is adopted: its maps (entries,
     /// generation) are this one's, and its links are taken over as interfaces are
     /// attached. One whose maps have another layout (another version of the program) is
-    /// removed first.
-    pub fn load_pinned(hook: Hook, dir: &Path) -> Result<Self, OffloadError> {
+    /// removed first: so is one whose flow map was sized for another number of flows
+    /// (the map's size is fixed when it is made).
+    pub fn load_pinned(hook: Hook, dir: &Path, flows: usize) -> Result<Self, OffloadError> {
         let pins = PinDir::prepare(dir)?;
         let adopt = pins.holds_maps()
-            && match same_layout(&pins) {
+            && match same_layout(&pins, flows) {
                 Ok(()) => true,
                 Err(why) => {
                     tracing::warn!(
@@ -143,7 +147,7 @@ impl Bpf {
         if !adopt {
             pins.clear();
         }
-        let mut loader = EbpfLoader::new();
+        let mut loader = loader(flows);
         for name in MAPS {
             loader.map_pin_path(name, pins.map(name));
         }
@@ -206,7 +210,7 @@ impl Bpf {
             _ => HashSet::new(),
         };
         let inner = Inner {
-            flows: take(&mut ebpf, "ovr_flows")?,
+            flows: take(&mut ebpf, FLOWS_MAP)?,
             ifaces: take(&mut ebpf, "ovr_ifaces")?,
             xsks: take(&mut ebpf, "ovr_xsks")?,
             tx: take(&mut ebpf, "ovr_tx")?,
@@ -464,9 +468,22 @@ impl Offload for Bpf {
     }
 }
 
-/// Whether the maps pinned in `p` are the ones this program defines (type, key and value
-/// sizes, entries): an earlier version's with another layout cannot be adopted.
-fn same_layout(p: &PinDir) -> Result<(), String> {
+/// A loader whose flow map holds `flows` entries: the fast path carries a subset of the
+/// user-space flow table's flows, so the table's capacity bounds it. The map allocates
+/// its entries as they come (BPF_F_NO_PREALLOC), so its size is a limit, not memory
+/// taken up front.
+fn loader<'a>(flows: usize) -> EbpfLoader<'a> {
+    let mut l = EbpfLoader::new();
+    l.map_max_entries(FLOWS_MAP, flows.clamp(1, u32::MAX as usize) as u32);
+    l
+}
+
+const FLOWS_MAP: &str = "ovr_flows";
+
+/// Whether the maps pinned in `p` are the ones this program defines for `flows` flows
+/// (type, key and value sizes, entries): an earlier version's with another layout, or
+/// one sized for another number of flows, cannot be adopted.
+fn same_layout(p: &PinDir, flows: usize) -> Result<(), String> {
     fn data(m: &Map) -> Option<&MapData> {
         match m {
             Map::Array(d)
@@ -486,7 +503,7 @@ fn same_layout(p: &PinDir) -> Result<(), String> {
         )
     };
     // Loading the object creates its maps (empty, unpinned), not its programs.
-    let fresh = Ebpf::load(OBJECT).map_err(|e| error_chain(&e))?;
+    let fresh = loader(flows).load(OBJECT).map_err(|e| error_chain(&e))?;
     for name in MAPS {
         let want = fresh
             .map(name)
@@ -537,7 +554,7 @@ mod tests {
     #[test]
     fn program_loads_and_maps_match() {
         for hook in [Hook::Xdp, Hook::Tc] {
-            let x = Bpf::load(hook).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
+            let x = Bpf::load(hook, 1024).unwrap_or_else(|e| panic!("{hook:?}: {e}"));
             let mut x2 = x.clone();
             x2.set_generation(7).unwrap_or_else(|e| panic!("{e}"));
             let key = Key {
@@ -554,11 +571,30 @@ mod tests {
         }
     }
 
+    /// The flow map holds as many flows as it was loaded for, and refuses the next one
+    /// (the flow then stays in user space) without losing those it has.
+    #[test]
+    fn flow_map_is_sized_by_the_load() {
+        let mut x = Bpf::load(Hook::Tc, 4).unwrap_or_else(|e| panic!("{e}"));
+        let key = |i: u32| Key {
+            ifindex: 1,
+            vni: i,
+            ..Key::default()
+        };
+        for i in 0..4 {
+            x.install(&key(i), &forward_to_1(), 1)
+                .unwrap_or_else(|e| panic!("{i}: {e}"));
+        }
+        let full = x.install(&key(4), &forward_to_1(), 1);
+        assert!(full.is_err(), "a fifth flow in a map of four");
+        assert_eq!(x.entries().map(|e| e.len()).ok(), Some(4));
+    }
+
     /// A batch read returns every entry once, whole keys, across several calls and to
     /// the table's end; an empty table ends at once.
     #[test]
     fn scan_reads_the_table_in_batches() {
-        let mut x = Bpf::load(Hook::Xdp).unwrap_or_else(|e| panic!("{e}"));
+        let mut x = Bpf::load(Hook::Xdp, 1024).unwrap_or_else(|e| panic!("{e}"));
         let mut out = Vec::new();
         assert_eq!(x.scan(None, 64, &mut out).ok(), Some(None));
         assert!(out.is_empty());
@@ -614,21 +650,26 @@ mod tests {
             ..Key::default()
         };
         let r = (|| -> Result<(), OffloadError> {
-            let mut first = Bpf::load_pinned(Hook::Tc, &dir)?;
+            let mut first = Bpf::load_pinned(Hook::Tc, &dir, 1024)?;
             assert_eq!(first.adopted(), None);
             assert!(
-                Bpf::load_pinned(Hook::Tc, &dir).is_err(),
+                Bpf::load_pinned(Hook::Tc, &dir, 1024).is_err(),
                 "one ovrd per directory"
             );
             first.set_generation(7)?;
             first.install(&key, &forward_to_1(), 7)?;
             drop(first);
-            let second = Bpf::load_pinned(Hook::Xdp, &dir)?;
+            let second = Bpf::load_pinned(Hook::Xdp, &dir, 1024)?;
             assert_eq!(second.adopted(), Some(7));
             let entries = second.entries()?;
             assert_eq!(entries.len(), 1);
             assert_eq!(entries[0].0, key);
-            second.remove_pins();
+            drop(second);
+            // Sized for another number of flows: made again, empty.
+            let third = Bpf::load_pinned(Hook::Xdp, &dir, 2048)?;
+            assert_eq!(third.adopted(), None);
+            assert!(third.entries()?.is_empty());
+            third.remove_pins();
             assert!(!dir.exists());
             Ok(())
         })();

@@ -298,7 +298,7 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     let program = hook
-        .map(|h| ovr_offload::bpf::Bpf::load_pinned(h, &a.fast_path_pin_dir))
+        .map(|h| ovr_offload::bpf::Bpf::load_pinned(h, &a.fast_path_pin_dir, agent.flows.capacity))
         .transpose()
         .map_err(|e| e.to_string())?;
     let generations = match &program {
