@@ -86,6 +86,16 @@ impl Meta {
             && self.has(flags::SENDER)
             && e.sender != self.sender
     }
+
+    /// [`Self::sent_by_another`] from the flow's first line alone; `None` when that
+    /// cannot say (the flow's sender is not an IPv4 VTEP: ask the whole entry).
+    #[inline]
+    pub fn sent_by_another_head(&self, h: &ovr_tables::flow::FlowHead) -> Option<bool> {
+        if h.flags() & ovr_tables::flow::flags::SENT == 0 || !self.has(flags::SENDER) {
+            return Some(false);
+        }
+        h.sender_is(&self.sender).map(|same| !same)
+    }
 }
 
 /// A VTEP as packet metadata and flow entries hold it (IPv4-mapped).

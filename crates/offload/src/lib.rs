@@ -417,7 +417,7 @@ impl<O: Offload> FastPath<O> {
         let Some(id) = cx.flows.lookup(&meta.key) else {
             return;
         };
-        let sender = |cx: &Cx| cx.flows.get(id).map_or([0; 4], sender);
+        let sender = |cx: &Cx| cx.flows.get(id).map_or([0; 4], |e| sender(&e));
         let i = id.0 as usize;
         if self.tried.len() <= i {
             self.tried.resize(i + 1, 0);
@@ -571,7 +571,7 @@ impl<O: Offload> FastPath<O> {
         self.counters.bytes += db;
         let t = cx.now;
         // Not to a new flow that took the id of the entry's.
-        if let Some(e) = cx.flows.get_mut(FlowId(id))
+        if let Some(mut e) = cx.flows.get_mut(FlowId(id))
             && e.key == rec.flow
         {
             e.packets += dp;

@@ -184,7 +184,7 @@ impl<O: Offload> FastPath<O> {
             }
             if let Some(scope) = &scope
                 && let Some(e) = cx.flows.get(FlowId(id))
-                && !scope.affects(cx, e, rec.nh)
+                && !scope.affects(cx, &e, rec.nh)
             {
                 self.counters.recheck_skipped += 1;
                 continue;

@@ -401,7 +401,7 @@ fn owner_reinstalls_after_table_changes_merges_counters_and_removes_gone_flows()
         .find(|(_, e)| e.packets > 0)
         .expect("flow")
         .0;
-    let f0 = *r.pipe.cx.flows.get(id).expect("flow");
+    let f0 = r.pipe.cx.flows.get(id).expect("flow");
     r.pipe.cx.now = 1_000_000_000;
     r.fast.sync_all(&mut r.pipe.cx);
     let e = r.pipe.cx.flows.get(id).expect("flow");

@@ -275,7 +275,7 @@ impl Job {
             let Some(e) = pipe.cx.flows.get(id) else {
                 continue;
             };
-            if !matches(&f, id, e) {
+            if !matches(&f, id, &e) {
                 continue;
             }
             match &mut self.kind {
@@ -283,7 +283,7 @@ impl Job {
                     dump.matched += 1;
                     if dump.flows.len() < f.limit {
                         let offloaded = below.carries(pipe, id);
-                        dump.flows.push(record(pipe, id, e, offloaded));
+                        dump.flows.push(record(pipe, id, &e, offloaded));
                         done += 1;
                     }
                 }

@@ -244,24 +244,26 @@ fn action<'a>(
     len: u16,
     epoch: u32,
 ) -> Option<Out<'a>> {
-    let e = cx.flows.get(id)?;
+    // The entry's first line: all a hit of an IPv4 flow reads.
+    let e = cx.flows.head(id)?;
     // A bridged flow was decided by its destination MAC (see the flow node).
-    let routed = !e.key.bridged;
-    if e.epoch != epoch || (!routed && cx.pool.data(p).first_chunk::<6>() != Some(&e.dst_mac)) {
+    let routed = !e.bridged();
+    if e.epoch() != epoch || (!routed && cx.pool.data(p).first_chunk::<6>() != Some(e.dst_mac())) {
         return None;
     }
-    // Sent on by another host than the flow's latest: the flow node's to handle.
-    if cx.pool.meta(p).sent_by_another(e) {
+    // Sent on by another host than the flow's latest (or one the first line cannot
+    // tell): the flow node's to handle.
+    if cx.pool.meta(p).sent_by_another_head(e) != Some(false) {
         return None;
     }
-    let Some(FlowAction::Forward { next_hop }) = e.action else {
+    let Some(FlowAction::Forward { next_hop }) = e.action() else {
         return None;
     };
-    let at = (next_hop, routed, e.key.vrf);
+    let at = (next_hop, routed, e.vrf());
     if via.at != Some(at) {
         *via = Via {
             at: Some(at),
-            to: resolve(st, rewrites, next_hop, routed, e.key.vrf),
+            to: resolve(st, rewrites, next_hop, routed, e.vrf()),
         };
     }
     let to = via.to?;

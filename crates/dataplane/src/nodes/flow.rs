@@ -90,15 +90,22 @@ impl Node<Cx, ForwardingState> for Flow {
             // A bridged flow was decided by its destination MAC, which the key does not
             // hold: a frame of the same 5-tuple to another MAC (a moved or re-addressed
             // host, the two sides of a bump in the wire) takes the decision again for it.
+            // The entry's first line says whether anything changed; the whole entry is
+            // read and written only then.
             let (mut stale, mut moved) = (false, false);
-            if let Some(e) = cx.flows.get_mut(id) {
+            if let Some(h) = cx.flows.head(id) {
                 let dst = cx.pool.data(p).first_chunk::<6>().copied();
-                if e.key.bridged && dst.is_some_and(|d| d != e.dst_mac) {
-                    e.dst_mac = dst.unwrap_or_default();
-                    stale = true;
+                let new_mac = dst.filter(|d| h.bridged() && d != h.dst_mac());
+                stale = new_mac.is_some() || h.epoch() != epoch;
+                let meta = cx.pool.meta(p);
+                if (new_mac.is_some() || meta.sent_by_another_head(h) != Some(false))
+                    && let Some(mut e) = cx.flows.get_mut(id)
+                {
+                    if let Some(d) = new_mac {
+                        e.dst_mac = d;
+                    }
+                    moved = sender_moved(&mut e, meta);
                 }
-                stale |= e.epoch != epoch;
-                moved = sender_moved(e, cx.pool.meta(p));
             }
             if moved {
                 moved_replies(cx, id, p, epoch);
@@ -174,7 +181,7 @@ fn moved_replies(cx: &mut Cx, id: FlowId, p: u32, epoch: u32) {
         .data(p)
         .get(6..12)
         .and_then(|m| m.first_chunk::<6>().copied());
-    if let Some(r) = cx.flows.get_mut(r) {
+    if let Some(mut r) = cx.flows.get_mut(r) {
         // A past epoch: never current again.
         r.epoch = epoch.wrapping_sub(1);
         // The reverse of a flow into a function remembers the request's source MAC
@@ -209,7 +216,7 @@ fn rekey(
 pub(crate) fn follow(cx: &mut Cx, st: &ForwardingState, p: u32, id: FlowId) -> Next {
     let len = cx.pool.len(p) as u64;
     cx.flows.touch(id, len, cx.now);
-    let action = cx.flows.get(id).and_then(|e| e.action);
+    let action = cx.flows.head(id).and_then(|e| e.action());
     let meta = cx.pool.meta_mut(p);
     match action {
         Some(FlowAction::Forward { next_hop }) => {
@@ -249,9 +256,9 @@ pub fn revalidate_flow(
     rx_if: u32,
     from_tunnel: bool,
 ) -> bool {
-    match cx.flows.get(id) {
+    match cx.flows.head(id) {
         None => false,
-        Some(e) if e.epoch == st.epoch() => true,
+        Some(e) if e.epoch() == st.epoch() => true,
         Some(_) => revalidate(cx, st, id, policy_on(st, rx_if, from_tunnel)),
     }
 }
@@ -261,7 +268,7 @@ pub fn revalidate_flow(
 /// Returns false if the flow was removed instead (a bridged flow whose MAC is no longer
 /// known floods again, which the slow path does).
 fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bool {
-    let Some(e) = cx.flows.get(id).copied() else {
+    let Some(e) = cx.flows.get(id) else {
         return false;
     };
     cx.flow_counters.revalidated += 1;
@@ -277,7 +284,7 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         hash: e.key.symmetric_hash(),
     };
     let reverse = e.flags & flow_flags::REVERSE != 0;
-    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r)).copied();
+    let partner_entry = e.reverse.and_then(|r| cx.flows.get(r));
     // The replies out of a function whose request came from another host's instance go
     // back into that instance while it is there: the one on the request's latest
     // sender with the MAC it sends from (`chain::into`).
@@ -299,7 +306,7 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         _ => None,
     };
     if let Some(via) = back
-        && let Some(m) = cx.flows.get_mut(id)
+        && let Some(mut m) = cx.flows.get_mut(id)
     {
         m.action = Some(FlowAction::Forward { next_hop: via });
         m.epoch = st.epoch();
@@ -320,7 +327,7 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
                 reason: DropReason::from(r).0,
             },
         };
-        if let Some(m) = cx.flows.get_mut(id) {
+        if let Some(mut m) = cx.flows.get_mut(id) {
             m.action = Some(action);
             m.epoch = st.epoch();
         }
@@ -395,7 +402,7 @@ fn revalidate(cx: &mut Cx, st: &ForwardingState, id: FlowId, policy: bool) -> bo
         Some(nh) => FlowAction::Forward { next_hop: nh },
         None => action,
     };
-    if let Some(m) = cx.flows.get_mut(id) {
+    if let Some(mut m) = cx.flows.get_mut(id) {
         m.action = Some(action);
         m.epoch = st.epoch();
         match via {

@@ -150,18 +150,18 @@ fn setup(cx: &mut Cx, st: &ForwardingState, p: u32, admit: impl FnOnce(&Cx) -> b
                 _ => src_mac,
             };
             for (id, mac) in [(Some(f), dst_mac), (r, rev_mac)] {
-                if let Some(e) = id.and_then(|id| cx.flows.get_mut(id)) {
+                if let Some(mut e) = id.and_then(|id| cx.flows.get_mut(id)) {
                     e.epoch = epoch;
                     e.dst_mac = mac.0;
                 }
             }
             if back.to_sender
-                && let Some(e) = r.and_then(|id| cx.flows.get_mut(id))
+                && let Some(mut e) = r.and_then(|id| cx.flows.get_mut(id))
             {
                 e.flags |= flow_flags::TO_SENDER;
             }
             if back.watch_sender
-                && let Some(e) = cx.flows.get_mut(f)
+                && let Some(mut e) = cx.flows.get_mut(f)
             {
                 e.flags |= flow_flags::SENT;
                 e.sender = meta.sender;
@@ -183,7 +183,7 @@ fn deny(cx: &mut Cx, st: &ForwardingState, p: u32, key: FlowKey) -> Next {
     let now = cx.now;
     let reason = DropReason::from(Reason::PolicyDenied).0;
     if let Ok(id) = cx.flows.insert(key, FlowAction::Drop { reason }, now) {
-        if let Some(e) = cx.flows.get_mut(id) {
+        if let Some(mut e) = cx.flows.get_mut(id) {
             e.epoch = st.epoch();
         }
         // The packet that set the flow up is the flow's first.

@@ -6,9 +6,11 @@
 //! atomics or locks. Its size is fixed at construction; nothing allocates per packet.
 
 mod key;
+mod slot;
 mod table;
 
 pub use key::{FlowKey, ipv4_mapped};
+pub use slot::{EntryMut, FlowHead};
 pub use table::{
     AgeStats, FlowAction, FlowEntry, FlowId, FlowInsertError, FlowStats, FlowTable, flags,
 };

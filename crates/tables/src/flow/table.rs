@@ -3,8 +3,8 @@
 //! Layout, chosen for a machine where a cache miss costs 120-170 ns and about ten can be
 //! in flight (PLATFORM.md): 64-byte buckets of 8 slots, each slot a 16-bit signature and
 //! a 32-bit entry index, so one cache line answers "which entry could it be"; entries in
-//! a separate array, two cache lines each, the first holding everything a hit reads (key,
-//! action, epoch, flags) and the second what it writes (counters, last seen).
+//! a separate array, two cache lines each, the first holding everything a hit of an IPv4
+//! flow reads and writes (`super::slot`).
 //!
 //! A key lives in its primary bucket while that has room, else in its secondary one
 //! (chosen by independent bits of its hash); the primary counts the keys it sent away.
@@ -15,17 +15,20 @@
 //! Established flows are therefore never evicted by new ones, whatever arrives.
 
 use super::key::FlowKey;
+use super::slot::{EntryMut, FlowHead, Short, Slot};
 use crate::hugemem::{HugeArray, Pages};
 use crate::ids::NextHopId;
 use crate::prefetch::prefetch;
 
-/// Starts loading both cache lines of an entry (a hit reads the first and writes the
-/// second).
+/// Starts loading what a hit of a key needs: an entry's first line, and its second for
+/// a key whose addresses are there (IPv6).
 #[inline(always)]
-fn prefetch_entry(e: &FlowEntry) {
-    let p: *const FlowEntry = e;
+fn prefetch_entry(e: &Slot, wide: bool) {
+    let p: *const Slot = e;
     prefetch(p);
-    prefetch(p.cast::<u8>().wrapping_add(64));
+    if wide {
+        prefetch(p.cast::<u8>().wrapping_add(64));
+    }
 }
 use std::collections::HashMap;
 
@@ -70,13 +73,9 @@ pub mod flags {
     pub const SENT: u8 = 0x10;
 }
 
-/// One flow: two cache lines, aligned together (the CPU's adjacent-line prefetch brings
-/// the pair). The first holds what a hit reads (the key every lookup compares, the
-/// action, the epoch and flags), the second what it writes (counters, last seen) and
-/// what only the slow path reads (and `sender`, which a hit from a tunnel compares: that
-/// line is being written anyway). `tests::entry_layout` pins the split.
+/// One flow, as the table lends it out ([`FlowTable::get`], [`FlowTable::get_mut`]); it
+/// stores it packed (`super::slot`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(C, align(128))]
 pub struct FlowEntry {
     pub key: FlowKey,
     pub flags: u8,
@@ -212,7 +211,7 @@ struct Quota {
 pub struct FlowTable {
     buckets: HugeArray<Bucket>,
     mask: usize,
-    entries: HugeArray<FlowEntry>,
+    entries: HugeArray<Slot>,
     free: Vec<u32>,
     quotas: HashMap<u32, Quota>,
     /// The quota of VRFs that have none of their own.
@@ -296,45 +295,56 @@ impl FlowTable {
         self.default_quota = max.unwrap_or(u32::MAX);
     }
 
+    /// The flow, whole (both of its lines).
     #[inline]
-    pub fn get(&self, id: FlowId) -> Option<&FlowEntry> {
+    pub fn get(&self, id: FlowId) -> Option<FlowEntry> {
+        self.slot(id).map(Slot::entry)
+    }
+
+    /// The flow, to change (stored back when the returned value goes); not its key.
+    #[inline]
+    pub fn get_mut(&mut self, id: FlowId) -> Option<EntryMut<'_>> {
         self.entries
-            .get(id.0 as usize)
-            .filter(|e| e.flags & flags::LIVE != 0)
+            .get_mut(id.0 as usize)
+            .filter(|s| s.head.live())
+            .map(EntryMut::new)
+    }
+
+    /// What a packet of the flow reads: its entry's first line only.
+    #[inline]
+    pub fn head(&self, id: FlowId) -> Option<&FlowHead> {
+        self.slot(id).map(|s| &s.head)
     }
 
     #[inline]
-    pub fn get_mut(&mut self, id: FlowId) -> Option<&mut FlowEntry> {
-        self.entries
-            .get_mut(id.0 as usize)
-            .filter(|e| e.flags & flags::LIVE != 0)
+    fn slot(&self, id: FlowId) -> Option<&Slot> {
+        self.entries.get(id.0 as usize).filter(|s| s.head.live())
     }
 
     /// Counts a packet of `bytes` on the flow and marks it seen at `now`.
     #[inline]
     pub fn touch(&mut self, id: FlowId, bytes: u64, now: u64) {
-        if let Some(e) = self.entries.get_mut(id.0 as usize) {
-            e.packets += 1;
-            e.bytes += bytes;
-            e.last_seen = now;
+        if let Some(s) = self.entries.get_mut(id.0 as usize) {
+            s.head.touch(bytes, now);
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &FlowEntry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, FlowEntry)> + '_ {
         self.entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.flags & flags::LIVE != 0)
-            .map(|(i, e)| (FlowId(i as u32), e))
+            .filter(|(_, s)| s.head.live())
+            .map(|(i, s)| (FlowId(i as u32), s.entry()))
     }
 
     /// The flow of `key`, if installed.
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<FlowId> {
         let (sig, b1, b2) = split(key.hash(), self.mask);
-        self.probe(b1, sig, key).or_else(|| {
+        let short = Short::of(key);
+        self.probe(b1, sig, &short, key).or_else(|| {
             if self.buckets[b1].overflowed != 0 {
-                self.probe(b2, sig, key)
+                self.probe(b2, sig, &short, key)
             } else {
                 None
             }
@@ -342,27 +352,27 @@ impl FlowTable {
     }
 
     #[inline]
-    fn probe(&self, b: usize, sig: u16, key: &FlowKey) -> Option<FlowId> {
+    fn probe(&self, b: usize, sig: u16, short: &Short, key: &FlowKey) -> Option<FlowId> {
         let bucket = &self.buckets[b];
         bucket
             .find(sig)
             .map(|s| bucket.idx[s])
-            .find(|&i| self.entries[i as usize].key == *key)
+            .find(|&i| self.entries[i as usize].holds(short, key))
             .map(FlowId)
     }
 
     /// Looks up every key of `keys` into `out`, in groups whose cache misses overlap,
     /// software-pipelined so that no pass waits for the misses it just started: group
     /// i+1's keys are hashed and their primary buckets prefetched (pass 1) between
-    /// group i's signature pass (which prefetches both lines of each candidate entry,
-    /// pass 2) and its key compare (pass 3). What the common case does not settle (a
+    /// group i's signature pass (which prefetches each candidate entry, pass 2) and its
+    /// key compare (pass 3). What the common case does not settle (a
     /// signature collision, a key sent to its secondary bucket) is looked up again one
     /// by one.
     pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowId>]) {
         // Enough lookups per group to cover a miss's latency (about ten can be
-        // outstanding), few enough that a group's lines (3 per key) stay in L1.
+        // outstanding), few enough that a group's lines (2 per key) stay in L1.
         const CHUNK: usize = 32;
-        let mut ahead = [(0u16, 0usize); CHUNK];
+        let mut ahead = [(0u16, 0usize, Short::default()); CHUNK];
         let mut groups = keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)).peekable();
         if let Some((first, _)) = groups.peek() {
             self.locate(first, &mut ahead);
@@ -370,11 +380,11 @@ impl FlowTable {
         while let Some((keys, out)) = groups.next() {
             let loc = ahead;
             let mut cand = [NONE; CHUNK];
-            for (&(sig, b), c) in loc.iter().zip(cand.iter_mut()).take(keys.len()) {
+            for (&(sig, b, short), c) in loc.iter().zip(cand.iter_mut()).take(keys.len()) {
                 let bucket = &self.buckets[b];
                 if let Some(s) = bucket.find(sig).next() {
                     *c = bucket.idx[s];
-                    prefetch_entry(&self.entries[*c as usize]);
+                    prefetch_entry(&self.entries[*c as usize], short.wide());
                 } else if bucket.overflowed != 0 {
                     *c = AGAIN;
                 }
@@ -382,11 +392,13 @@ impl FlowTable {
             if let Some((next, _)) = groups.peek() {
                 self.locate(next, &mut ahead);
             }
-            for ((k, o), &c) in keys.iter().zip(out.iter_mut()).zip(&cand) {
+            for (((k, o), &c), (_, _, short)) in
+                keys.iter().zip(out.iter_mut()).zip(&cand).zip(&loc)
+            {
                 *o = match c {
                     NONE => None,
                     AGAIN => self.lookup(k),
-                    c if self.entries[c as usize].key == *k => Some(FlowId(c)),
+                    c if self.entries[c as usize].holds(short, k) => Some(FlowId(c)),
                     // A signature collision: settle it the slow way.
                     _ => self.lookup(k),
                 };
@@ -394,13 +406,13 @@ impl FlowTable {
         }
     }
 
-    /// Pass 1 of [`Self::lookup_batch`]: each key's signature and primary bucket, whose
-    /// line starts loading.
+    /// Pass 1 of [`Self::lookup_batch`]: each key's signature, primary bucket (whose
+    /// line starts loading) and short form.
     #[inline]
-    fn locate(&self, keys: &[FlowKey], loc: &mut [(u16, usize)]) {
+    fn locate(&self, keys: &[FlowKey], loc: &mut [(u16, usize, Short)]) {
         for (k, l) in keys.iter().zip(loc.iter_mut()) {
             let (sig, b1, _) = split(k.hash(), self.mask);
-            *l = (sig, b1);
+            *l = (sig, b1, Short::of(k));
             prefetch(&self.buckets[b1]);
         }
     }
@@ -434,8 +446,8 @@ impl FlowTable {
         };
         match self.insert_one(rev.0, rev.1, now, flags::REVERSE) {
             Ok(r) => {
-                self.entries[f.0 as usize].reverse = Some(r);
-                self.entries[r.0 as usize].reverse = Some(f);
+                self.entries[f.0 as usize].set_reverse(Some(r));
+                self.entries[r.0 as usize].set_reverse(Some(f));
                 self.stats.inserted += 2;
                 Ok((f, r))
             }
@@ -497,7 +509,7 @@ impl FlowTable {
         } else {
             0
         };
-        self.entries[idx as usize] = FlowEntry {
+        self.entries[idx as usize] = Slot::new(&FlowEntry {
             key,
             action: Some(action),
             reverse: None,
@@ -509,7 +521,7 @@ impl FlowTable {
             epoch: 0,
             dst_mac: [0; 6],
             sender: [0; 16],
-        };
+        });
         self.quotas
             .entry(key.vrf)
             .or_insert(Quota {
@@ -533,7 +545,7 @@ impl FlowTable {
             let Some(e) = self.entries.get(idx as usize) else {
                 continue;
             };
-            let (sig, p, a) = split(e.key.hash(), self.mask);
+            let (sig, p, a) = split(e.key().hash(), self.mask);
             let other = if b == p { a } else { p };
             if other == b || self.buckets[other].free_slots() == 0 {
                 continue;
@@ -557,11 +569,11 @@ impl FlowTable {
 
     /// Removes a flow and, if linked, its reverse. Returns how many entries went.
     pub fn remove(&mut self, id: FlowId) -> usize {
-        let Some(e) = self.get(id).copied() else {
+        let Some(reverse) = self.slot(id).map(Slot::reverse) else {
             return 0;
         };
         let mut n = usize::from(self.unlink(id));
-        if let Some(r) = e.reverse {
+        if let Some(r) = reverse {
             n += usize::from(self.unlink(r));
         }
         self.stats.removed += n as u64;
@@ -570,10 +582,10 @@ impl FlowTable {
 
     /// Takes one entry out of its bucket and the quota; false if it was not live.
     fn unlink(&mut self, id: FlowId) -> bool {
-        let Some(e) = self.get(id).copied() else {
+        let Some(key) = self.slot(id).map(Slot::key) else {
             return false;
         };
-        let (sig, b1, b2) = split(e.key.hash(), self.mask);
+        let (sig, b1, b2) = split(key.hash(), self.mask);
         'buckets: for b in [b1, b2] {
             let bucket = &mut self.buckets[b];
             for s in bucket.find(sig) {
@@ -587,10 +599,10 @@ impl FlowTable {
                 }
             }
         }
-        if let Some(q) = self.quotas.get_mut(&e.key.vrf) {
+        if let Some(q) = self.quotas.get_mut(&key.vrf) {
             q.used = q.used.saturating_sub(1);
         }
-        self.entries[id.0 as usize].flags = 0;
+        self.entries[id.0 as usize] = Slot::default();
         self.free.push(id.0);
         if let Some(log) = &mut self.removed {
             log.push(id.0);
@@ -624,20 +636,20 @@ impl FlowTable {
             let i = self.cursor;
             self.cursor = (self.cursor + 1) % n;
             st.scanned += 1;
-            let e = self.entries[i];
-            if e.flags & flags::LIVE == 0 {
+            let e = &self.entries[i];
+            if !e.head.live() {
                 continue;
             }
             let rev_seen = e
-                .reverse
-                .and_then(|r| self.get(r))
-                .map_or(0, |r| r.last_seen);
-            let timeout = if e.flags & flags::DENIED != 0 {
+                .reverse()
+                .and_then(|r| self.slot(r))
+                .map_or(0, Slot::last_seen);
+            let timeout = if e.head.flags() & flags::DENIED != 0 {
                 denied_idle
             } else {
                 idle
             };
-            if now.saturating_sub(e.last_seen.max(rev_seen)) > timeout {
+            if now.saturating_sub(e.last_seen().max(rev_seen)) > timeout {
                 let gone = self.remove(FlowId(i as u32));
                 self.stats.removed -= gone as u64;
                 self.stats.aged += gone as u64;
