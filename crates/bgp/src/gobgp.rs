@@ -581,6 +581,18 @@ impl GoBgp {
         Ok(())
     }
 
+    /// Whether gobgpd runs BGP (it was started, by us or an earlier ovrd): one that
+    /// restarted is not, until configured again. A small request, unlike a listing.
+    pub async fn started(&self) -> Result<bool, BgpError> {
+        let r = self
+            .client()
+            .get_bgp(api::GetBgpRequest {})
+            .await
+            .map_err(self.failed("a look at its settings"))?
+            .into_inner();
+        Ok(r.global.is_some_and(|g| g.asn != 0))
+    }
+
     /// Adds a peer for the EVPN family.
     pub async fn add_peer(&self, p: &Peer) -> Result<(), BgpError> {
         let peer = api::Peer {

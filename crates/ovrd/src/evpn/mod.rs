@@ -35,9 +35,13 @@ use tracing::{info, warn};
 
 /// How often the installed configuration is compared with what is advertised.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// How often ovrd asks gobgpd whether it still runs BGP (a gobgpd that restarted does
+/// not, and has lost what was advertised).
+const ALIVE_EVERY: Duration = Duration::from_secs(1);
 /// How often gobgpd's own table is compared with what was advertised (at least; see
-/// [`listing_period`]).
-const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// [`listing_period`]): a listing brings every learnt route too, so it is the rare
+/// check, for routes lost some other way.
+const CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// When to list gobgpd's table again after a listing that took `took`: at least `base`
 /// apart, and far enough apart that listings take at most 2% of the time. A listing
@@ -306,10 +310,21 @@ async fn session(s: &Settings, asn: u16, state: &AppState, attached: &Attached) 
         let mut advertised = own(bgp.routes().await?);
         info!(url = %s.url, %vtep, peers = s.peers.len(), kept = advertised.len(), "bgp: speaker configured");
         let (mut checked, mut check_every) = (std::time::Instant::now(), CHECK_EVERY);
+        let mut alive = std::time::Instant::now();
         loop {
-            // gobgpd's own table, looked at every second (longer for a large table): a
-            // gobgpd that restarted (not configured: the listing fails) ends the session,
-            // which configures it again; one that lost routes gets them again.
+            // A gobgpd that restarted (not running BGP) ends the session, which
+            // configures it again and advertises everything.
+            if alive.elapsed() >= ALIVE_EVERY {
+                alive = std::time::Instant::now();
+                if !bgp.started().await? {
+                    return Err(BgpError::Unavailable {
+                        url: s.url.clone(),
+                        message: "not running BGP (restarted?): configuring it again".into(),
+                    });
+                }
+            }
+            // gobgpd's own table, looked at now and then (less often for a large table):
+            // one that lost routes gets them again.
             if checked.elapsed() >= check_every {
                 checked = std::time::Instant::now();
                 let listing = bgp.routes().await?;
