@@ -72,20 +72,28 @@ struct ovr_key {
 // counters, not a per-CPU one: per-CPU values come from the kernel's percpu allocator,
 // which here refused (ENOMEM) beyond about 110K entries and was slow before that. What
 // every packet reads or writes comes first, so that with many flows (entries not in the
-// cache) a packet that only decapsulates touches as few cache lines as it can.
+// cache) a packet touches as few cache lines as it can. The outer headers are a tunnel's,
+// shared by its flows (ovr_tpls): only the UDP source port is the flow's own.
 struct ovr_action {
     __u32 generation;     // valid while equal to ovr_gen[0]
     __u32 egress;    // ifindex, a key of ovr_tx
     __u16 strip;     // bytes taken off the front (0 or OVR_VXLAN_HEAD)
-    __u16 push;      // bytes of tpl put in front (0 or OVR_VXLAN_HEAD)
+    __u16 push;      // bytes of the template put in front (0 or OVR_VXLAN_HEAD)
     __u16 max_len;   // the largest frame the egress interface takes
     __u16 flags;
     __u64 packets;
     __u64 bytes;     // as received
     __u64 last_seen; // bpf_ktime_get_ns()
     __u8 mac[12];    // inner destination then source MAC
-    __u8 tpl[OVR_TPL_LEN];
+    __u32 tpl;       // with push: the outer headers' index in ovr_tpls
+    __u16 sport;     // with push: the outer UDP source port (network order)
+    __u16 pad;
     __u32 sender;    // from the underlay: the outer IPv4 source it takes (0: any)
+};
+
+// A tunnel's outer headers (lengths, checksum and UDP source port patched per frame).
+struct ovr_tpl {
+    __u8 bytes[OVR_TPL_LEN];
 };
 
 // Why a frame went to user space, or that it did not (per-CPU counters).
@@ -102,6 +110,7 @@ enum {
     OVR_C_REDIRECT_ERROR,
     OVR_C_ROOM,        // TC: the kernel would not make or take room for the tunnel header
     OVR_C_SENDER,      // from another host than the flow's (a moved session: user space)
+    OVR_C_TEMPLATE,    // the flow's outer headers are not in ovr_tpls
     OVR_C_MAX,
 };
 
@@ -127,6 +136,15 @@ struct {
     __type(key, struct ovr_key);
     __type(value, struct ovr_action);
 } ovr_flows SEC(".maps");
+
+// Outer headers by index (user space keeps which tunnel has which); sized by ovrd when it
+// loads the program, this is a default.
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct ovr_tpl);
+} ovr_tpls SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -354,15 +372,28 @@ static __always_inline void account(struct ovr_action *a, __u64 packets, __u64 b
     a->last_seen = bpf_ktime_get_ns();
 }
 
-// The outer headers of a frame just encapsulated (`hdr`: the template's first
-// OVR_VXLAN_HEAD bytes): IPv4 total length and checksum, UDP length, for a frame of
-// out_len bytes.
-static __always_inline void fix_outer(__u8 *hdr, __u32 out_len)
+// The outer headers a flow's frames get (with push), or NULL (counted).
+static __always_inline const struct ovr_tpl *template_of(const struct ovr_action *a)
 {
+    __u32 i = a->tpl;
+    const struct ovr_tpl *t = bpf_map_lookup_elem(&ovr_tpls, &i);
+    if (!t)
+        count(OVR_C_TEMPLATE);
+    return t;
+}
+
+// Puts the outer headers of a frame just made room for (`hdr`: OVR_VXLAN_HEAD bytes):
+// the template's, the flow's UDP source port, and IPv4 total length and checksum and UDP
+// length for a frame of out_len bytes.
+static __always_inline void write_outer(__u8 *hdr, const struct ovr_tpl *t, __u16 sport,
+                                        __u32 out_len)
+{
+    __builtin_memcpy(hdr, t->bytes, OVR_VXLAN_HEAD);
     struct iphdr *oip = (struct iphdr *)(hdr + 14);
     oip->tot_len = bpf_htons(out_len - 14);
     oip->check = 0;
     oip->check = ~ip_sum((const __u16 *)oip);
+    *(__u16 *)(hdr + 34) = sport;
     *(__u16 *)(hdr + 38) = bpf_htons(out_len - 34);
 }
 
@@ -412,19 +443,21 @@ static __always_inline int xdp_fast(struct xdp_md *ctx, const struct ovr_iface *
     __u32 egress = a->egress;
     if (!bpf_map_lookup_elem(&ovr_tx, &egress))
         return count(OVR_C_NO_EGRESS), -1;
+    const struct ovr_tpl *t = (void *)0;
+    if (push && !(t = template_of(a)))
+        return -1;
 
     // Decided: from here on the frame is changed and leaves by the egress.
     rewrite_inner(eth, ip, a);
     account(a, 1, frame_len);
     if (bpf_xdp_adjust_head(ctx, (int)strip - (int)push))
         return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
-    if (push) {
+    if (t) {
         data = (void *)(long)ctx->data;
         end = (void *)(long)ctx->data_end;
         if (data + OVR_VXLAN_HEAD > end)
             return count(OVR_C_REDIRECT_ERROR), XDP_DROP;
-        __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
-        fix_outer(data, end - data);
+        write_outer(data, t, a->sport, end - data);
     }
     return sent(bpf_redirect_map(&ovr_tx, egress, 0), XDP_REDIRECT);
 }
@@ -517,6 +550,9 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     __u32 egress = a->egress;
     if (!bpf_map_lookup_elem(&ovr_ifaces, &egress))
         return count(OVR_C_NO_EGRESS), -1;
+    const struct ovr_tpl *t = (void *)0;
+    if (push && !(t = template_of(a)))
+        return -1;
 
     // Room is made or taken right after the outer MAC header, so the inner Ethernet
     // header is saved first and written back where it belongs. If the kernel refuses
@@ -548,11 +584,10 @@ static __always_inline int tc_fast(struct __sk_buff *skb, const struct ovr_iface
     // Decided: from here on the packet is changed and leaves by the egress.
     data = (void *)(long)skb->data;
     end = (void *)(long)skb->data_end;
-    if (push) {
+    if (t) {
         if (data + OVR_VXLAN_HEAD + 34 > end)
             return count(OVR_C_REDIRECT_ERROR), TC_ACT_SHOT;
-        __builtin_memcpy(data, a->tpl, OVR_VXLAN_HEAD);
-        fix_outer(data, skb->len);
+        write_outer(data, t, a->sport, skb->len);
         __builtin_memcpy(data + OVR_VXLAN_HEAD, &inner, 14);
         rewrite_inner(data + OVR_VXLAN_HEAD, data + OVR_VXLAN_HEAD + 14, a);
     } else {

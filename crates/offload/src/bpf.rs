@@ -24,7 +24,7 @@
 
 use crate::layout::{
     ACTION_LEN, Action, ActionBytes, COUNTER_NAMES, IFACE_LEN, Iface, IfaceBytes, KEY_LEN, Key,
-    KeyBytes, MAX_ADDRS, NO_XSK, Usage,
+    KeyBytes, MAX_ADDRS, NO_XSK, TPL_LEN, Usage, template_of,
 };
 use crate::pin::{MAPS, PinDir};
 use crate::{Offload, OffloadError};
@@ -43,9 +43,12 @@ use std::os::fd::{AsFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 mod attach;
+mod templates;
 pub use attach::Attachment;
+use templates::{Headers, Templates};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fast_path.o"));
 
@@ -82,6 +85,9 @@ fn err(op: &'static str, e: impl std::fmt::Display) -> OffloadError {
 struct Inner {
     ebpf: Ebpf,
     flows: BpfHashMap<MapData, KeyBytes, ActionBytes>,
+    /// Tunnels' outer headers, by the index flows name them with (`templates`).
+    tpls: Array<MapData, Headers>,
+    templates: Templates,
     ifaces: BpfHashMap<MapData, u32, IfaceBytes>,
     xsks: XskMap<MapData>,
     tx: DevMapHash<MapData>,
@@ -209,8 +215,17 @@ impl Bpf {
             (Some(p), true) => p.links().into_iter().collect(),
             _ => HashSet::new(),
         };
+        let flows: BpfHashMap<MapData, KeyBytes, ActionBytes> = take(&mut ebpf, FLOWS_MAP)?;
+        let tpls: Array<MapData, Headers> = take(&mut ebpf, TEMPLATES_MAP)?;
+        let mut templates = Templates::new(tpls.len());
+        if adopt {
+            let used = templates_in_use(&flows)?;
+            templates.adopt(&used, Instant::now(), |i| tpls.get(&i, 0).ok());
+        }
         let inner = Inner {
-            flows: take(&mut ebpf, FLOWS_MAP)?,
+            flows,
+            tpls,
+            templates,
             ifaces: take(&mut ebpf, "ovr_ifaces")?,
             xsks: take(&mut ebpf, "ovr_xsks")?,
             tx: take(&mut ebpf, "ovr_tx")?,
@@ -388,9 +403,13 @@ impl Offload for Bpf {
     }
 
     fn install(&mut self, key: &Key, action: &Action, generation: u32) -> Result<(), OffloadError> {
-        self.lock()
-            .flows
-            .insert(key.encode(), action.encode(generation), 0)
+        let mut g = self.lock();
+        let template = match action.push {
+            0 => 0,
+            _ => g.template(&action.tunnel_headers())?,
+        };
+        g.flows
+            .insert(key.encode(), action.encode(generation, template), 0)
             .map_err(|e| err("install flow", error_chain(&e)))
     }
 
@@ -422,49 +441,126 @@ impl Offload for Bpf {
         max: usize,
         out: &mut Vec<(Key, Usage)>,
     ) -> Result<Option<u32>, OffloadError> {
-        // One call per SCAN_CALL entries: the kernel walks the buckets without letting
-        // anything else run on this CPU (a call for 180 entries of a 256K-entry table
-        // took ~175 µs, which every task sharing the core waited for).
-        let (mut keys, mut values) = (
-            vec![0u8; SCAN_CALL * KEY_LEN],
-            vec![0u8; SCAN_CALL * ACTION_LEN],
-        );
+        // One call per SCAN_CALL entries, taking the lock each time: the kernel walks
+        // the buckets without letting anything else run on this CPU (a call for 180
+        // entries of a 256K-entry table took ~175 µs, which every task sharing the core
+        // waited for).
+        let mut read = Batches::default();
         let want = out.len() + max;
         let mut next = cursor;
         loop {
-            let r = {
-                let g = self.lock();
-                let fd = g.flows.map().fd().as_fd();
-                ovr_io::bpf_map_lookup_batch(fd, next, &mut keys, KEY_LEN, &mut values, ACTION_LEN)
-            };
-            let (n, after) = match r {
-                Ok(r) => r,
-                // A bucket longer than the buffer (ENOSPC): room for it, then again.
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::StorageFull
-                        && keys.len() < (1 << 16) * KEY_LEN =>
-                {
-                    keys.resize(keys.len() * 4, 0);
-                    values.resize(values.len() * 4, 0);
-                    continue;
-                }
-                Err(e) => return Err(err("read flows", e)),
-            };
-            let entries = keys
-                .chunks_exact(KEY_LEN)
-                .zip(values.chunks_exact(ACTION_LEN));
-            for (k, v) in entries.take(n) {
-                let (Ok(k), Ok(v)) = (k.try_into(), v.try_into()) else {
-                    continue;
-                };
+            next = read.next(&self.lock().flows, next, |k, v| {
                 out.push((Key::decode(k), Usage::decode(v)));
-            }
-            next = after;
+            })?;
             if next.is_none() || out.len() >= want {
                 break;
             }
         }
         Ok(next)
+    }
+}
+
+impl Inner {
+    /// The index in `ovr_tpls` of a tunnel's outer headers, written there if new. When
+    /// the array is full, the flow map is read for the indexes still named (at most once
+    /// a second; an error until one is free again: the flow stays in user space).
+    fn template(&mut self, headers: &Headers) -> Result<u32, OffloadError> {
+        let now = Instant::now();
+        for looked in [false, true] {
+            let tpls = &mut self.tpls;
+            let placed = self
+                .templates
+                .place(headers, now, |i, h| tpls.set(i, *h, 0))
+                .map_err(|e| err("write outer headers", error_chain(&e)))?;
+            if let Some(i) = placed {
+                return Ok(i);
+            }
+            if looked || !self.templates.may_collect(now) {
+                break;
+            }
+            let used = templates_in_use(&self.flows)?;
+            let tpls = &self.tpls;
+            self.templates.collect(&used, now, |i| tpls.get(&i, 0).ok());
+        }
+        Err(err(
+            "install flow",
+            "no room for another tunnel's outer headers (every index in use or just freed)",
+        ))
+    }
+}
+
+/// Reads the flow map in batches (`bpf_map_lookup_batch`), keeping its buffers.
+struct Batches {
+    keys: Vec<u8>,
+    values: Vec<u8>,
+}
+
+impl Default for Batches {
+    fn default() -> Self {
+        Self {
+            keys: vec![0u8; SCAN_CALL * KEY_LEN],
+            values: vec![0u8; SCAN_CALL * ACTION_LEN],
+        }
+    }
+}
+
+impl Batches {
+    /// One call from `cursor` on: each entry to `f`; where to go on (None: the end).
+    fn next(
+        &mut self,
+        flows: &BpfHashMap<MapData, KeyBytes, ActionBytes>,
+        cursor: Option<u32>,
+        mut f: impl FnMut(&KeyBytes, &ActionBytes),
+    ) -> Result<Option<u32>, OffloadError> {
+        let fd = flows.map().fd().as_fd();
+        loop {
+            let r = ovr_io::bpf_map_lookup_batch(
+                fd,
+                cursor,
+                &mut self.keys,
+                KEY_LEN,
+                &mut self.values,
+                ACTION_LEN,
+            );
+            let (n, after) = match r {
+                Ok(r) => r,
+                // A bucket longer than the buffer (ENOSPC): room for it, then again.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::StorageFull
+                        && self.keys.len() < (1 << 16) * KEY_LEN =>
+                {
+                    self.keys.resize(self.keys.len() * 4, 0);
+                    self.values.resize(self.values.len() * 4, 0);
+                    continue;
+                }
+                Err(e) => return Err(err("read flows", e)),
+            };
+            let entries = self
+                .keys
+                .chunks_exact(KEY_LEN)
+                .zip(self.values.chunks_exact(ACTION_LEN));
+            for (k, v) in entries.take(n) {
+                if let (Ok(k), Ok(v)) = (k.try_into(), v.try_into()) {
+                    f(k, v);
+                }
+            }
+            return Ok(after);
+        }
+    }
+}
+
+/// The indexes of outer headers the flows in the map name.
+fn templates_in_use(
+    flows: &BpfHashMap<MapData, KeyBytes, ActionBytes>,
+) -> Result<HashSet<u32>, OffloadError> {
+    let (mut read, mut used, mut next) = (Batches::default(), HashSet::new(), None);
+    loop {
+        next = read.next(flows, next, |_, v| {
+            used.extend(template_of(v));
+        })?;
+        if next.is_none() {
+            return Ok(used);
+        }
     }
 }
 
@@ -475,10 +571,19 @@ impl Offload for Bpf {
 fn loader<'a>(flows: usize) -> EbpfLoader<'a> {
     let mut l = EbpfLoader::new();
     l.map_max_entries(FLOWS_MAP, flows.clamp(1, u32::MAX as usize) as u32);
+    // A tunnel's headers per index: an array, allocated whole (64 bytes an index), so
+    // sized for four flows a tunnel at a full table, and at most MAX_TEMPLATES.
+    l.map_max_entries(
+        TEMPLATES_MAP,
+        (flows / 4).clamp(1, MAX_TEMPLATES as usize) as u32,
+    );
     l
 }
 
 const FLOWS_MAP: &str = "ovr_flows";
+const TEMPLATES_MAP: &str = "ovr_tpls";
+/// Tunnels (outer headers) the fast path encapsulates into at once, at most: 4 MiB.
+const MAX_TEMPLATES: u32 = 65_536;
 
 /// Whether the maps pinned in `p` are the ones this program defines for `flows` flows
 /// (type, key and value sizes, entries): an earlier version's with another layout, or
@@ -523,7 +628,7 @@ fn same_layout(p: &PinDir, flows: usize) -> Result<(), String> {
     Ok(())
 }
 
-const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 120 && IFACE_LEN == 32);
+const _: () = assert!(KEY_LEN == 28 && ACTION_LEN == 64 && IFACE_LEN == 32 && TPL_LEN == 64);
 
 /// Workers attach interfaces and own fast paths on their own threads.
 const _: () = {
@@ -588,6 +693,59 @@ mod tests {
         let full = x.install(&key(4), &forward_to_1(), 1);
         assert!(full.is_err(), "a fifth flow in a map of four");
         assert_eq!(x.entries().map(|e| e.len()).ok(), Some(4));
+    }
+
+    /// Flows into one tunnel name one copy of its outer headers (their UDP source ports
+    /// their own); a tunnel no flow uses any more makes room for another, a second
+    /// after it was found unused.
+    #[test]
+    fn tunnels_share_outer_headers_and_unused_ones_make_room() {
+        // Room for two tunnels' headers.
+        let mut x = Bpf::load(Hook::Tc, 8).unwrap_or_else(|e| panic!("{e}"));
+        let key = |i: u32| Key {
+            ifindex: 1,
+            vni: i,
+            ..Key::default()
+        };
+        let into = |tunnel: u8, sport: u16| {
+            let mut a = forward_to_1();
+            a.push = crate::layout::VXLAN_HEAD;
+            a.template[30..34].copy_from_slice(&[192, 168, 0, tunnel]);
+            a.template[34..36].copy_from_slice(&sport.to_be_bytes());
+            a
+        };
+        let named = |x: &Bpf, i: u32| {
+            let g = x.lock();
+            let v = g
+                .flows
+                .get(&key(i).encode(), 0)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let t = template_of(&v).expect("pushes");
+            let h = g.tpls.get(&t, 0).unwrap_or_else(|e| panic!("{e}"));
+            (t, h[33], [v[56], v[57]])
+        };
+        let ok = |r: Result<(), OffloadError>| r.unwrap_or_else(|e| panic!("{e}"));
+        ok(x.install(&key(0), &into(1, 1000), 1));
+        ok(x.install(&key(1), &into(1, 2000), 1));
+        let (a, b) = (named(&x, 0), named(&x, 1));
+        assert_eq!((a.0, a.1), (b.0, b.1), "one copy for tunnel 1");
+        assert_eq!((a.2, b.2), (1000u16.to_be_bytes(), 2000u16.to_be_bytes()));
+        ok(x.remove(&key(1)));
+        ok(x.install(&key(1), &into(2, 3000), 1));
+        let c = named(&x, 1);
+        assert_ne!(c.0, a.0);
+        assert_eq!(c.1, 2);
+        // Both indexes taken; tunnel 1 is still used by flow 0, tunnel 2 by none.
+        ok(x.remove(&key(1)));
+        assert!(
+            x.install(&key(1), &into(3, 4000), 1).is_err(),
+            "quarantined"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        ok(x.install(&key(1), &into(3, 4000), 1));
+        let d = named(&x, 1);
+        assert_eq!((d.0, d.1), (c.0, 3), "tunnel 2's index, now tunnel 3's");
+        assert_eq!(named(&x, 0), a, "tunnel 1's flow untouched");
     }
 
     /// A batch read returns every entry once, whole keys, across several calls and to
@@ -658,12 +816,26 @@ mod tests {
             );
             first.set_generation(7)?;
             first.install(&key, &forward_to_1(), 7)?;
+            // A flow into a tunnel: its outer headers are adopted with it.
+            let mut encap = forward_to_1();
+            encap.push = crate::layout::VXLAN_HEAD;
+            encap.template[30..34].copy_from_slice(&[192, 168, 0, 9]);
+            let (k1, k2) = (Key { vni: 1, ..key }, Key { vni: 2, ..key });
+            first.install(&k1, &encap, 7)?;
+            let named = |x: &Bpf, k: &Key| {
+                let v = x.lock().flows.get(&k.encode(), 0).ok();
+                v.and_then(|v| template_of(&v))
+            };
+            let before = named(&first, &k1);
             drop(first);
-            let second = Bpf::load_pinned(Hook::Xdp, &dir, 1024)?;
+            let mut second = Bpf::load_pinned(Hook::Xdp, &dir, 1024)?;
             assert_eq!(second.adopted(), Some(7));
             let entries = second.entries()?;
-            assert_eq!(entries.len(), 1);
-            assert_eq!(entries[0].0, key);
+            assert_eq!(entries.len(), 2);
+            assert!(entries.iter().any(|e| e.0 == key));
+            second.install(&k2, &encap, 7)?;
+            assert!(before.is_some());
+            assert_eq!(named(&second, &k2), before, "the adopted copy is shared");
             drop(second);
             // Sized for another number of flows: made again, empty.
             let third = Bpf::load_pinned(Hook::Xdp, &dir, 2048)?;

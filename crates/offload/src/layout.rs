@@ -21,7 +21,7 @@ pub mod flags {
 }
 
 pub const KEY_LEN: usize = 28;
-pub const ACTION_LEN: usize = 120;
+pub const ACTION_LEN: usize = 64;
 pub const IFACE_LEN: usize = 32;
 
 pub type KeyBytes = [u8; KEY_LEN];
@@ -88,16 +88,25 @@ pub struct Action {
     pub flags: u16,
     /// Inner destination then source MAC, with [`flags::SET_MAC`].
     pub mac: [u8; 12],
-    /// The outer headers; lengths and the IPv4 checksum are patched per frame.
+    /// The outer headers; lengths and the IPv4 checksum are patched per frame. Kept
+    /// once per tunnel in the kernel ([`Action::tunnel_headers`]), with the flow's UDP
+    /// source port in its entry.
     pub template: [u8; TPL_LEN],
     /// For a flow from the underlay: the only outer IPv4 source whose frames it takes
     /// (`FlowEntry::sender`); zero: any.
     pub sender: [u8; 4],
 }
 
+/// Where the outer headers' fields that are not the tunnel's sit in a template: the IPv4
+/// total length and checksum and the UDP length (the frame's), the UDP source port (the
+/// flow's).
+const PER_FRAME_OR_FLOW: [core::ops::Range<usize>; 4] = [16..18, 24..26, 34..36, 38..40];
+const SPORT: core::ops::Range<usize> = 34..36;
+
 impl Action {
-    /// The value for one CPU, in generation `generation`, with zero counters.
-    pub fn encode(&self, generation: u32) -> ActionBytes {
+    /// The value, in generation `generation`, with zero counters; with `push`, its outer
+    /// headers are at `template` in `ovr_tpls`.
+    pub fn encode(&self, generation: u32, template: u32) -> ActionBytes {
         let mut b = [0u8; ACTION_LEN];
         b[0..4].copy_from_slice(&generation.to_ne_bytes());
         b[4..8].copy_from_slice(&self.egress.to_ne_bytes());
@@ -107,9 +116,22 @@ impl Action {
         b[14..16].copy_from_slice(&self.flags.to_ne_bytes());
         // 16..40: the counters (Usage), zero.
         b[40..52].copy_from_slice(&self.mac);
-        b[52..116].copy_from_slice(&self.template);
-        b[116..120].copy_from_slice(&self.sender);
+        if self.push > 0 {
+            b[52..56].copy_from_slice(&template.to_ne_bytes());
+            b[56..58].copy_from_slice(&self.template[SPORT]);
+        }
+        b[60..64].copy_from_slice(&self.sender);
         b
+    }
+
+    /// The outer headers as the flow's tunnel has them, whatever the flow and frame
+    /// (`struct ovr_tpl`): what the flows of one tunnel share.
+    pub fn tunnel_headers(&self) -> [u8; TPL_LEN] {
+        let mut t = self.template;
+        for r in PER_FRAME_OR_FLOW {
+            t[r].fill(0);
+        }
+        t
     }
 
     /// Bytes the action adds to (or, negative, takes from) each frame.
@@ -146,6 +168,12 @@ impl Usage {
             last_seen: self.last_seen.max(o.last_seen),
         }
     }
+}
+
+/// Of a value read back: whether it pushes outer headers, and their index in `ovr_tpls`.
+pub fn template_of(b: &ActionBytes) -> Option<u32> {
+    let push = u16::from_ne_bytes([b[10], b[11]]);
+    (push > 0).then(|| u32::from_ne_bytes([b[52], b[53], b[54], b[55]]))
 }
 
 /// `struct ovr_iface`.
@@ -188,7 +216,7 @@ impl Iface {
 }
 
 /// The program's counters (`enum` `OVR_C_*`), by index.
-pub const COUNTER_NAMES: [&str; 12] = [
+pub const COUNTER_NAMES: [&str; 13] = [
     "hit",
     "miss",
     "stale",
@@ -201,6 +229,7 @@ pub const COUNTER_NAMES: [&str; 12] = [
     "redirect_error",
     "room",
     "sender",
+    "template",
 ];
 
 #[cfg(test)]
@@ -250,10 +279,13 @@ mod tests {
                 "__u64 bytes;",
                 "__u64 last_seen;",
                 "__u8 mac[12];",
-                "__u8 tpl[OVR_TPL_LEN];",
+                "__u32 tpl;",
+                "__u16 sport;",
+                "__u16 pad;",
                 "__u32 sender;"
             ]
         );
+        assert_eq!(fields("ovr_tpl"), ["__u8 bytes[OVR_TPL_LEN];"]);
         assert_eq!(
             fields("ovr_iface"),
             [
@@ -306,6 +338,28 @@ mod tests {
         assert_eq!(&k[8..12], &[10, 0, 0, 1]);
         assert_eq!(&k[16..20], &[0x12, 0x34, 0x56, 0x78]);
         assert_eq!(&k[20..28], &[1, 2, 3, 4, 5, 6, 17, 0]);
+        let mut template = [0u8; TPL_LEN];
+        template[34..36].copy_from_slice(&[0xab, 0xcd]);
+        template[26] = 192;
+        let action = Action {
+            egress: 3,
+            strip: 0,
+            push: VXLAN_HEAD,
+            max_len: 1514,
+            flags: flags::CHECK_L4,
+            mac: [9; 12],
+            template,
+            sender: [10, 0, 0, 9],
+        };
+        let b = action.encode(5, 77);
+        assert_eq!(&b[0..8], &[5, 0, 0, 0, 3, 0, 0, 0]);
+        assert_eq!(&b[52..58], &[77, 0, 0, 0, 0xab, 0xcd]);
+        assert_eq!(&b[60..64], &[10, 0, 0, 9]);
+        assert_eq!(template_of(&b), Some(77));
+        let t = action.tunnel_headers();
+        assert_eq!((t[26], &t[34..36]), (192, &[0, 0][..]));
+        let decap = Action { push: 0, ..action };
+        assert_eq!(template_of(&decap.encode(5, 77)), None);
         let mut a = [0u8; ACTION_LEN];
         a[16..24].copy_from_slice(&7u64.to_ne_bytes());
         a[24..32].copy_from_slice(&700u64.to_ne_bytes());

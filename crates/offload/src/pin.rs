@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 const BPF_FS_MAGIC: u64 = 0xcafe_4a11;
 
 /// The map names of bpf/fast_path.c, each pinned under its own name.
-pub const MAPS: [&str; 6] = [
+pub const MAPS: [&str; 7] = [
     "ovr_flows",
+    "ovr_tpls",
     "ovr_ifaces",
     "ovr_xsks",
     "ovr_tx",

@@ -358,7 +358,12 @@ fn scoped_rechecks_keep_what_full_rechecks_keep() {
                 .entries
                 .iter()
                 .filter(|(_, (_, g, _))| *g == s.generation)
-                .map(|(k, (a, _, _))| (k.encode().to_vec(), a.encode(0).to_vec()))
+                .map(|(k, (a, _, _))| {
+                    (
+                        k.encode().to_vec(),
+                        [&a.encode(0, 0)[..], &a.template].concat(),
+                    )
+                })
                 .collect();
             v.sort();
             v
