@@ -676,16 +676,21 @@ mod tests {
         }
     }
 
+    /// A flow's key on interface 1, told apart by its VNI.
+    fn flow_key(vni: u32) -> Key {
+        Key {
+            ifindex: 1,
+            vni,
+            ..Key::default()
+        }
+    }
+
     /// The flow map holds as many flows as it was loaded for, and refuses the next one
     /// (the flow then stays in user space) without losing those it has.
     #[test]
     fn flow_map_is_sized_by_the_load() {
         let mut x = Bpf::load(Hook::Tc, 4).unwrap_or_else(|e| panic!("{e}"));
-        let key = |i: u32| Key {
-            ifindex: 1,
-            vni: i,
-            ..Key::default()
-        };
+        let key = flow_key;
         for i in 0..4 {
             x.install(&key(i), &forward_to_1(), 1)
                 .unwrap_or_else(|e| panic!("{i}: {e}"));
@@ -702,11 +707,7 @@ mod tests {
     fn tunnels_share_outer_headers_and_unused_ones_make_room() {
         // Room for two tunnels' headers.
         let mut x = Bpf::load(Hook::Tc, 8).unwrap_or_else(|e| panic!("{e}"));
-        let key = |i: u32| Key {
-            ifindex: 1,
-            vni: i,
-            ..Key::default()
-        };
+        let key = flow_key;
         let into = |tunnel: u8, sport: u16| {
             let mut a = forward_to_1();
             a.push = crate::layout::VXLAN_HEAD;
