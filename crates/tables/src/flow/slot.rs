@@ -1,9 +1,9 @@
 //! How the table stores a flow: two cache lines, the first holding everything a packet
 //! of an IPv4 flow reads and writes, so that a hit costs one line from memory.
 //!
-//! A [`FlowEntry`] is 91 bytes of fields; a hit reads the key (44 bytes as
+//! A [`FlowEntry`]'s fields take about 120 bytes; a hit reads the key (44 bytes as
 //! [`FlowKey`] holds it), the epoch, the action, the flags and a bridged flow's MAC, and
-//! writes three counters: 81 bytes, one line too many. Most of the key is the
+//! writes three counters: 87 bytes, one line too many. Most of the key is the
 //! IPv4-mapped prefix of its two addresses, so the first line keeps an IPv4 key in its
 //! short form (the two 4-byte addresses) and an IPv6 one with its addresses in the
 //! second line ("wide"): an IPv6 hit reads two lines, as every hit did before. The sender
