@@ -6,8 +6,9 @@
 //! a VTEP resolved, a new intent) installs the host's whole configuration — its intent
 //! with the reachability learnt (`ovr_bgp::install::layer`) — and the agent applies the
 //! difference. The VTEPs' underlay MACs are resolved with ARP (`arp`). The speaker's table
-//! is listed at the start, whenever the watch starts again, and every `RELIST_EVERY`,
-//! so that anything the watch missed (a withdrawal, a lost neighbor's paths) goes too.
+//! is listed at the start, whenever the watch starts again, and every `RELIST_EVERY`
+//! once the watch is quiet (`relist_due`), so that anything the watch missed (a
+//! withdrawal, a lost neighbor's paths) goes too.
 //! A listing runs beside the watch, whose changes are installed meanwhile; the routes
 //! they touched are left out of the listing's resync (`ovr_bgp::sync::Newer`).
 //!
@@ -38,6 +39,27 @@ use tracing::{debug, info, warn};
 /// The speaker's table is listed again this often, or less for a large table
 /// ([`super::listing_period`]): a safety net, the watch brings every change.
 const RELIST_EVERY: Duration = Duration::from_secs(5);
+/// A periodic listing waits until no change came for this long: while gobgpd gathers a
+/// large table for a listing, the updates it takes in wait (about 0.1 s at 20,000
+/// routes), and so would the routes arriving.
+const QUIET: Duration = Duration::from_secs(1);
+/// ... but not longer than this past its time, however busy the watch.
+const MAX_DEFER: Duration = Duration::from_secs(60);
+
+/// Whether the periodic listing is due at `now`: listed last at `listed` (when, and
+/// the period then), the watch's latest change at `last_change`.
+fn relist_due(
+    listed: Option<(Instant, Duration)>,
+    last_change: Option<Instant>,
+    now: Instant,
+) -> bool {
+    let Some((at, every)) = listed else {
+        return true;
+    };
+    let since = now.saturating_duration_since(at);
+    let quiet = last_change.is_none_or(|c| now.saturating_duration_since(c) >= QUIET);
+    since >= every && (quiet || since >= every + MAX_DEFER)
+}
 /// How often the VTEPs waiting for a MAC are looked at.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -404,9 +426,10 @@ async fn follow(
     let mut asker = arp::Asker::default();
     // Events learnt but not installed yet: when each came, and its paths.
     let mut waiting: Vec<(Instant, usize)> = Vec::new();
+    // When the watch last brought a change.
+    let mut last_change: Option<Instant> = None;
     loop {
-        if listing.is_none() && (list_again || listed.is_none_or(|(t, every)| t.elapsed() >= every))
-        {
+        if listing.is_none() && (list_again || relist_due(listed, last_change, Instant::now())) {
             list_again = false;
             listing = Some(Listing::start(bgp));
         }
@@ -426,6 +449,7 @@ async fn follow(
             match w {
                 Watched::Batch(at, b) => {
                     add_waiting(&mut waiting, at, b.len());
+                    last_change = Some(at);
                     if let Some(l) = &mut listing {
                         l.newer.saw(&b);
                     }
@@ -514,6 +538,22 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first listing comes at once; later ones once their period is over and the
+    /// watch has been quiet for a second, or a minute late at the latest.
+    #[test]
+    fn a_periodic_listing_waits_for_a_quiet_watch_but_not_forever() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert!(relist_due(None, Some(t0), t0));
+        let listed = Some((t0, s(5)));
+        assert!(!relist_due(listed, None, t0 + s(4)));
+        assert!(relist_due(listed, None, t0 + s(5)));
+        assert!(relist_due(listed, Some(t0 + s(3)), t0 + s(5)));
+        assert!(!relist_due(listed, Some(t0 + s(5)), t0 + s(5)));
+        assert!(!relist_due(listed, Some(t0 + s(64)), t0 + s(64)));
+        assert!(relist_due(listed, Some(t0 + s(65)), t0 + s(65)));
+    }
 
     #[test]
     fn waiting_events_within_a_millisecond_count_from_the_first_and_stay_bounded() {

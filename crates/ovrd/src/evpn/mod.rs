@@ -39,9 +39,10 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(100);
 /// not, and has lost what was advertised).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);
 /// How often gobgpd's own table is compared with what was advertised (at least; see
-/// [`listing_period`]): a listing brings every learnt route too, so it is the rare
-/// check, for routes lost some other way.
-const CHECK_EVERY: Duration = Duration::from_secs(30);
+/// [`listing_period`]): a listing brings every learnt route too, and gobgpd holds its
+/// updates while it gathers one, so it is the rare check, for routes lost some other
+/// way than a restart.
+const CHECK_EVERY: Duration = Duration::from_secs(300);
 
 /// When to list gobgpd's table again after a listing that took `took`: at least `base`
 /// apart, and far enough apart that listings take at most 2% of the time. A listing
