@@ -60,6 +60,7 @@ fn relist_due(
     let quiet = last_change.is_none_or(|c| now.saturating_duration_since(c) >= QUIET);
     since >= every && (quiet || since >= every + MAX_DEFER)
 }
+
 /// How often the VTEPs waiting for a MAC are looked at.
 const TICK: Duration = Duration::from_millis(100);
 
