@@ -99,6 +99,13 @@ impl Templates {
             }
             keep
         });
+        self.read_back(used, read);
+        freed.sort_unstable();
+        self.freed.extend(freed.into_iter().map(|i| (i, free_at)));
+    }
+
+    /// Learns the headers of the indexes in `used` not known here (`read`).
+    fn read_back(&mut self, used: &HashSet<u32>, read: impl Fn(u32) -> Option<Headers>) {
         let known: HashSet<u32> = self.index.values().copied().collect();
         for &i in used
             .iter()
@@ -108,8 +115,6 @@ impl Templates {
                 self.index.entry(h).or_insert(i);
             }
         }
-        freed.sort_unstable();
-        self.freed.extend(freed.into_iter().map(|i| (i, free_at)));
     }
 
     /// After adopting an earlier ovrd's maps: the indexes its flows name are kept (and
@@ -121,12 +126,11 @@ impl Templates {
         read: impl Fn(u32) -> Option<Headers>,
     ) {
         self.next = self.capacity;
-        self.collect(used, now, read);
+        self.read_back(used, read);
         self.freed = (0..self.capacity)
             .filter(|i| !used.contains(i))
             .map(|i| (i, now))
             .collect();
-        self.collected = None;
     }
 
     #[cfg(test)]
