@@ -6,9 +6,9 @@
 //! a VTEP resolved, a new intent) installs the host's whole configuration — its intent
 //! with the reachability learnt (`ovr_bgp::install::layer`) — and the agent applies the
 //! difference. The VTEPs' underlay MACs are resolved with ARP (`arp`). The speaker's table
-//! is listed at the start, whenever the watch starts again, and every `RELIST_EVERY`
-//! once the watch is quiet (`relist_due`), so that anything the watch missed (a
-//! withdrawal, a lost neighbor's paths) goes too.
+//! is listed whenever the watch starts (again), and every `RELIST_EVERY` or less often for
+//! a large table once the watch is quiet (`relist_due`), so that anything the watch missed
+//! (a withdrawal, a lost neighbor's paths) goes too.
 //! A listing runs beside the watch, whose changes are installed meanwhile; the routes
 //! they touched are left out of the listing's resync (`ovr_bgp::sync::Newer`).
 //!
@@ -46,17 +46,47 @@ const QUIET: Duration = Duration::from_secs(1);
 /// ... but not longer than this past its time, however busy the watch.
 const MAX_DEFER: Duration = Duration::from_secs(60);
 
-/// Whether the periodic listing is due at `now`: listed last at `listed` (when, and
-/// the period then), the watch's latest change at `last_change`.
+/// A listing's time per path when no listing of a sizeable table was timed yet: about
+/// 0.5 s for 22,000 paths on the 2-vCPU VM of bench/RESULTS.md (gobgpd gathering and
+/// encoding them, ovrd decoding them).
+const LISTING_PER_PATH: Duration = Duration::from_micros(20);
+
+/// The last listing: when it was answered, how long it took and how many paths it had.
+#[derive(Debug, Clone, Copy)]
+struct Listed {
+    at: Instant,
+    took: Duration,
+    paths: usize,
+}
+
+impl Listed {
+    /// What listing a table of `paths` is expected to take: a listing grows with the
+    /// table, so one of an empty table (at the start) says nothing of the table a burst
+    /// of routes left, whose listing would come at once and take seconds.
+    fn expected(&self, paths: usize) -> Duration {
+        let per_path = match u32::try_from(self.paths) {
+            Ok(n) if n >= 1000 => self.took / n,
+            _ => LISTING_PER_PATH,
+        };
+        let paths = u32::try_from(paths).unwrap_or(u32::MAX);
+        self.took.max(per_path.saturating_mul(paths))
+    }
+}
+
+/// Whether the periodic listing is due at `now`, with `paths` learnt: listed last as
+/// `listed` (`None`: never), the watch's latest change at `last_change`. Listings are
+/// spaced by what the table's listing is expected to take now (`listing_period`).
 fn relist_due(
-    listed: Option<(Instant, Duration)>,
+    listed: Option<Listed>,
+    paths: usize,
     last_change: Option<Instant>,
     now: Instant,
 ) -> bool {
-    let Some((at, every)) = listed else {
+    let Some(l) = listed else {
         return true;
     };
-    let since = now.saturating_duration_since(at);
+    let every = super::listing_period(RELIST_EVERY, l.expected(paths));
+    let since = now.saturating_duration_since(l.at);
     let quiet = last_change.is_none_or(|c| now.saturating_duration_since(c) >= QUIET);
     since >= every && (quiet || since >= every + MAX_DEFER)
 }
@@ -416,8 +446,14 @@ async fn follow(
     // A new connection: what was learnt before may be stale; the listing says.
     lock(&learning.inner).installer = Installer::default();
     lock(&learning.inner).seen = None;
-    // When the table was last listed, and how long until the next listing.
-    let mut listed: Option<(Instant, Duration)> = None;
+    // The first listing comes when the watch has started (`Watched::Started`): one
+    // asked for before might miss a change the watch does not bring either; and if the
+    // watch never starts, after the period.
+    let mut listed = Some(Listed {
+        at: Instant::now(),
+        took: Duration::ZERO,
+        paths: 0,
+    });
     // The listing under way: it runs beside the watch (a large table takes seconds to
     // list, and changes must not wait for it).
     let mut listing: Option<Listing> = None;
@@ -430,7 +466,10 @@ async fn follow(
     // When the watch last brought a change.
     let mut last_change: Option<Instant> = None;
     loop {
-        if listing.is_none() && (list_again || relist_due(listed, last_change, Instant::now())) {
+        let paths = lock(&learning.inner).installer.rib().len();
+        if listing.is_none()
+            && (list_again || relist_due(listed, paths, last_change, Instant::now()))
+        {
             list_again = false;
             listing = Some(Listing::start(bgp));
         }
@@ -463,7 +502,11 @@ async fn follow(
         let resync = match answer {
             Some(Ok(routes)) => listing.take().map(|mut l| {
                 let took = l.asked.elapsed();
-                listed = Some((Instant::now(), super::listing_period(RELIST_EVERY, took)));
+                listed = Some(Listed {
+                    at: Instant::now(),
+                    took,
+                    paths: routes.len(),
+                });
                 (routes, std::mem::take(&mut l.newer), took)
             }),
             Some(Err(e)) => return e,
@@ -540,20 +583,51 @@ async fn follow(
 mod tests {
     use super::*;
 
-    /// The first listing comes at once; later ones once their period is over and the
-    /// watch has been quiet for a second, or a minute late at the latest.
+    /// A listing never taken is due at once; later ones once their period is over and
+    /// the watch has been quiet for a second, or a minute late at the latest.
     #[test]
     fn a_periodic_listing_waits_for_a_quiet_watch_but_not_forever() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        assert!(relist_due(None, Some(t0), t0));
-        let listed = Some((t0, s(5)));
-        assert!(!relist_due(listed, None, t0 + s(4)));
-        assert!(relist_due(listed, None, t0 + s(5)));
-        assert!(relist_due(listed, Some(t0 + s(3)), t0 + s(5)));
-        assert!(!relist_due(listed, Some(t0 + s(5)), t0 + s(5)));
-        assert!(!relist_due(listed, Some(t0 + s(64)), t0 + s(64)));
-        assert!(relist_due(listed, Some(t0 + s(65)), t0 + s(65)));
+        assert!(relist_due(None, 0, Some(t0), t0));
+        let listed = Some(Listed {
+            at: t0,
+            took: Duration::from_millis(2),
+            paths: 10,
+        });
+        assert!(!relist_due(listed, 10, None, t0 + s(4)));
+        assert!(relist_due(listed, 10, None, t0 + s(5)));
+        assert!(relist_due(listed, 10, Some(t0 + s(3)), t0 + s(5)));
+        assert!(!relist_due(listed, 10, Some(t0 + s(5)), t0 + s(5)));
+        assert!(!relist_due(listed, 10, Some(t0 + s(64)), t0 + s(64)));
+        assert!(relist_due(listed, 10, Some(t0 + s(65)), t0 + s(65)));
+    }
+
+    /// The period follows the table as it is now: after a listing of an empty table, a
+    /// burst of 100,000 routes is not listed 5 s later (that listing would take about
+    /// 2 s: 50 times that apart), and a table timed at 20,000 paths in 1 s is expected
+    /// to take 5 s at 100,000.
+    #[test]
+    fn the_listing_period_follows_the_size_of_the_table() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let empty = Some(Listed {
+            at: t0,
+            took: Duration::from_millis(1),
+            paths: 0,
+        });
+        assert!(relist_due(empty, 100, None, t0 + s(5)));
+        assert!(!relist_due(empty, 100_000, None, t0 + s(99)));
+        assert!(relist_due(empty, 100_000, None, t0 + s(100)));
+        let timed = Listed {
+            at: t0,
+            took: s(1),
+            paths: 20_000,
+        };
+        assert_eq!(timed.expected(100_000), s(5));
+        assert_eq!(timed.expected(10), s(1));
+        assert!(!relist_due(Some(timed), 100_000, None, t0 + s(249)));
+        assert!(relist_due(Some(timed), 100_000, None, t0 + s(250)));
     }
 
     #[test]
