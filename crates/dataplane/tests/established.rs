@@ -536,7 +536,7 @@ proptest! {
         frames in prop::collection::vec(frame(), 1..300),
         vector in prop_oneof![Just(1usize), Just(VECTOR_SIZE), 2usize..40],
         rounds in 2usize..4,
-        change in 0usize..5,
+        change in 0usize..7,
     ) {
         let (mut w, r) = setup();
         let (mut one_pass, mut graph) = pipelines();
@@ -556,6 +556,10 @@ proptest! {
                         }]).unwrap()),
                     },
                     3 => iface(VM2, InterfaceKind::Workload, 80, true),
+                    // The tunnels' underlay: what the one-pass path keeps of it with a
+                    // tunnel's headers must follow (a smaller MTU, down).
+                    4 => iface(UPLINK, InterfaceKind::Underlay, 120, true),
+                    5 => iface(UPLINK, InterfaceKind::Underlay, 1500, false),
                     _ => TableOp::SetPortHealth { interface: FW_LEFT, up: false },
                 };
                 w.commit(vec![op]).unwrap();

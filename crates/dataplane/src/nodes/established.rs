@@ -133,7 +133,11 @@ impl Node<Cx, ForwardingState> for Established {
             let key = &self.keys[j];
             // The headers `resolve` built, looked up per packet: holding a copy per run
             // (88 bytes) cost more with flows spread over thousands of tunnels.
-            let head = out.tunnel.and_then(|_| self.rewrites.cached(out.next_hop));
+            let head = if out.tunnel {
+                self.rewrites.cached(out.next_hop)
+            } else {
+                None
+            };
             v.next[usize::from(at)] = forward(head, cx, p, id, key, l4, len, out);
         }
     }
@@ -218,11 +222,13 @@ fn candidate(
 /// Where a packet of an established flow leaves, and what routing writes over its
 /// Ethernet header there.
 #[derive(Clone, Copy)]
-struct Out<'a> {
+struct Out {
     next_hop: NextHopId,
     tx_if: InterfaceId,
-    /// Into this tunnel over IPv4 (else out of a local interface as it is).
-    tunnel: Option<&'a Tunnel>,
+    /// Into a tunnel over IPv4 (else out of a local interface as it is), and whether
+    /// with MPLS (else VXLAN).
+    tunnel: bool,
+    mpls: bool,
     /// Routed out of a local interface (from its MAC to the next hop's) or into VXLAN
     /// (between gateway MACs): the new source and destination MACs.
     macs: Option<(MacAddr, MacAddr)>,
@@ -234,16 +240,16 @@ struct Out<'a> {
 /// means comes from `via`, resolved once for a run of flows with the same next hop.
 #[allow(clippy::too_many_arguments)]
 #[inline]
-fn action<'a>(
+fn action(
     cx: &Cx,
-    st: &'a ForwardingState,
+    st: &ForwardingState,
     rewrites: &mut Rewrites,
-    via: &mut Via<'a>,
+    via: &mut Via,
     p: u32,
     id: FlowId,
     len: u16,
     epoch: u32,
-) -> Option<Out<'a>> {
+) -> Option<Out> {
     // The entry's first line: all a hit of an IPv4 flow reads.
     let e = cx.flows.head(id)?;
     // A bridged flow was decided by its destination MAC (see the flow node).
@@ -283,6 +289,7 @@ fn action<'a>(
         next_hop,
         tx_if: to.tx_if,
         tunnel: to.tunnel,
+        mpls: to.mpls,
         macs,
     })
 }
@@ -290,12 +297,12 @@ fn action<'a>(
 /// A next hop resolved for the flows of one vector: the tables do not change while a
 /// vector is processed, and the flows of a vector mostly share a next hop.
 #[derive(Clone, Copy, Default)]
-struct Via<'a> {
+struct Via {
     /// (next hop, routed, the key's VRF): all the resolution depends on.
     at: Option<(NextHopId, bool, u32)>,
     /// `None`: not one this node carries out (a tunnel's outer headers are then in
     /// `Rewrites`, built for it).
-    to: Option<To<'a>>,
+    to: Option<To>,
 }
 
 /// The length of tunnel next hop `next_hop`'s outer headers (over IPv4, with its VXLAN
@@ -319,9 +326,10 @@ fn head4(
 }
 
 #[derive(Clone, Copy)]
-struct To<'a> {
+struct To {
     tx_if: InterfaceId,
-    tunnel: Option<&'a Tunnel>,
+    tunnel: bool,
+    mpls: bool,
     macs: Option<(MacAddr, MacAddr)>,
     /// The source MAC is the packet's own (the first of `macs` stands for it).
     own_src: bool,
@@ -336,20 +344,34 @@ struct To<'a> {
 /// What next hop `next_hop` means for a flow (routed or bridged, keyed in `key_vrf`),
 /// if this node can carry it out: the interface it leaves by (up), the tunnel (its
 /// headers built), the MACs.
-fn resolve<'a>(
-    st: &'a ForwardingState,
+fn resolve(
+    st: &ForwardingState,
     rewrites: &mut Rewrites,
     next_hop: NextHopId,
     routed: bool,
     key_vrf: u32,
-) -> Option<To<'a>> {
-    let (tx_if, tunnel, macs, own_src, strip, head) = match st.nexthop(next_hop)? {
+) -> Option<To> {
+    // A bridged flow into a tunnel whose headers are built: they say all (one line,
+    // where the next hop's entry, its interface and the headers are three or four).
+    if !routed && let Some(h) = rewrites.cached(next_hop) {
+        return Some(To {
+            tx_if: InterfaceId(h.underlay()),
+            tunnel: true,
+            mpls: h.is_mpls(),
+            macs: None,
+            own_src: false,
+            strip: 0,
+            head: h.len(),
+            limit: usize::from(h.underlay_limit()?),
+        });
+    }
+    let (tx_if, tunnel, mpls, macs, own_src, strip, head) = match st.nexthop(next_hop)? {
         NextHop::Interface { interface, dst_mac } => {
             let macs = match routed {
                 true => Some((st.interface(*interface)?.mac, *dst_mac)),
                 false => None,
             };
-            (*interface, None, macs, false, 0, 0)
+            (*interface, false, false, macs, false, 0, 0)
         }
         NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
             let (macs, own_src) = match t.encap {
@@ -367,7 +389,7 @@ fn resolve<'a>(
             // MPLS carries a routed packet without its Ethernet header.
             let mpls = !matches!(t.encap, Encap::Vxlan { .. });
             let strip = if routed && mpls { HEADER_LEN } else { 0 };
-            (t.underlay, Some(t), macs, own_src, strip, head)
+            (t.underlay, true, mpls, macs, own_src, strip, head)
         }
         _ => return None,
     };
@@ -378,6 +400,7 @@ fn resolve<'a>(
     Some(To {
         tx_if,
         tunnel,
+        mpls,
         macs,
         own_src,
         strip,
@@ -425,13 +448,13 @@ fn forward(
         eth.set_src(src);
         eth.set_dst(dst);
     }
-    if let Some(t) = out.tunnel {
+    if out.tunnel {
         // (`action` leaves no tunnel without its headers.)
         let Some(head) = head else {
             return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop).into();
         };
         // MPLS carries a routed packet without its Ethernet header.
-        if routed && !matches!(t.encap, Encap::Vxlan { .. }) {
+        if routed && out.mpls {
             cx.pool.pull_front(p, HEADER_LEN);
         }
         if let Err(e) = head.apply(cx, p) {

@@ -147,7 +147,8 @@ const HEAD4_MAX: usize = VXLAN4_HEAD;
 
 /// The outer headers of one tunnel next hop over IPv4, built for an empty payload:
 /// encapsulating a packet is then a copy and three patched lengths. One cache line
-/// each: with flows spread over thousands of tunnels, a packet's headers are read from
+/// each, with what else the one-pass path needs of the tunnel (its underlay's state and
+/// MTU): with flows spread over thousands of tunnels, a packet's headers are read from
 /// further than L1, and an 88-byte template took two lines (three, unaligned).
 #[derive(Clone, Copy)]
 #[repr(align(64))]
@@ -156,6 +157,12 @@ pub struct Head4 {
     len: u8,
     udp: bool,
     underlay: u32,
+    /// The underlay interface is up, and the longest frame it takes (its MTU and the
+    /// Ethernet header), as the tables said when these headers were built (for one
+    /// table epoch).
+    underlay_up: bool,
+    limit: u16,
+    mpls: bool,
 }
 
 const _: () = assert!(size_of::<Option<Head4>>() == 64);
@@ -164,6 +171,21 @@ impl Head4 {
     /// Bytes these headers put in front of a packet.
     pub fn len(&self) -> usize {
         usize::from(self.len)
+    }
+
+    /// The underlay interface these headers lead out of.
+    pub fn underlay(&self) -> u32 {
+        self.underlay
+    }
+
+    /// The longest frame the underlay interface takes, if it is up.
+    pub fn underlay_limit(&self) -> Option<u16> {
+        self.underlay_up.then_some(self.limit)
+    }
+
+    /// The headers carry MPLS (over UDP or GRE) rather than VXLAN.
+    pub fn is_mpls(&self) -> bool {
+        self.mpls
     }
 
     /// Prepends these headers to packet `p` and patches its lengths, the outer IPv4
@@ -319,10 +341,8 @@ impl Rewrites {
             self.by_nexthop.resize(i + 1, None);
         }
         if self.by_nexthop[i].is_none() {
-            let mac = st
-                .interface(t.underlay)
-                .map(|i| i.mac)
-                .ok_or(Reason::UnknownInterface)?;
+            let underlay = st.interface(t.underlay).ok_or(Reason::UnknownInterface)?;
+            let mac = underlay.mac;
             let mut buf = [0u8; MAX_HEAD];
             write_outer(&mut buf, mac, t, transport, shim, 0, 0)?;
             let l4_len = if transport == Transport::Gre { 4 } else { 8 };
@@ -338,6 +358,9 @@ impl Rewrites {
                 len,
                 udp: matches!(transport, Transport::Udp { .. }),
                 underlay: t.underlay.0,
+                underlay_up: underlay.admin_up,
+                limit: underlay.mtu.saturating_add(HEADER_LEN as u16),
+                mpls: !matches!(t.encap, Encap::Vxlan { .. }),
             });
         }
         // (Always there now; a match returning the cached one does not borrow-check.)
