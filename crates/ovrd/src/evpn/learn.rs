@@ -74,17 +74,9 @@ impl Listed {
 }
 
 /// Whether the periodic listing is due at `now`, with `paths` learnt: listed last as
-/// `listed` (`None`: never), the watch's latest change at `last_change`. Listings are
-/// spaced by what the table's listing is expected to take now (`listing_period`).
-fn relist_due(
-    listed: Option<Listed>,
-    paths: usize,
-    last_change: Option<Instant>,
-    now: Instant,
-) -> bool {
-    let Some(l) = listed else {
-        return true;
-    };
+/// `l`, the watch's latest change at `last_change`. Listings are spaced by what the
+/// table's listing is expected to take now (`listing_period`).
+fn relist_due(l: Listed, paths: usize, last_change: Option<Instant>, now: Instant) -> bool {
     let every = super::listing_period(RELIST_EVERY, l.expected(paths));
     let since = now.saturating_duration_since(l.at);
     let quiet = last_change.is_none_or(|c| now.saturating_duration_since(c) >= QUIET);
@@ -449,11 +441,11 @@ async fn follow(
     // The first listing comes when the watch has started (`Watched::Started`): one
     // asked for before might miss a change the watch does not bring either; and if the
     // watch never starts, after the period.
-    let mut listed = Some(Listed {
+    let mut listed = Listed {
         at: Instant::now(),
         took: Duration::ZERO,
         paths: 0,
-    });
+    };
     // The listing under way: it runs beside the watch (a large table takes seconds to
     // list, and changes must not wait for it).
     let mut listing: Option<Listing> = None;
@@ -502,11 +494,11 @@ async fn follow(
         let resync = match answer {
             Some(Ok(routes)) => listing.take().map(|mut l| {
                 let took = l.asked.elapsed();
-                listed = Some(Listed {
+                listed = Listed {
                     at: Instant::now(),
                     took,
                     paths: routes.len(),
-                });
+                };
                 (routes, std::mem::take(&mut l.newer), took)
             }),
             Some(Err(e)) => return e,
@@ -583,18 +575,17 @@ async fn follow(
 mod tests {
     use super::*;
 
-    /// A listing never taken is due at once; later ones once their period is over and
-    /// the watch has been quiet for a second, or a minute late at the latest.
+    /// A listing comes once its period is over and the watch has been quiet for a
+    /// second, or a minute late at the latest.
     #[test]
     fn a_periodic_listing_waits_for_a_quiet_watch_but_not_forever() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        assert!(relist_due(None, 0, Some(t0), t0));
-        let listed = Some(Listed {
+        let listed = Listed {
             at: t0,
             took: Duration::from_millis(2),
             paths: 10,
-        });
+        };
         assert!(!relist_due(listed, 10, None, t0 + s(4)));
         assert!(relist_due(listed, 10, None, t0 + s(5)));
         assert!(relist_due(listed, 10, Some(t0 + s(3)), t0 + s(5)));
@@ -611,11 +602,11 @@ mod tests {
     fn the_listing_period_follows_the_size_of_the_table() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        let empty = Some(Listed {
+        let empty = Listed {
             at: t0,
             took: Duration::from_millis(1),
             paths: 0,
-        });
+        };
         assert!(relist_due(empty, 100, None, t0 + s(5)));
         assert!(!relist_due(empty, 100_000, None, t0 + s(99)));
         assert!(relist_due(empty, 100_000, None, t0 + s(100)));
@@ -626,8 +617,8 @@ mod tests {
         };
         assert_eq!(timed.expected(100_000), s(5));
         assert_eq!(timed.expected(10), s(1));
-        assert!(!relist_due(Some(timed), 100_000, None, t0 + s(249)));
-        assert!(relist_due(Some(timed), 100_000, None, t0 + s(250)));
+        assert!(!relist_due(timed, 100_000, None, t0 + s(249)));
+        assert!(relist_due(timed, 100_000, None, t0 + s(250)));
     }
 
     #[test]
