@@ -575,17 +575,17 @@ async fn follow(
 mod tests {
     use super::*;
 
+    fn listed(at: Instant, took: Duration, paths: usize) -> Listed {
+        Listed { at, took, paths }
+    }
+
     /// A listing comes once its period is over and the watch has been quiet for a
     /// second, or a minute late at the latest.
     #[test]
     fn a_periodic_listing_waits_for_a_quiet_watch_but_not_forever() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        let listed = Listed {
-            at: t0,
-            took: Duration::from_millis(2),
-            paths: 10,
-        };
+        let listed = listed(t0, Duration::from_millis(2), 10);
         assert!(!relist_due(listed, 10, None, t0 + s(4)));
         assert!(relist_due(listed, 10, None, t0 + s(5)));
         assert!(relist_due(listed, 10, Some(t0 + s(3)), t0 + s(5)));
@@ -602,19 +602,11 @@ mod tests {
     fn the_listing_period_follows_the_size_of_the_table() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        let empty = Listed {
-            at: t0,
-            took: Duration::from_millis(1),
-            paths: 0,
-        };
+        let empty = listed(t0, Duration::from_millis(1), 0);
         assert!(relist_due(empty, 100, None, t0 + s(5)));
         assert!(!relist_due(empty, 100_000, None, t0 + s(99)));
         assert!(relist_due(empty, 100_000, None, t0 + s(100)));
-        let timed = Listed {
-            at: t0,
-            took: s(1),
-            paths: 20_000,
-        };
+        let timed = listed(t0, s(1), 20_000);
         assert_eq!(timed.expected(100_000), s(5));
         assert_eq!(timed.expected(10), s(1));
         assert!(!relist_due(timed, 100_000, None, t0 + s(249)));
