@@ -226,10 +226,8 @@ fn candidate(
 struct Out {
     next_hop: NextHopId,
     tx_if: InterfaceId,
-    /// Into a tunnel over IPv4 (else out of a local interface as it is), and whether
-    /// with MPLS (else VXLAN).
+    /// Into a tunnel over IPv4 (else out of a local interface as it is).
     tunnel: bool,
-    mpls: bool,
     /// Routed out of a local interface (from its MAC to the next hop's) or into VXLAN
     /// (between gateway MACs): the new source and destination MACs.
     macs: Option<(MacAddr, MacAddr)>,
@@ -290,7 +288,6 @@ fn action(
         next_hop,
         tx_if: to.tx_if,
         tunnel: to.tunnel,
-        mpls: to.mpls,
         macs,
     })
 }
@@ -306,31 +303,28 @@ struct Via {
     to: Option<To>,
 }
 
-/// The length of tunnel next hop `next_hop`'s outer headers (over IPv4, with its VXLAN
-/// or MPLS shim), built in `rewrites` once per table epoch; `None` if they cannot be (the
-/// graph's to drop).
-fn head4(
-    rewrites: &mut Rewrites,
+/// Tunnel next hop `next_hop`'s outer headers (over IPv4, with its VXLAN or MPLS shim),
+/// built in `rewrites` once per table epoch; `None` if they cannot be (the graph's to
+/// drop).
+fn head4<'r>(
+    rewrites: &'r mut Rewrites,
     st: &ForwardingState,
     next_hop: NextHopId,
     t: &Tunnel,
-) -> Option<usize> {
-    if let Some(h) = rewrites.cached(next_hop) {
-        return Some(h.len());
-    }
+) -> Option<&'r Head4> {
     let shim = match t.encap {
         Encap::Vxlan { .. } => vxlan(t.encap),
         _ => mpls(t.encap),
     }?;
-    let h = rewrites.head4(st, (next_hop, t), shim.transport, &shim.bytes[..shim.len]);
-    h.ok().map(Head4::len)
+    rewrites
+        .head4(st, (next_hop, t), shim.transport, &shim.bytes[..shim.len])
+        .ok()
 }
 
 #[derive(Clone, Copy)]
 struct To {
     tx_if: InterfaceId,
     tunnel: bool,
-    mpls: bool,
     macs: Option<(MacAddr, MacAddr)>,
     /// The source MAC is the packet's own (the first of `macs` stands for it).
     own_src: bool,
@@ -340,6 +334,28 @@ struct To {
     head: usize,
     /// The longest frame the transmitting interface takes.
     limit: usize,
+}
+
+impl To {
+    /// Into the tunnel whose headers are `h`: they hold what the node needs of the
+    /// tunnel (its underlay, up or not, and the longest frame it takes; VXLAN or MPLS).
+    fn tunnel(
+        h: &Head4,
+        routed: bool,
+        macs: Option<(MacAddr, MacAddr)>,
+        own_src: bool,
+    ) -> Option<To> {
+        Some(To {
+            tx_if: InterfaceId(h.underlay()),
+            tunnel: true,
+            macs,
+            own_src,
+            // MPLS carries a routed packet without its Ethernet header.
+            strip: if routed && h.is_mpls() { HEADER_LEN } else { 0 },
+            head: h.len(),
+            limit: usize::from(h.underlay_limit()?),
+        })
+    }
 }
 
 /// What next hop `next_hop` means for a flow (routed or bridged, keyed in `key_vrf`),
@@ -352,27 +368,29 @@ fn resolve(
     routed: bool,
     key_vrf: u32,
 ) -> Option<To> {
-    // A bridged flow into a tunnel whose headers are built: they say all (one line,
-    // where the next hop's entry, its interface and the headers are three or four).
-    if !routed && let Some(h) = rewrites.cached(next_hop) {
-        return Some(To {
-            tx_if: InterfaceId(h.underlay()),
-            tunnel: true,
-            mpls: h.is_mpls(),
-            macs: None,
-            own_src: false,
-            strip: 0,
-            head: h.len(),
-            limit: usize::from(h.underlay_limit()?),
-        });
+    // A tunnel whose headers are built: they say all, unless the flow is routed into
+    // VXLAN (its MACs come from the VRF). One line, where the next hop's entry, its
+    // interface and the headers are three or four.
+    if let Some(h) = rewrites.cached(next_hop)
+        && (!routed || h.is_mpls())
+    {
+        return To::tunnel(h, routed, None, false);
     }
-    let (tx_if, tunnel, mpls, macs, own_src, strip, head) = match st.nexthop(next_hop)? {
+    match st.nexthop(next_hop)? {
         NextHop::Interface { interface, dst_mac } => {
-            let macs = match routed {
-                true => Some((st.interface(*interface)?.mac, *dst_mac)),
-                false => None,
-            };
-            (*interface, false, false, macs, false, 0, 0)
+            let iface = st.interface(*interface)?;
+            if !iface.admin_up {
+                return None;
+            }
+            Some(To {
+                tx_if: *interface,
+                tunnel: false,
+                macs: routed.then_some((iface.mac, *dst_mac)),
+                own_src: false,
+                strip: 0,
+                head: 0,
+                limit: usize::from(iface.mtu) + HEADER_LEN,
+            })
         }
         NextHop::Tunnel(t) if t.src.is_ipv4() && t.dst.is_ipv4() => {
             let (macs, own_src) = match t.encap {
@@ -386,28 +404,10 @@ fn resolve(
                 }
                 _ => (None, false),
             };
-            let head = head4(rewrites, st, next_hop, t)?;
-            // MPLS carries a routed packet without its Ethernet header.
-            let mpls = !matches!(t.encap, Encap::Vxlan { .. });
-            let strip = if routed && mpls { HEADER_LEN } else { 0 };
-            (t.underlay, true, mpls, macs, own_src, strip, head)
+            To::tunnel(head4(rewrites, st, next_hop, t)?, routed, macs, own_src)
         }
-        _ => return None,
-    };
-    let iface = st.interface(tx_if)?;
-    if !iface.admin_up {
-        return None;
+        _ => None,
     }
-    Some(To {
-        tx_if,
-        tunnel,
-        mpls,
-        macs,
-        own_src,
-        strip,
-        head,
-        limit: usize::from(iface.mtu) + HEADER_LEN,
-    })
 }
 
 /// Forwards packet `p` of flow `id` as the graph would: what ip-input, the flow node,
@@ -455,7 +455,7 @@ fn forward(
             return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop).into();
         };
         // MPLS carries a routed packet without its Ethernet header.
-        if routed && out.mpls {
+        if routed && head.is_mpls() {
             cx.pool.pull_front(p, HEADER_LEN);
         }
         if let Err(e) = head.apply(cx, p) {

@@ -347,15 +347,13 @@ impl Rewrites {
             write_outer(&mut buf, mac, t, transport, shim, 0, 0)?;
             let l4_len = if transport == Transport::Gre { 4 } else { 8 };
             let len = HEADER_LEN + 20 + l4_len + shim.len();
-            let (Some(bytes), Ok(len)) = (buf.first_chunk::<HEAD4_MAX>(), u8::try_from(len)) else {
+            let bytes = buf.first_chunk::<HEAD4_MAX>();
+            let (Some(bytes), true) = (bytes, len <= HEAD4_MAX) else {
                 return Err(Reason::NextHopUnsupported);
             };
-            if usize::from(len) > HEAD4_MAX {
-                return Err(Reason::NextHopUnsupported);
-            }
             self.by_nexthop[i] = Some(Head4 {
                 bytes: *bytes,
-                len,
+                len: len as u8,
                 udp: matches!(transport, Transport::Udp { .. }),
                 underlay: t.underlay.0,
                 underlay_up: underlay.admin_up,

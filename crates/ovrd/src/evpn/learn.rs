@@ -458,10 +458,11 @@ async fn follow(
     // When the watch last brought a change.
     let mut last_change: Option<Instant> = None;
     loop {
-        let paths = lock(&learning.inner).installer.rib().len();
-        if listing.is_none()
-            && (list_again || relist_due(listed, paths, last_change, Instant::now()))
-        {
+        let due = || {
+            let paths = lock(&learning.inner).installer.rib().len();
+            relist_due(listed, paths, last_change, Instant::now())
+        };
+        if listing.is_none() && (list_again || due()) {
             list_again = false;
             listing = Some(Listing::start(bgp));
         }
