@@ -16,7 +16,7 @@
 use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
 use crate::model::Model;
-use crate::reconcile::{Desired, Entry, diff};
+use crate::reconcile::{Desired, Entry, EntryOrigin, diff};
 use crate::store::{Flush, SavedIds, Source, Start, Store, StoreError};
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
@@ -90,7 +90,7 @@ type FastSet<T> = HashSet<T, BuildHasherDefault<FastHasher>>;
 
 /// The next hop an entry should have, and the document path that says so (`None`: no
 /// entry).
-type Wanted = Option<(NextHopId, String)>;
+type Wanted = Option<(NextHopId, EntryOrigin)>;
 
 /// A change to a route, bridge entry or label and nothing else.
 fn entry_change(c: &Change) -> bool {
@@ -348,9 +348,9 @@ impl Agent {
         };
         // The entry's place and next hop in the model, if it is there.
         let found = self.model.entry_nexthop(key);
-        let want = |section: &str| -> Result<Wanted, ApiError> {
+        let want = || -> Result<Wanted, ApiError> {
             found
-                .map(|(i, nh)| Ok((nexthop(nh)?, indexed(section, i))))
+                .map(|(i, nh)| Ok((nexthop(nh)?, EntryOrigin::Index(i))))
                 .transpose()
         };
         let vrf = |n: &str| match (network(n), found) {
@@ -363,14 +363,14 @@ impl Agent {
                 network: n,
                 prefix: p,
             } => match vrf(n)? {
-                Some(v) => Some((Entry::Route(v, p.0), want("routes")?)),
+                Some(v) => Some((Entry::Route(v, p.0), want()?)),
                 None => None,
             },
             Key::Bridge { network: n, mac } => match vrf(n)? {
-                Some(v) => Some((Entry::Bridge(v, mac.0), want("bridge")?)),
+                Some(v) => Some((Entry::Bridge(v, mac.0), want()?)),
                 None => None,
             },
-            Key::Label { label } => Some((Entry::Label(*label), want("labels")?)),
+            Key::Label { label } => Some((Entry::Label(*label), want()?)),
             _ => None,
         })
     }
@@ -634,33 +634,4 @@ fn config_error(e: &ConfigError, placed: &[(Placed, String)]) -> ApiError {
         }
     }
     error(path.to_string(), e.message())
-}
-
-/// `section[i]`, the path of an object in the configuration. Made for every entry a
-/// batch changes (each learnt route): `format!` cost about 500 instructions of it.
-fn indexed(section: &str, i: usize) -> String {
-    let mut digits = [0u8; 20];
-    let (mut n, mut at) = (i, digits.len());
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut s = String::with_capacity(section.len() + digits.len() - at + 2);
-    s.push_str(section);
-    s.push('[');
-    s.extend(digits[at..].iter().map(|&d| char::from(d)));
-    s.push(']');
-    s
-}
-
-#[cfg(test)]
-#[test]
-fn indexed_is_the_section_then_the_index_in_brackets() {
-    assert_eq!(indexed("bridge", 0), "bridge[0]");
-    assert_eq!(indexed("routes", 1_234_567), "routes[1234567]");
-    assert_eq!(indexed("x", usize::MAX), format!("x[{}]", usize::MAX));
 }
