@@ -14,7 +14,7 @@ Reported per phase (install, withdraw):
 - CPU seconds of each process over the phase (/proc/PID/stat before and after; the
   injector's from wait4): ovrd, ovr's gobgpd, the router's gobgpd, the injector; and
   ovrd's share of the total. Goal (issue 23): ovr is not the bottleneck, ≤ 10% of the
-  total.
+  total. With `--source frr` also ovrd's resident memory at the phase's end.
 
     cargo build --release -p ovrd
     cargo build --release -p ovr-bgp --example evpn_inject
@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from system.evpn_router import VTEPS, RouterLab  # noqa: E402
-from system.procfs import cpu_seconds  # noqa: E402
+from system.procfs import cpu_seconds, rss_kib  # noqa: E402
 from system.evpn_frr import FrrLab  # noqa: E402
 
 RELEASE = ROOT / "target" / "release"
@@ -204,6 +204,7 @@ def frr_phase(lab, n, name, withdraw, timeout):
             ovr_done = now
         time.sleep(0.05)
     after = {k: cpu_seconds(p) for k, p in pids.items()}
+    rss = rss_kib(pids["ovrd"])
     time.sleep(0.5)
     sent, got = lab.delivered(ping)
     cpu = {k: after[k] - before[k] for k in pids}
@@ -224,6 +225,8 @@ def frr_phase(lab, n, name, withdraw, timeout):
         "forwarding": got / sent if sent else None, "pings": [sent, got],
         "cpu_seconds": cpu, "cpu_total": total,
         "ovrd_share": cpu["ovrd"] / total if total else None,
+        # ovrd's resident memory when done (all installed, or none left).
+        "ovrd_rss_mib": rss / 1024 if rss else None,
     }
 
 
@@ -246,7 +249,8 @@ def show(r):
                 f"{100 * r['ovrd_behind_share']:.1f}% of the time); forwarding {100 * r['forwarding']:.1f}% "
                 f"({r['pings'][1]}/{r['pings'][0]}); CPU s: ovrd {c['ovrd']:.2f}, ovr gobgpd "
                 f"{c['ovr_gobgpd']:.2f}, zebra {c['zebra']:.2f}, bgpd {c['bgpd']:.2f}, "
-                f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%")
+                f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%; "
+                f"ovrd's RSS {r['ovrd_rss_mib']:.0f} MiB")
     if r["phase"] == "load":
         return (f"    load N={r['routes']}: {r['seconds']:.2f} s into the router's gobgpd, no "
                 f"peer ({r['routes_per_s']:.0f} routes/s); CPU s: router gobgpd "
