@@ -16,7 +16,7 @@
 use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
 use crate::model::Model;
-use crate::reconcile::{Desired, Entry, EntryOrigin, diff};
+use crate::reconcile::{Desired, Entry, diff};
 use crate::store::{Flush, SavedIds, Source, Start, Store, StoreError};
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
@@ -90,7 +90,7 @@ type FastSet<T> = HashSet<T, BuildHasherDefault<FastHasher>>;
 
 /// The next hop an entry should have, and the document path that says so (`None`: no
 /// entry).
-type Wanted = Option<(NextHopId, EntryOrigin)>;
+type Wanted = Option<(NextHopId, ovr_config::Origin)>;
 
 /// A change to a route, bridge entry or label and nothing else.
 fn entry_change(c: &Change) -> bool {
@@ -348,9 +348,9 @@ impl Agent {
         };
         // The entry's place and next hop in the model, if it is there.
         let found = self.model.entry_nexthop(key);
-        let want = || -> Result<Wanted, ApiError> {
+        let want = |section: ovr_config::Section| -> Result<Wanted, ApiError> {
             found
-                .map(|(i, nh)| Ok((nexthop(nh)?, EntryOrigin::Index(i))))
+                .map(|(i, nh)| Ok((nexthop(nh)?, ovr_config::Origin::Entry(section, i))))
                 .transpose()
         };
         let vrf = |n: &str| match (network(n), found) {
@@ -363,14 +363,16 @@ impl Agent {
                 network: n,
                 prefix: p,
             } => match vrf(n)? {
-                Some(v) => Some((Entry::Route(v, p.0), want()?)),
+                Some(v) => Some((Entry::Route(v, p.0), want(ovr_config::Section::Routes)?)),
                 None => None,
             },
             Key::Bridge { network: n, mac } => match vrf(n)? {
-                Some(v) => Some((Entry::Bridge(v, mac.0), want()?)),
+                Some(v) => Some((Entry::Bridge(v, mac.0), want(ovr_config::Section::Bridge)?)),
                 None => None,
             },
-            Key::Label { label } => Some((Entry::Label(*label), want()?)),
+            Key::Label { label } => {
+                Some((Entry::Label(*label), want(ovr_config::Section::Labels)?))
+            }
             _ => None,
         })
     }

@@ -6,7 +6,7 @@
 //! object that did not change produces no op at all: its table entry, and whatever the
 //! dataplane caches about it (flows, ECMP buckets), is left alone.
 
-use ovr_config::Translation;
+use ovr_config::{Origin, Translation};
 use ovr_tables::chain::Chain;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress};
@@ -26,53 +26,20 @@ pub struct Diff {
 }
 
 impl Diff {
-    fn push(&mut self, origin: impl Into<String>, op: TableOp) {
+    fn push(&mut self, origin: &Origin, op: TableOp) {
         self.ops.push(op);
-        self.origins.push(origin.into());
+        self.origins.push(origin.to_string());
     }
 }
 
-/// A value and the document path that made it.
-type At<T> = (T, String);
-
-/// Where a route, bridge entry or label came from in the document. Nearly always the
-/// section's entry at an index (`routes[i]`, `bridge[i]`, `labels[i]`): kept as the index,
-/// written out only for an op that is made. A path per entry was an allocation for every
-/// entry a batch changes (each learnt route), kept for as long as the entry is. A
-/// workload's peer makes entries of other paths (`interfaces[2].peer_mac`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryOrigin {
-    Index(usize),
-    Path(Box<str>),
-}
-
-impl EntryOrigin {
-    /// The path of an entry of `section`, as a translation wrote it.
-    fn of(section: &str, path: &str) -> EntryOrigin {
-        let index = path
-            .strip_prefix(section)
-            .and_then(|p| p.strip_prefix('['))
-            .and_then(|p| p.strip_suffix(']'))
-            // Only what `path` writes back the same.
-            .filter(|d| d.bytes().all(|b| b.is_ascii_digit()) && (d == &"0" || !d.starts_with('0')))
-            .and_then(|d| d.parse().ok());
-        index.map_or_else(|| EntryOrigin::Path(path.into()), EntryOrigin::Index)
-    }
-
-    /// The path, for an entry of `section`.
-    fn path(&self, section: &str) -> String {
-        match self {
-            EntryOrigin::Index(i) => format!("{section}[{i}]"),
-            EntryOrigin::Path(p) => p.to_string(),
-        }
-    }
-}
+/// A value and where in the document it came from.
+type At<T> = (T, Origin);
 
 /// An entry's next hop and where it came from, by the entry's key. Sorted, not hashed:
 /// entries change in runs of neighbouring keys (a peer's MACs, a prefix's routes), which
 /// a sorted map finds in the lines it just read; hashed, the same 100,000-route EVPN burst
 /// cost ovrd more CPU end to end, though fewer instructions (bench/RESULTS.md).
-type Entries<K> = BTreeMap<K, (NextHopId, EntryOrigin)>;
+type Entries<K> = BTreeMap<K, At<NextHopId>>;
 
 /// What a translation leaves in the tables, keyed the way the tables are.
 #[derive(Debug, Clone, Default)]
@@ -96,44 +63,43 @@ impl Desired {
     pub fn of(t: &Translation) -> Self {
         let mut d = Desired::default();
         for (op, origin) in t.ops.iter().zip(&t.origins) {
-            let o = || origin.clone();
-            let at = |section| EntryOrigin::of(section, origin);
+            let o = origin.clone();
             match op {
                 TableOp::UpsertVrf { id, name, vni } => {
-                    d.vrfs.insert(*id, ((name.clone(), *vni), o()));
+                    d.vrfs.insert(*id, ((name.clone(), *vni), o));
                 }
                 TableOp::SetGateway {
                     vrf,
                     mac,
                     addresses,
                 } => {
-                    d.gateways.insert(*vrf, ((*mac, addresses.clone()), o()));
+                    d.gateways.insert(*vrf, ((*mac, addresses.clone()), o));
                 }
                 TableOp::SetFlowQuota { vrf, max } => {
-                    d.quotas.insert(*vrf, (*max, o()));
+                    d.quotas.insert(*vrf, (*max, o));
                 }
                 TableOp::UpsertInterface(i) => {
-                    d.interfaces.insert(i.id, (i.clone(), o()));
+                    d.interfaces.insert(i.id, (i.clone(), o));
                 }
                 TableOp::UpsertNextHop(id, nh) => {
-                    d.nexthops.insert(*id, (nh.clone(), o()));
+                    d.nexthops.insert(*id, (nh.clone(), o));
                 }
                 TableOp::AddRoute { vrf, prefix, nh } => {
-                    d.routes.insert((*vrf, *prefix), (*nh, at("routes")));
+                    d.routes.insert((*vrf, *prefix), (*nh, o));
                 }
                 TableOp::AddBridge { vrf, mac, nh } => {
-                    d.bridge.insert((*vrf, *mac), (*nh, at("bridge")));
+                    d.bridge.insert((*vrf, *mac), (*nh, o));
                 }
                 TableOp::AddLabel { label, nh } => {
-                    d.labels.insert(*label, (*nh, at("labels")));
+                    d.labels.insert(*label, (*nh, o));
                 }
                 TableOp::SetFlood { vrf, members } => {
-                    d.flood.insert(*vrf, (members.clone(), o()));
+                    d.flood.insert(*vrf, (members.clone(), o));
                 }
                 TableOp::SetPolicy { vrf, policy } => {
-                    d.policy.insert(*vrf, (policy.clone(), o()));
+                    d.policy.insert(*vrf, (policy.clone(), o));
                 }
-                TableOp::SetChains(chains) => d.chains = Some((chains.clone(), o())),
+                TableOp::SetChains(chains) => d.chains = Some((chains.clone(), o)),
                 // A translation only adds; removals are what this module makes. Port
                 // health is ovrd's, not the configuration's.
                 TableOp::RemoveInterface(_)
@@ -182,8 +148,8 @@ impl Desired {
         }
     }
 
-    /// Records an entry as installed (`None`: removed), with the path that made it.
-    pub fn set_entry(&mut self, e: Entry, v: Option<(NextHopId, EntryOrigin)>) {
+    /// Records an entry as installed (`None`: removed), with where it came from.
+    pub fn set_entry(&mut self, e: Entry, v: Option<At<NextHopId>>) {
         match (e, v) {
             (Entry::Route(vr, p), Some(v)) => drop(self.routes.insert((vr, p), v)),
             (Entry::Route(vr, p), None) => drop(self.routes.remove(&(vr, p))),
@@ -204,21 +170,21 @@ fn same_nexthop(a: &NextHop, b: &NextHop) -> bool {
     }
 }
 
-/// Entries of `new` that are absent from `old` or differ (whatever their origins).
-fn changed<'a, K: Ord, V, O>(
-    old: &'a BTreeMap<K, (V, O)>,
-    new: &'a BTreeMap<K, (V, O)>,
+/// Entries of `new` that are absent from `old` or differ.
+fn changed<'a, K: Ord, V>(
+    old: &'a BTreeMap<K, At<V>>,
+    new: &'a BTreeMap<K, At<V>>,
     same: impl Fn(&V, &V) -> bool,
-) -> impl Iterator<Item = (&'a K, &'a (V, O))> {
+) -> impl Iterator<Item = (&'a K, &'a At<V>)> {
     new.iter()
         .filter(move |(k, (v, _))| old.get(k).is_none_or(|(o, _)| !same(o, v)))
 }
 
 /// Entries of `old` that `new` no longer has.
-fn gone<'a, K: Ord, V, O>(
-    old: &'a BTreeMap<K, (V, O)>,
-    new: &'a BTreeMap<K, (V, O)>,
-) -> impl Iterator<Item = (&'a K, &'a (V, O))> {
+fn gone<'a, K: Ord, V>(
+    old: &'a BTreeMap<K, At<V>>,
+    new: &'a BTreeMap<K, At<V>>,
+) -> impl Iterator<Item = (&'a K, &'a At<V>)> {
     old.iter().filter(move |(k, _)| !new.contains_key(k))
 }
 
@@ -290,15 +256,15 @@ pub fn diff(o: &Desired, n: &Desired) -> Diff {
     }
     for ((vrf, prefix), (nh, origin)) in changed(&o.routes, &n.routes, eq) {
         let (vrf, prefix, nh) = (*vrf, *prefix, *nh);
-        d.push(origin.path("routes"), TableOp::AddRoute { vrf, prefix, nh });
+        d.push(origin, TableOp::AddRoute { vrf, prefix, nh });
     }
     for ((vrf, mac), (nh, origin)) in changed(&o.bridge, &n.bridge, eq) {
         let (vrf, mac, nh) = (*vrf, *mac, *nh);
-        d.push(origin.path("bridge"), TableOp::AddBridge { vrf, mac, nh });
+        d.push(origin, TableOp::AddBridge { vrf, mac, nh });
     }
     for (label, (nh, origin)) in changed(&o.labels, &n.labels, eq) {
         let (label, nh) = (*label, *nh);
-        d.push(origin.path("labels"), TableOp::AddLabel { label, nh });
+        d.push(origin, TableOp::AddLabel { label, nh });
     }
     for (vrf, (members, origin)) in changed(&o.flood, &n.flood, eq) {
         let (vrf, members) = (*vrf, members.clone());
@@ -336,14 +302,14 @@ pub fn diff(o: &Desired, n: &Desired) -> Diff {
     // Removals, from what refers to what is referred to.
     for ((vrf, prefix), (_, origin)) in gone(&o.routes, &n.routes) {
         let (vrf, prefix) = (*vrf, *prefix);
-        d.push(origin.path("routes"), TableOp::RemoveRoute { vrf, prefix });
+        d.push(origin, TableOp::RemoveRoute { vrf, prefix });
     }
     for ((vrf, mac), (_, origin)) in gone(&o.bridge, &n.bridge) {
         let (vrf, mac) = (*vrf, *mac);
-        d.push(origin.path("bridge"), TableOp::RemoveBridge { vrf, mac });
+        d.push(origin, TableOp::RemoveBridge { vrf, mac });
     }
     for (label, (_, origin)) in gone(&o.labels, &n.labels) {
-        d.push(origin.path("labels"), TableOp::RemoveLabel(*label));
+        d.push(origin, TableOp::RemoveLabel(*label));
     }
     for composite in [true, false] {
         for (id, (nh, origin)) in gone(&o.nexthops, &n.nexthops) {
@@ -359,30 +325,4 @@ pub fn diff(o: &Desired, n: &Desired) -> Diff {
         d.push(origin, TableOp::RemoveVrf(*id));
     }
     d
-}
-
-#[cfg(test)]
-mod tests {
-    use super::EntryOrigin;
-
-    #[test]
-    fn an_entry_path_is_kept_as_its_index_only_when_it_reads_back_the_same() {
-        for (path, kept) in [
-            ("routes[0]", EntryOrigin::Index(0)),
-            ("routes[1234567]", EntryOrigin::Index(1_234_567)),
-            ("routes[01]", EntryOrigin::Path("routes[01]".into())),
-            ("routes[]", EntryOrigin::Path("routes[]".into())),
-            ("routes[+1]", EntryOrigin::Path("routes[+1]".into())),
-            ("routes[1].x", EntryOrigin::Path("routes[1].x".into())),
-            ("bridge[1]", EntryOrigin::Path("bridge[1]".into())),
-            (
-                "interfaces[2].peer_mac",
-                EntryOrigin::Path("interfaces[2].peer_mac".into()),
-            ),
-        ] {
-            let o = EntryOrigin::of("routes", path);
-            assert_eq!(o, kept, "{path}");
-            assert_eq!(o.path("routes"), path);
-        }
-    }
 }

@@ -517,7 +517,7 @@ impl Builder<'_> {
                 functions,
             });
         }
-        self.push("chains".into(), TableOp::SetChains(Arc::new(chains)));
+        self.push("chains".to_string(), TableOp::SetChains(Arc::new(chains)));
         Ok(())
     }
 }

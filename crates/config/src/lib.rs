@@ -20,7 +20,7 @@ pub mod values;
 pub use error::ConfigError;
 pub use file::{ConfigFile, MAX_FILE_BYTES, read_text};
 pub use model::{Config, FlowSettings};
-pub use translate::{Names, Translation, refused_at};
+pub use translate::{Names, Origin, Section, Translation, refused_at};
 
 use ovr_tables::state::{TablesReader, TablesWriter, new_tables};
 use std::path::Path;

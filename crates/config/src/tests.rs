@@ -128,8 +128,14 @@ fn the_example_translates_in_order_with_document_ids() {
     assert_eq!(n.tunnels["to-b"], 0);
     assert_eq!(n.tunnel_name(0), Some("to-b"));
     assert_eq!(n.network_name(VrfId(2)), Some("blue"));
-    let at = |o: &str| t.origins.iter().position(|x| x == o).unwrap();
+    let at = |o: &str| t.origins.iter().position(|x| x.to_string() == o).unwrap();
     assert!(matches!(t.ops[at("routes[1]")], TableOp::AddRoute { .. }));
+    // An entry's origin is its section and index, not a path string; as small as one.
+    assert_eq!(size_of::<crate::Origin>(), size_of::<String>());
+    assert_eq!(
+        t.origins[at("routes[1]")],
+        crate::Origin::Entry(crate::Section::Routes, 1)
+    );
     assert!(matches!(
         t.ops[at("nexthops[4].members")],
         TableOp::UpsertNextHop(NextHopId(5), _)

@@ -57,12 +57,56 @@ fn find<'a, T: PartialEq>(m: &'a BTreeMap<String, T>, v: &T) -> Option<&'a str> 
     m.iter().find(|(_, x)| *x == v).map(|(k, _)| k.as_str())
 }
 
+/// Where in the document a table change came from. A route, bridge entry or label is its
+/// section's entry at an index (`routes[3]`), kept as the two: a table of a million
+/// routes then holds no path string per entry (the agent keeps each installed entry's
+/// origin for as long as the entry is; 24 bytes, as a `String`'s inline part). Anything
+/// else is its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Entry(Section, usize),
+    Path(String),
+}
+
+/// The sections of table entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Routes,
+    Bridge,
+    Labels,
+}
+
+impl Section {
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Routes => "routes",
+            Section::Bridge => "bridge",
+            Section::Labels => "labels",
+        }
+    }
+}
+
+impl core::fmt::Display for Origin {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Origin::Entry(section, i) => write!(f, "{}[{i}]", section.name()),
+            Origin::Path(p) => f.write_str(p),
+        }
+    }
+}
+
+impl From<String> for Origin {
+    fn from(path: String) -> Self {
+        Origin::Path(path)
+    }
+}
+
 /// The configuration as table changes.
 #[derive(Debug, Clone)]
 pub struct Translation {
     pub ops: Vec<TableOp>,
     /// For each op, where in the document it came from ("routes[3]").
-    pub origins: Vec<String>,
+    pub origins: Vec<Origin>,
     pub names: Names,
     pub flows: FlowSettings,
 }
@@ -72,9 +116,10 @@ impl Translation {
     /// came from.
     pub fn apply(&self, writer: &mut TablesWriter) -> Result<(), ConfigError> {
         writer.commit(self.ops.clone()).map_err(|e| {
-            let origin = self.origins.get(e.index).map_or("", String::as_str);
+            let origin = self.origins.get(e.index).map(Origin::to_string);
+            let origin = origin.unwrap_or_default();
             ConfigError::invalid(
-                refused_at(origin, origin.ends_with(']'), &e.error),
+                refused_at(&origin, origin.ends_with(']'), &e.error),
                 e.error.to_string(),
             )
         })
@@ -269,13 +314,13 @@ pub(crate) struct Builder<'a> {
     pub(crate) index: Index,
     pub(crate) tunnels: Vec<ResolvedTunnel>,
     ops: Vec<TableOp>,
-    origins: Vec<String>,
+    origins: Vec<Origin>,
 }
 
 impl Builder<'_> {
-    pub(crate) fn push(&mut self, origin: String, op: TableOp) {
+    pub(crate) fn push(&mut self, origin: impl Into<Origin>, op: TableOp) {
         self.ops.push(op);
-        self.origins.push(origin);
+        self.origins.push(origin.into());
     }
 
     pub(crate) fn network(&self, path: &str, name: &str) -> R<VrfId> {
@@ -492,7 +537,7 @@ impl Builder<'_> {
                 prefix: r.prefix.0,
                 nh: self.nexthop(&format!("{path}.nexthop"), &r.nexthop)?,
             };
-            self.push(path, op);
+            self.push(Origin::Entry(Section::Routes, i), op);
         }
         // A workload's peer: host routes, then (after every route) a bridge entry.
         let mut peers = Vec::new();
@@ -521,12 +566,15 @@ impl Builder<'_> {
                 mac: b.mac.0,
                 nh: self.nexthop(&format!("{path}.nexthop"), &b.nexthop)?,
             };
-            self.push(path, op);
+            self.push(Origin::Entry(Section::Bridge, i), op);
         }
         for (i, l) in c.labels.iter().enumerate() {
             let path = format!("labels[{i}]");
             let nh = self.nexthop(&format!("{path}.nexthop"), &l.nexthop)?;
-            self.push(path, TableOp::AddLabel { label: l.label, nh });
+            self.push(
+                Origin::Entry(Section::Labels, i),
+                TableOp::AddLabel { label: l.label, nh },
+            );
         }
         Ok(())
     }
