@@ -249,8 +249,8 @@ def show(r):
                 f"{100 * r['ovrd_behind_share']:.1f}% of the time); forwarding {100 * r['forwarding']:.1f}% "
                 f"({r['pings'][1]}/{r['pings'][0]}); CPU s: ovrd {c['ovrd']:.2f}, ovr gobgpd "
                 f"{c['ovr_gobgpd']:.2f}, zebra {c['zebra']:.2f}, bgpd {c['bgpd']:.2f}, "
-                f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%; "
-                f"ovrd's RSS {r['ovrd_rss_mib'] or 0:.0f} MiB")
+                f"bridge {c['bridge_batch']:.2f}; ovrd's share {100 * r['ovrd_share']:.1f}%"
+                + (f"; ovrd's RSS {r['ovrd_rss_mib']:.0f} MiB" if r["ovrd_rss_mib"] else ""))
     if r["phase"] == "load":
         return (f"    load N={r['routes']}: {r['seconds']:.2f} s into the router's gobgpd, no "
                 f"peer ({r['routes_per_s']:.0f} routes/s); CPU s: router gobgpd "
