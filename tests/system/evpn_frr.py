@@ -92,7 +92,8 @@ class FrrLab(HostLab):
         while True:
             sh("ping", "-c", "1", "-W", "0.3", "10.0.0.10", ns=self.k, check=False)
             c = self.ovrd.get("/api/v1/config")
-            if any(b["mac"] == KW_MAC for b in c.get("bridge", [])) and any(
+            learnt = self.ovrd.get("/api/v1/bgp/learnt")
+            if any(b["mac"] == KW_MAC and b["installed"] for b in learnt["bridge"]) and any(
                     t["remote"] == VTEP and t.get("remote_mac") for t in c.get("tunnels", [])):
                 return
             assert time.monotonic() < deadline, f"not ready: {self.installed()}"

@@ -161,6 +161,11 @@ def config(ovrd):
     return ovrd.get("/api/v1/config")
 
 
+def learnt(ovrd):
+    """The bridge entries and host routes ovrd learnt (beside its configuration)."""
+    return ovrd.get("/api/v1/bgp/learnt")
+
+
 def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_both_ways(evpn):
     ovrd = evpn["ovrd"]
     # The kernel host's VTEP: its underlay MAC resolved by ovrd's ARP on the underlay,
@@ -178,8 +183,9 @@ def test_ovr_installs_the_kernel_hosts_workload_from_bgp_and_traffic_crosses_bot
     sh("ping", "-c", "1", "-W", "1", "10.1.0.99", ns=evpn["kw"], check=False)
     kw_mac = KW_MAC
     until("kw's MAC installed from FRR's type 2", lambda: any(
-        b["mac"] == kw_mac and b["nexthop"] == "evpn:192.0.2.9:100"
-        for b in config(ovrd)["bridge"]))
+        b["mac"] == kw_mac and b["nexthop"] == "evpn:192.0.2.9:100" and b["installed"]
+        for b in learnt(ovrd)["bridge"]))
+    assert not config(ovrd).get("bridge"), "learnt, not configured"
     # Traffic both ways: ovr's workload first, then the kernel host's.
     r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.50", ns=evpn["w1"], check=False)
     assert r.returncode == 0, r.stdout + r.stderr

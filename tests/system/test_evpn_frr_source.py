@@ -44,7 +44,8 @@ def test_macs_on_frrs_bridge_are_installed_in_ovr_and_withdrawn(lab):
     assert lab.received() == received + N
 
     c = lab.ovrd.get("/api/v1/config")
-    bridge = {b["mac"]: b for b in c["bridge"]}
+    bridge = {b["mac"]: b for b in lab.ovrd.get("/api/v1/bgp/learnt")["bridge"]}
+    assert all(b["installed"] for b in bridge.values())
     nexthops = {n["name"]: n for n in c["nexthops"]}
     tunnels = {t["name"]: t for t in c["tunnels"]}
     assert sorted(bridge) == sorted([mac(i) for i in range(N)] + [KW_MAC])
@@ -64,7 +65,7 @@ def test_macs_on_frrs_bridge_are_installed_in_ovr_and_withdrawn(lab):
     lab.finish(lab.macs(0, N, add=False))
     until("every MAC withdrawn", lambda: macs(lab) == 1)
     assert lab.received() == received
-    bridge = [b["mac"] for b in lab.ovrd.get("/api/v1/config")["bridge"]]
+    bridge = [b["mac"] for b in lab.ovrd.get("/api/v1/bgp/learnt")["bridge"]]
     assert bridge == [KW_MAC], bridge
     # Forwarding went on meanwhile: the router's workload stayed reachable.
     sent, got = lab.delivered(ping)

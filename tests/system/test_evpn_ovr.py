@@ -77,6 +77,21 @@ def config(ovrd):
     return ovrd.get("/api/v1/config")
 
 
+def learnt(ovrd):
+    """The bridge entries and host routes ovrd learnt (beside its configuration)."""
+    return ovrd.get("/api/v1/bgp/learnt")
+
+
+def has_mac(ovrd, mac, nexthop=None):
+    return any(b["mac"] == mac and b["installed"] and nexthop in (None, b["nexthop"])
+               for b in learnt(ovrd)["bridge"])
+
+
+def nothing_learnt(ovrd):
+    l = learnt(ovrd)
+    return not l["bridge"] and not l["routes"]
+
+
 def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_ping(hosts):
     for n in HOSTS:
         # Nothing static: the configuration has no tunnel, bridge entry or route.
@@ -84,14 +99,15 @@ def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_pi
         assert not c.get("tunnels") and not c.get("bridge") and not c.get("routes"), c
     for n, other in ((1, 2), (2, 1)):
         o = hosts[f"ovrd{n}"]
-        until(f"h{n} installs h{other}'s workload", lambda: any(
-            b["mac"] == HOSTS[other] and b["nexthop"] == f"evpn:192.0.2.{other}:100"
-            for b in config(o).get("bridge", [])))
+        until(f"h{n} installs h{other}'s workload", lambda: has_mac(
+            o, HOSTS[other], f"evpn:192.0.2.{other}:100"))
         c = config(o)
+        assert not c.get("bridge") and not c.get("routes"), "learnt, not configured"
         assert [(t["remote"], t["remote_mac"]) for t in c["tunnels"]] == \
             [(f"192.0.2.{other}", f"02:00:00:00:00:0{other}")], c["tunnels"]
         assert f"evpn:192.0.2.{other}:100" in c["networks"][0]["flood"], c["networks"]
-        assert any(r["prefix"] == f"10.1.0.1{other}/32" for r in c["routes"]), c["routes"]
+        routes = learnt(o)["routes"]
+        assert any(r["prefix"] == f"10.1.0.1{other}/32" and r["installed"] for r in routes), routes
         v = o.get("/api/v1/bgp/installed")
         assert v["source"] == "evpn" and not v["unresolved"], v
     r = sh("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
@@ -102,7 +118,7 @@ def test_two_ovr_hosts_learn_each_other_through_bgp_alone_and_their_workloads_pi
 
 def test_a_lost_session_removes_its_routes_and_a_restarted_speaker_brings_them_back(hosts):
     o1 = hosts["ovrd1"]
-    has_h2 = lambda: any(b["mac"] == HOSTS[2] for b in config(o1).get("bridge", []))
+    has_h2 = lambda: has_mac(o1, HOSTS[2])
     until("h2's workload at h1", has_h2)
     old = hosts["gobgpd2"]
     # Killed: no BGP notification, but its kernel closes the TCP connection; h1's gobgpd
@@ -110,7 +126,7 @@ def test_a_lost_session_removes_its_routes_and_a_restarted_speaker_brings_them_b
     stop(old.proc, signal.SIGKILL)
     until("h2's routes gone from h1", lambda: not config(o1).get("tunnels"), timeout=20)
     c = config(o1)
-    assert not c.get("bridge") and not c.get("routes") and not c["networks"][0]["flood"], c
+    assert nothing_learnt(o1) and not c["networks"][0]["flood"], (c, learnt(o1))
     new = Gobgpd(hosts["h2"], old_log(old), old.port)
     hosts["gobgpd2"] = new
     hosts["started"].append(new)
@@ -125,18 +141,18 @@ def test_a_partitioned_peer_is_dropped_within_the_hold_time_and_traffic_stops(ho
     timer (9 s) can tell h1 that h2 is gone. Its routes go within it and the workloads
     stop reaching each other; the link back, the session and the routes come back."""
     o1, u = hosts["ovrd1"], hosts["u"]
-    has_h2 = lambda: any(b["mac"] == HOSTS[2] for b in config(o1).get("bridge", []))
+    has_h2 = lambda: has_mac(o1, HOSTS[2])
     until("h2's workload at h1", has_h2)
     sh("ping", "-c", "1", "-W", "2", "10.1.0.12", ns=hosts["w1"])
     sh("ip", "link", "set", "m2", "nomaster", ns=u)
     try:
         cut = time.monotonic()
-        until("h2's routes gone from h1", lambda: not config(o1).get("bridge"), timeout=30)
+        until("h2's routes gone from h1", lambda: not learnt(o1)["bridge"], timeout=30)
         took = time.monotonic() - cut
         # At most the hold time after the last keepalive heard, plus ovrd's follow period.
         assert took <= 9 + 1.5, f"h2's routes left h1 {took:.1f} s after the cut"
         c = config(o1)
-        assert not c.get("routes") and not c["networks"][0]["flood"], c
+        assert nothing_learnt(o1) and not c["networks"][0]["flood"], (c, learnt(o1))
         r = sh("ping", "-c", "2", "-W", "1", "10.1.0.12", ns=hosts["w1"], check=False)
         assert r.returncode != 0, r.stdout
     finally:
@@ -152,14 +168,13 @@ def old_log(g):
 
 def test_a_workload_deleted_on_one_host_is_withdrawn_and_unreachable_on_the_other(hosts):
     o1 = hosts["ovrd1"]
-    until("h2's workload at h1", lambda: any(
-        b["mac"] == HOSTS[2] for b in config(o1).get("bridge", [])))
+    until("h2's workload at h1", lambda: has_mac(o1, HOSTS[2]))
     sh("ip", "link", "del", "v-w2", ns=hosts["h2"])
     # h2 withdraws the workload (and its network's flood route: no workload is left
     # there); h1 removes the bridge entry, the host route, the flood entry and the tunnel.
-    until("h2's workload gone from h1", lambda: not config(o1).get("bridge"))
+    until("h2's workload gone from h1", lambda: not learnt(o1)["bridge"])
     until("h2's VTEP gone from h1", lambda: not config(o1).get("tunnels"))
     c = config(o1)
-    assert not c.get("routes") and not c["networks"][0]["flood"], c
+    assert nothing_learnt(o1) and not c["networks"][0]["flood"], (c, learnt(o1))
     r = sh("ping", "-c", "2", "-W", "1", "10.1.0.12", ns=hosts["w1"], check=False)
     assert r.returncode != 0, r.stdout

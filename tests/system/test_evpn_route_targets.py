@@ -47,8 +47,8 @@ def test_both_sides_take_each_others_routes_by_the_configured_route_target(evpn)
     # ovr imports FRR's: the kernel workload's MAC towards the kernel host.
     sh("ping", "-c", "1", "-W", "1", "10.1.0.99", ns=evpn["kw"], check=False)
     until("kw's MAC installed from FRR's type 2", lambda: any(
-        b["mac"] == KW_MAC and b["nexthop"] == "evpn:192.0.2.9:100"
-        for b in config(ovrd)["bridge"]))
+        b["mac"] == KW_MAC and b["nexthop"] == "evpn:192.0.2.9:100" and b["installed"]
+        for b in ovrd.get("/api/v1/bgp/learnt")["bridge"]))
     # Every route either way carries 65000:4242, and ovr's none of the automatic one.
     routes = ovrd.get("/api/v1/bgp/routes")
     out = [r for r in routes if r["direction"] == "out"]

@@ -54,8 +54,11 @@ def test_routes_injected_at_the_router_are_installed_in_ovr_and_withdrawn(lab):
     c = lab.ovrd.get("/api/v1/config")
     tunnels = {t["name"]: t for t in c["tunnels"]}
     nexthops = {n["name"]: n for n in c["nexthops"]}
-    bridge = {b["mac"]: b for b in c["bridge"]}
-    hosts = {r["prefix"]: r for r in c["routes"]}
+    learnt = lab.ovrd.get("/api/v1/bgp/learnt")
+    bridge = {b["mac"]: b for b in learnt["bridge"]}
+    hosts = {r["prefix"]: r for r in learnt["routes"]}
+    assert all(x["installed"] for x in learnt["bridge"] + learnt["routes"]), learnt
+    assert not c.get("bridge") and not c.get("routes"), "learnt, not configured"
     assert sorted(t["remote"] for t in tunnels.values()) == VTEPS, tunnels
     assert sorted(c["networks"][0]["flood"]) == sorted(f"evpn:{v}:{VNI}" for v in VTEPS)
     for i in ids(N):
@@ -88,6 +91,7 @@ def test_routes_injected_at_the_router_are_installed_in_ovr_and_withdrawn(lab):
         "tunnels": 0, "flood": 0, "macs": 0, "hosts": 0, "prefixes": 0})
     c = lab.ovrd.get("/api/v1/config")
     assert not c.get("bridge") and not c.get("routes") and not c.get("tunnels"), c
+    assert lab.ovrd.get("/api/v1/bgp/learnt") == {"bridge": [], "routes": []}
     assert not c["networks"][0]["flood"], c["networks"]
     assert not [r for r in lab.ovrd.get("/api/v1/bgp/routes") if r["direction"] == "in"]
     assert lab.installed()["install_latency"]["paths"] >= 2 * (N + len(VTEPS))

@@ -89,4 +89,4 @@ def test_a_kernel_host_with_frr_learns_ovrs_workloads_and_traffic_crosses_both_w
                    for x in installed["vteps"]), installed
         until("the kernel workload's MAC at h1 from FRR's type 2", lambda: any(
             b["mac"] == w["h3-t1-w1"]["mac"] and b["nexthop"] == "evpn:192.0.2.3:101"
-            for b in lab.json("h1", "config").get("bridge") or []), timeout=20)
+            and b["installed"] for b in lab.json("h1", "bgp", "learnt")["bridge"]), timeout=20)

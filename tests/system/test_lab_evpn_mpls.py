@@ -49,8 +49,8 @@ def test_mpls_routes_carry_their_encapsulation_and_labels_and_are_installed(lab)
         mac = w[f"h{other}-t1-w1"]["mac"]
         nexthop = f"evpn:192.0.2.{other}:{suffix}:{L2}"
         until(f"{h} bridges h{other}-t1-w1 over {suffix} from BGP", lambda: any(
-            b["mac"] == mac and b["nexthop"] == nexthop
-            for b in lab.json(h, "config").get("bridge") or []))
+            b["mac"] == mac and b["nexthop"] == nexthop and b["installed"]
+            for b in lab.json(h, "bgp", "learnt")["bridge"]))
         c = lab.json(h, "config")
         hops = {n["name"]: n for n in c["nexthops"]}
         assert (hops[nexthop]["encap"], hops[nexthop]["label"]) == (suffix, L2), hops[nexthop]
@@ -58,8 +58,8 @@ def test_mpls_routes_carry_their_encapsulation_and_labels_and_are_installed(lab)
         # Its address is routed with the other label.
         routed = f"evpn:192.0.2.{other}:{suffix}:{L3}"
         until(f"{h}'s host route to h{other}-t1-w1", lambda: any(
-            r["prefix"] == f"10.1.0.{other}1/32" and r["nexthop"] == routed
-            for r in lab.json(h, "config").get("routes") or []))
+            r["prefix"] == f"10.1.0.{other}1/32" and r["nexthop"] == routed and r["installed"]
+            for r in lab.json(h, "bgp", "learnt")["routes"]))
         hops = {n["name"]: n for n in lab.json(h, "config")["nexthops"]}
         assert (hops[routed]["encap"], hops[routed]["label"]) == (suffix, L3), hops[routed]
         assert nexthop in c["networks"][0]["flood"], c["networks"]

@@ -12,12 +12,17 @@
 //!
 //! Either way a failure at any step leaves the model, the tables and the state file as
 //! they were.
+//!
+//! Beside the configuration, the entries learnt from peers (`learnt`: EVPN's MACs and
+//! host routes) go to the tables directly, neither in the model nor in the state file;
+//! every install adds them where the configuration has no entry of its own.
 
 use crate::change::{Change, Key, Object, Placed};
 use crate::error::ApiError;
+use crate::learnt::{Learnt, LearntChange, LearntKey};
 use crate::model::Model;
 use crate::reconcile::{Desired, Entry, diff};
-use crate::store::{Flush, SavedIds, Source, Start, Store, StoreError};
+use crate::store::{SavedIds, Source, Start, Store, StoreError};
 use ovr_config::model::Config;
 use ovr_config::{ConfigError, Names};
 use ovr_tables::fasthash::FastHasher;
@@ -38,6 +43,9 @@ pub struct Agent {
     names: Arc<Names>,
     /// What the tables hold, by table key.
     installed: Desired,
+    /// What was learnt from peers, by name (installed where `names` has its network and
+    /// next hop and the configuration no entry of its own).
+    learnt: Learnt,
     /// Every interface name that was ever given an id, with it: a name that comes back
     /// gets its id back, and an id is never handed to another name. ovrd's drivers are
     /// bound to interface ids at start, so an id must not change meaning under them.
@@ -150,6 +158,7 @@ impl Agent {
             base: start.base,
             names: Arc::new(t.names),
             installed,
+            learnt: Learnt::default(),
             interface_ids,
             writer,
             store,
@@ -169,6 +178,20 @@ impl Agent {
 
     pub fn config(&self) -> &Config {
         self.model.config()
+    }
+
+    /// The entries learnt from peers.
+    pub fn learnt(&self) -> &Learnt {
+        &self.learnt
+    }
+
+    /// Whether the tables hold learnt entry `key` of `network` as learnt (not shadowed by
+    /// a configured entry, its network and next hop there).
+    pub fn learnt_installed(&self, network: &str, key: LearntKey) -> bool {
+        self.names.networks.get(network).is_some_and(|&vrf| {
+            let at = self.installed.get(Entry::learnt(vrf, key));
+            at.is_some_and(|(_, o)| *o == ovr_config::Origin::Learnt)
+        })
     }
 
     /// Changes once per accepted change to the configuration: a caller that saw
@@ -222,25 +245,6 @@ impl Agent {
     /// Applies changes all-or-nothing. `batch`: errors name the change
     /// ("changes[2].create.route.nexthop"); otherwise the field of the one object.
     pub fn apply(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
-        self.apply_saved(changes, batch, Flush::Now)
-    }
-
-    /// Applies what ovrd learnt from a peer (EVPN routes) as `apply` does, except that a
-    /// record of route and bridge changes is not flushed to disk before it returns. Such
-    /// entries are soft state: their source gives them again after any restart. The record
-    /// is still written (the page cache keeps it across ovrd's own crash, so a restart
-    /// adopts the fast path with them), but a flush per batch of learnt routes was a
-    /// sixth of ovrd's CPU while it learnt a table (bench/RESULTS.md).
-    pub fn apply_learnt(&mut self, changes: Vec<Change>) -> Result<Applied, ApiError> {
-        self.apply_saved(changes, true, Flush::Later)
-    }
-
-    fn apply_saved(
-        &mut self,
-        changes: Vec<Change>,
-        batch: bool,
-        flush: Flush,
-    ) -> Result<Applied, ApiError> {
         // Nothing to change, nothing to save: no record, no fsync.
         if changes.is_empty() {
             return Ok(Applied {
@@ -250,7 +254,7 @@ impl Agent {
             });
         }
         if changes.iter().all(entry_change) && !self.collides_with_peers(&changes) {
-            return self.apply_entries(changes, batch, flush);
+            return self.apply_entries(changes, batch);
         }
         let mut t = Instant::now();
         let mut new = self.model.clone();
@@ -268,19 +272,101 @@ impl Agent {
             model: lap(&mut t),
             ..Spent::default()
         };
-        self.install(new, &placed, spent)
+        self.install(new, None, &placed, spent)
     }
 
     /// Replaces the whole desired configuration (flow settings excepted: they are the
-    /// dataplane's, set at start).
+    /// dataplane's, set at start). The learnt entries stay.
     pub fn replace(&mut self, new: Config) -> Result<Applied, ApiError> {
+        self.replace_with(new, None)
+    }
+
+    /// Replaces the configuration and the learnt entries together (how the learning
+    /// installs when it cannot go entry by entry: a new intent, a new VTEP).
+    pub fn replace_layered(&mut self, new: Config, learnt: Learnt) -> Result<Applied, ApiError> {
+        self.replace_with(new, Some(learnt))
+    }
+
+    fn replace_with(&mut self, new: Config, learnt: Option<Learnt>) -> Result<Applied, ApiError> {
         if new.flows != self.config().flows {
             return Err(ApiError::invalid(
                 "flows",
                 "flow settings apply when ovrd starts: change them in the configuration file",
             ));
         }
-        self.install(Model::new(new), &[], Spent::default())
+        self.install(Model::new(new), learnt, &[], Spent::default())
+    }
+
+    /// Applies changes to the learnt entries as one batch, all or nothing. A change to
+    /// an entry the configuration has (or whose network it has not) changes the learnt
+    /// set only. Not saved: peers give these again after a restart.
+    pub fn apply_learnt(&mut self, changes: Vec<LearntChange>) -> Result<Applied, ApiError> {
+        let mut t = Instant::now();
+        let mut spent = Spent::default();
+        let mut undo = Vec::with_capacity(changes.len());
+        for c in changes {
+            let old = self.learnt.set(&c.network, c.key, c.nexthop);
+            undo.push((c.network, c.key, old));
+        }
+        spent.model = lap(&mut t);
+        let mut ops = Vec::new();
+        let mut installs = Vec::new();
+        let mut seen: FastSet<Entry> = FastSet::default();
+        seen.reserve(undo.len());
+        let mut failed = None;
+        for (network, key, _) in &undo {
+            let Some(&vrf) = self.names.networks.get(&**network) else {
+                continue;
+            };
+            let entry = Entry::learnt(vrf, *key);
+            if !seen.insert(entry) {
+                continue;
+            }
+            let old = match self.installed.get(entry) {
+                Some((_, o)) if *o != ovr_config::Origin::Learnt => continue,
+                at => at.map(|x| x.0),
+            };
+            let new = match self.learnt.get(network, *key) {
+                None => None,
+                Some(nh) => match self.names.nexthops.get(&**nh) {
+                    Some(&id) => Some(id),
+                    None => {
+                        failed = Some(format!("no next hop named '{nh}'"));
+                        break;
+                    }
+                },
+            };
+            if old != new {
+                ops.push(entry.op(new));
+                installs.push((entry, new));
+            }
+        }
+        spent.translate = lap(&mut t);
+        let n = ops.len();
+        let committed = match failed {
+            Some(message) => Err(ApiError::invalid("nexthop", message)),
+            None if n == 0 => Ok(()),
+            None => self
+                .writer
+                .commit(ops)
+                .map_err(|e| ApiError::invalid("(learnt)", e.error.to_string())),
+        };
+        if let Err(e) = committed {
+            for (network, key, old) in undo.into_iter().rev() {
+                self.learnt.set(&network, key, old);
+            }
+            return Err(e);
+        }
+        spent.commit = lap(&mut t);
+        for (entry, new) in installs {
+            self.installed
+                .set_entry(entry, new.map(|nh| (nh, ovr_config::Origin::Learnt)));
+        }
+        Ok(Applied {
+            table_changes: n,
+            incremental: true,
+            spent_us: spent,
+        })
     }
 
     /// Whether a change touches a route or bridge entry that a workload's `peer_mac`
@@ -346,12 +432,19 @@ impl Agent {
                 format!("no network named '{name}'"),
             )
         };
-        // The entry's place and next hop in the model, if it is there.
+        // The entry's place and next hop in the model, if it is there; else a learnt
+        // one's (installed if its next hop is there).
         let found = self.model.entry_nexthop(key);
-        let want = |section: ovr_config::Section| -> Result<Wanted, ApiError> {
-            found
-                .map(|(i, nh)| Ok((nexthop(nh)?, ovr_config::Origin::Entry(section, i))))
-                .transpose()
+        let learnt = |network: &str, k: LearntKey| {
+            let nh = self.learnt.get(network, k)?;
+            let id = self.names.nexthops.get(&**nh)?;
+            Some((*id, ovr_config::Origin::Learnt))
+        };
+        let want = |section: ovr_config::Section, learnt: Option<_>| -> Result<Wanted, ApiError> {
+            match found {
+                Some((i, nh)) => Ok(Some((nexthop(nh)?, ovr_config::Origin::Entry(section, i)))),
+                None => Ok(learnt),
+            }
         };
         let vrf = |n: &str| match (network(n), found) {
             (Some(v), _) => Ok(Some(v)),
@@ -363,27 +456,32 @@ impl Agent {
                 network: n,
                 prefix: p,
             } => match vrf(n)? {
-                Some(v) => Some((Entry::Route(v, p.0), want(ovr_config::Section::Routes)?)),
+                Some(v) => {
+                    let l = learnt(n, LearntKey::Route(p.0));
+                    Some((Entry::Route(v, p.0), want(ovr_config::Section::Routes, l)?))
+                }
                 None => None,
             },
             Key::Bridge { network: n, mac } => match vrf(n)? {
-                Some(v) => Some((Entry::Bridge(v, mac.0), want(ovr_config::Section::Bridge)?)),
+                Some(v) => {
+                    let l = learnt(n, LearntKey::Bridge(mac.0));
+                    Some((
+                        Entry::Bridge(v, mac.0),
+                        want(ovr_config::Section::Bridge, l)?,
+                    ))
+                }
                 None => None,
             },
-            Key::Label { label } => {
-                Some((Entry::Label(*label), want(ovr_config::Section::Labels)?))
-            }
+            Key::Label { label } => Some((
+                Entry::Label(*label),
+                want(ovr_config::Section::Labels, None)?,
+            )),
             _ => None,
         })
     }
 
     /// The incremental way (see the module's documentation).
-    fn apply_entries(
-        &mut self,
-        changes: Vec<Change>,
-        batch: bool,
-        flush: Flush,
-    ) -> Result<Applied, ApiError> {
+    fn apply_entries(&mut self, changes: Vec<Change>, batch: bool) -> Result<Applied, ApiError> {
         let mut t = Instant::now();
         let mut spent = Spent::default();
         let record = self.store.as_ref().map(|s| s.record(&changes));
@@ -450,7 +548,7 @@ impl Agent {
         }
         spent.commit = lap(&mut t);
         if let (Some(record), Some(store)) = (record, &mut self.store) {
-            let saved = match record.and_then(|line| store.append(&line, flush)) {
+            let saved = match record.and_then(|line| store.append(&line)) {
                 Ok(true) => Ok(()),
                 // Not appended: the file is rewritten whole, with the change in it.
                 Ok(false) | Err(_) => store.save(
@@ -485,6 +583,7 @@ impl Agent {
     fn install(
         &mut self,
         new: Model,
+        learnt: Option<Learnt>,
         placed: &[(Placed, String)],
         mut spent: Spent,
     ) -> Result<Applied, ApiError> {
@@ -498,7 +597,8 @@ impl Agent {
             .translate_keeping(&keep)
             .map_err(|e| config_error(&e, placed))?;
         spent.translate = lap(&mut t);
-        let desired = Desired::of(&tr);
+        let mut desired = Desired::of(&tr);
+        desired.add_learnt(learnt.as_ref().unwrap_or(&self.learnt), &tr.names);
         let d = diff(&self.installed, &desired);
         let n = d.ops.len();
         spent.diff = lap(&mut t);
@@ -520,6 +620,7 @@ impl Agent {
         let old_model = core::mem::replace(&mut self.model, new);
         let old_names = core::mem::replace(&mut self.names, Arc::new(tr.names));
         let old_ids = self.interface_ids.clone();
+        let old_learnt = learnt.map(|l| core::mem::replace(&mut self.learnt, l));
         self.interface_ids.extend(self.names.interfaces.clone());
         if let Err(e) = self.save() {
             // Not saved: not accepted. Put the tables back as they were.
@@ -529,6 +630,9 @@ impl Agent {
             self.model = old_model;
             self.names = old_names;
             self.interface_ids = old_ids;
+            if let Some(l) = old_learnt {
+                self.learnt = l;
+            }
             return Err(not_saved(e, undone.err()));
         }
         spent.save = lap(&mut t);

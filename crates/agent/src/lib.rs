@@ -10,6 +10,7 @@ pub mod capture;
 pub mod change;
 pub mod error;
 pub mod health;
+pub mod learnt;
 pub mod listen;
 pub mod metrics;
 pub mod model;

@@ -6,7 +6,8 @@
 //! object that did not change produces no op at all: its table entry, and whatever the
 //! dataplane caches about it (flows, ECMP buckets), is left alone.
 
-use ovr_config::{Origin, Translation};
+use crate::learnt::{Learnt, LearntKey};
+use ovr_config::{Names, Origin, Translation};
 use ovr_tables::chain::Chain;
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::interface::{Interface, InterfaceAddress};
@@ -138,13 +139,51 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// The entry a learnt one is in network `vrf`.
+    pub fn learnt(vrf: VrfId, key: LearntKey) -> Self {
+        match key {
+            LearntKey::Bridge(mac) => Entry::Bridge(vrf, mac),
+            LearntKey::Route(prefix) => Entry::Route(vrf, prefix),
+        }
+    }
+}
+
 impl Desired {
+    /// The next hop the tables hold for an entry, and where it came from.
+    pub fn get(&self, e: Entry) -> Option<&At<NextHopId>> {
+        match e {
+            Entry::Route(v, p) => self.routes.get(&(v, p)),
+            Entry::Bridge(v, m) => self.bridge.get(&(v, m)),
+            Entry::Label(l) => self.labels.get(&l),
+        }
+    }
+
     /// The next hop the tables hold for an entry.
     pub fn entry(&self, e: Entry) -> Option<NextHopId> {
-        match e {
-            Entry::Route(v, p) => self.routes.get(&(v, p)).map(|x| x.0),
-            Entry::Bridge(v, m) => self.bridge.get(&(v, m)).map(|x| x.0),
-            Entry::Label(l) => self.labels.get(&l).map(|x| x.0),
+        self.get(e).map(|x| x.0)
+    }
+
+    /// Adds the learnt entries that the translation has none for (a configured entry
+    /// wins) and whose network and next hop `names` has (the others wait, kept by the
+    /// agent, for a configuration that has them).
+    pub fn add_learnt(&mut self, learnt: &Learnt, names: &Names) {
+        for (network, key, nh) in learnt.iter() {
+            let (Some(&vrf), Some(&nh)) =
+                (names.networks.get(&**network), names.nexthops.get(&**nh))
+            else {
+                continue;
+            };
+            let at = (nh, Origin::Learnt);
+            match Entry::learnt(vrf, key) {
+                Entry::Bridge(v, m) => {
+                    self.bridge.entry((v, m)).or_insert(at);
+                }
+                Entry::Route(v, p) => {
+                    self.routes.entry((v, p)).or_insert(at);
+                }
+                Entry::Label(_) => {}
+            }
         }
     }
 

@@ -10,11 +10,9 @@
 //! records (one JSON value per line), each a batch of route, bridge or label changes
 //! accepted since, appended and flushed to disk (`fdatasync`) before the change is
 //! answered. A record is whole or, if a crash cut it, the torn last one, which was never
-//! answered and is ignored when the file is read. Records of what ovrd learnt from a peer
-//! (EVPN routes) are appended without the flush (`Flush::Later`): written before they are
-//! installed, so ovrd's own crash keeps them, and flushed with the next flushed record or
-//! by the kernel's writeback; a machine crash may lose the last of them (the file keeps a
-//! prefix of its appends), which the peer gives again. When the records outgrow the snapshot
+//! answered and is ignored when the file is read. (What ovrd learns from peers, EVPN's
+//! MACs and host routes, is not in the file at all: the agent holds it apart, `learnt`,
+//! and the peers give it again after a restart.) When the records outgrow the snapshot
 //! (and at every start, and for any other kind of change) the file is rewritten whole as
 //! above, so appending costs at most twice the bytes of the changes themselves.
 
@@ -27,16 +25,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// When an appended record reaches the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flush {
-    /// Before `append` returns (a change someone asked for is answered only once saved).
-    Now,
-    /// When the kernel writes the page cache back, or with the next flushed record: for
-    /// soft state, which a machine crash would lose with the fast path anyway.
-    Later,
-}
 
 /// The state file's format version.
 const VERSION: u32 = 1;
@@ -283,11 +271,11 @@ impl Store {
         Ok(line)
     }
 
-    /// Appends a `record` to the file and flushes it to disk (unless `Flush::Later`).
+    /// Appends a `record` to the file and flushes it to disk.
     /// `Ok(false)`: not appended, the caller rewrites the file instead (the records
     /// outgrew the snapshot, or an earlier append failed). On an error the file is cut
     /// back to what it was.
-    pub fn append(&mut self, line: &[u8], flush: Flush) -> Result<bool, StoreError> {
+    pub fn append(&mut self, line: &[u8]) -> Result<bool, StoreError> {
         if self.dirty {
             return Ok(false);
         }
@@ -302,10 +290,7 @@ impl Store {
             .open(&self.path)
             .map_err(|e| self.io(e))?;
         let len = f.metadata().map_err(|e| self.io(e))?.len();
-        let written = f.write_all(line).and_then(|()| match flush {
-            Flush::Now => f.sync_data(),
-            Flush::Later => Ok(()),
-        });
+        let written = f.write_all(line).and_then(|()| f.sync_data());
         if let Err(e) = written {
             if f.set_len(len).and_then(|()| f.sync_data()).is_err() {
                 self.dirty = true;

@@ -93,11 +93,13 @@ async fn openapi_lists_every_endpoint() {
         "/api/v1/cluster/networks/{name}",
         "/api/v1/cluster/policies",
         "/api/v1/cluster/ports/{host}/{name}",
+        "/api/v1/bgp/learnt",
         "/metrics",
     ] {
         assert!(paths.contains_key(p), "{p} missing");
     }
     assert!(doc["components"]["schemas"]["NextHopConfig"].is_object());
+    assert!(doc["components"]["schemas"]["LearntEntries"].is_object());
 }
 
 #[tokio::test]

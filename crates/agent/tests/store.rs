@@ -158,30 +158,6 @@ fn route_changes_are_appended_and_a_torn_last_record_is_ignored() {
 }
 
 #[test]
-fn learnt_changes_are_appended_as_records_a_restart_reads() {
-    // Not flushed per batch, but written before they are installed: ovrd's own crash
-    // (the page cache survives it) restarts with them, so the fast path it adopts keeps
-    // its tunnels to the learnt hosts.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.json");
-    let store = Store::new(&path);
-    let mut a = agent(example(), Some(store.clone()));
-    let snapshot = std::fs::read_to_string(&path).unwrap();
-    let applied = a.apply_learnt(vec![route("10.7.0.0/16")]).unwrap();
-    assert!(applied.incremental);
-    a.apply(vec![route("10.9.0.0/16")], false).unwrap();
-    let text = std::fs::read_to_string(&path).unwrap();
-    let records: Vec<&str> = text[snapshot.len()..].lines().collect();
-    assert_eq!(records.len(), 2, "{text}");
-    assert!(records[0].contains("10.7.0.0/16"), "{text}");
-    let (tables, config) = (installed(&a), a.config().clone());
-    drop(a);
-    let (b, _) = restart(None, &store);
-    assert_eq!(b.config(), &config);
-    assert_eq!(installed(&b), tables);
-}
-
-#[test]
 fn the_file_is_rewritten_whole_when_records_outgrow_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");

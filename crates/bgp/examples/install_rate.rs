@@ -226,9 +226,10 @@ impl Path {
             rib.apply(l);
         }
         let reach = rib.reach(&self.imports, self.own);
-        let r = self.state.update(|installed| {
-            let l = install::layer(&install::strip(installed), &reach, &self.macs);
-            (l.config != *installed).then_some(l.config)
+        let r = self.state.update(|a| {
+            let l = install::layer(&install::strip(a.config()), &reach, &self.macs);
+            let changed = l.config != *a.config() || l.learnt != *a.learnt();
+            changed.then_some((l.config, l.learnt))
         });
         if let Err(e) = r {
             eprintln!("install failed: {e}");
@@ -241,8 +242,8 @@ impl Path {
             .agent()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = a.config();
-        (c.bridge.len(), c.routes.len())
+        let l = a.learnt();
+        (l.bridge().count(), l.routes().count())
     }
 }
 

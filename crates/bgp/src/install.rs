@@ -3,9 +3,11 @@
 //! it, whole, so that the agent installs only the difference. Per remote VTEP a tunnel
 //! `evpn:VTEP` (its underlay MAC resolved beforehand: `neighbours`); per VTEP and VNI a
 //! next hop `evpn:VTEP:VNI` (MPLS: per VTEP and label, `evpn:VTEP:mpls_udp:LABEL` or
-//! `mpls_gre`); per network its flood list (type 3), bridge entries (type 2 MACs), host
-//! routes (type 2 MAC/IP) and routes to prefixes (type 5, an ECMP next hop
-//! `evpn:ecmp:NETWORK:PREFIX` where several VTEPs advertise one). A route is installed
+//! `mpls_gre`); per network its flood list (type 3) and routes to prefixes (type 5, an
+//! ECMP next hop `evpn:ecmp:NETWORK:PREFIX` where several VTEPs advertise one). Those are
+//! few and go into the configuration; the many, bridge entries (type 2 MACs) and host
+//! routes (type 2 MAC/IP), go beside it as the agent's learnt entries (`Learnt`), which
+//! skip the configuration's costs (`ovr_agent::learnt`). A route is installed
 //! only with the encapsulation its network uses (the network's `encap`, VXLAN by
 //! default); one with another is skipped as `wrong_encap`.
 //!
@@ -19,15 +21,17 @@ use crate::evpn::{Encap, Mac as EvpnMac};
 use crate::learnt::{Reach, Remote};
 use crate::pernet::{PerNet, PerNetSet};
 use core::net::IpAddr;
-use ovr_agent::change::{Change, Key, Object};
+use ovr_agent::learnt::{Learnt, LearntChange, LearntKey};
 use ovr_config::model::{
-    BridgeConfig, Config, EncapConfig, InterfaceKindConfig, NetworkConfig, NextHopConfig,
-    NextHopKindConfig, RouteConfig, TunnelConfig,
+    Config, EncapConfig, InterfaceKindConfig, NetworkConfig, NextHopConfig, NextHopKindConfig,
+    RouteConfig, TunnelConfig,
 };
 use ovr_config::values::{Mac, Prefix};
 use ovr_tables::fasthash::FastMap as HashMap;
 use ovr_tables::prefix::{IpPrefix, mask};
+use ovr_wire::ethernet::MacAddr;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The prefix of every name this layer makes.
 pub const PREFIX: &str = "evpn:";
@@ -35,7 +39,10 @@ pub const PREFIX: &str = "evpn:";
 /// The intent with what is learnt, and what could not be installed yet.
 #[derive(Debug, Clone, Default)]
 pub struct Layered {
+    /// The intent with the learnt tunnels, next hops, flood lists and type 5 routes.
     pub config: Config,
+    /// The learnt bridge entries and host routes.
+    pub learnt: Learnt,
     /// VTEPs whose underlay MAC is not known yet: nothing through them is installed.
     pub unresolved: BTreeSet<IpAddr>,
     /// Learnt entries not installed, by reason (counted per entry).
@@ -63,7 +70,7 @@ pub fn encap_of(n: &NetworkConfig) -> Encap {
     n.encap.unwrap_or(EncapConfig::Vxlan).into()
 }
 
-/// `intent` without what an earlier `layer` added to it.
+/// `intent` without what an earlier `layer` added to it (`learnt` is not in it).
 pub fn strip(intent: &Config) -> Config {
     let ours = |n: &str| n.starts_with(PREFIX);
     let mut c = intent.clone();
@@ -99,7 +106,7 @@ pub fn layer_kept(
         networks: intent
             .networks
             .iter()
-            .map(|n| (n.name.clone(), encap_of(n)))
+            .map(|n| (Arc::from(n.name.as_str()), encap_of(n)))
             .collect(),
         bridge: intent
             .bridge
@@ -126,6 +133,7 @@ pub fn layer_kept(
     };
     let mut b = Builder {
         c: intent.clone(),
+        learnt: Learnt::default(),
         out: Layered::default(),
         tunnels: intent
             .tunnels
@@ -144,10 +152,11 @@ pub fn layer_kept(
     b.macs(reach);
     b.hosts(reach);
     b.prefixes(reach);
-    let (config, mut s) = (b.c, b.s);
+    let (config, learnt, mut s) = (b.c, b.learnt, b.s);
     s.out = b.out;
     let out = Layered {
         config,
+        learnt,
         ..s.out.clone()
     };
     (out, s)
@@ -156,7 +165,7 @@ pub fn layer_kept(
 /// What was decided for one MAC or address: installed through a next hop, or skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
-    Via(String),
+    Via(Arc<str>),
     /// Skipped, and the VTEP whose MAC is not known when that is why.
     Skip(&'static str, Option<IpAddr>),
 }
@@ -170,7 +179,7 @@ pub struct Whole;
 #[derive(Debug, Clone, Default)]
 pub struct State {
     /// The intent's networks and their encapsulations.
-    networks: HashMap<String, Encap>,
+    networks: HashMap<Arc<str>, Encap>,
     /// The intent's bridge entries and routes.
     bridge: PerNetSet<[u8; 6]>,
     routes: PerNetSet<IpPrefix>,
@@ -180,9 +189,9 @@ pub struct State {
     /// The prefixes of type 5 routes (a host route with one of them depends on it).
     type5: PerNetSet<IpPrefix>,
     /// This layer's next hops, and how many entries use each.
-    uses: BTreeMap<String, usize>,
+    uses: BTreeMap<Arc<str>, usize>,
     /// The names of next hops through a VTEP with a VNI or label, made once (`via`).
-    names: HashMap<Remote, String>,
+    names: HashMap<Remote, Arc<str>>,
     /// The VTEPs without a MAC, and how many entries wait for each.
     waiting: BTreeMap<IpAddr, usize>,
     macs: PerNet<EvpnMac, Outcome>,
@@ -192,11 +201,11 @@ pub struct State {
 }
 
 impl State {
-    fn use_nexthop(&mut self, name: &str) {
+    fn use_nexthop(&mut self, name: &Arc<str>) {
         match self.uses.get_mut(name) {
             Some(n) => *n += 1,
             None => {
-                self.uses.insert(name.to_string(), 1);
+                self.uses.insert(Arc::clone(name), 1);
             }
         }
     }
@@ -258,7 +267,7 @@ impl State {
             .names
             .entry(r.bridging())
             .or_insert_with(|| nexthop_name(r));
-        if self.uses.contains_key(name.as_str()) {
+        if self.uses.contains_key(name) {
             return Ok(Outcome::Via(name.clone()));
         }
         if self.waiting.contains_key(&r.vtep) {
@@ -301,7 +310,7 @@ impl State {
         net: &str,
         mac: EvpnMac,
         r: Option<&Remote>,
-        out: &mut Vec<Change>,
+        out: &mut Vec<LearntChange>,
     ) -> Result<(), Whole> {
         let new = r.map(|r| self.decide_mac(net, mac, r)).transpose()?;
         let old = self.macs.get(net, &mac);
@@ -318,20 +327,8 @@ impl State {
         if let Some(o) = &old {
             self.count(o, false, true)?;
         }
-        let m = Mac(ovr_wire::ethernet::MacAddr(mac.0));
-        let entry = |nh: &String| {
-            Object::Bridge(BridgeConfig {
-                network: net.to_string(),
-                mac: m,
-                nexthop: nh.clone(),
-            })
-        };
-        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
-            Key::Bridge {
-                network: net.to_string(),
-                mac: m,
-            }
-        }));
+        let key = LearntKey::Bridge(MacAddr(mac.0));
+        out.extend(self.change(net, key, old.as_ref(), new.as_ref()));
         Ok(())
     }
 
@@ -342,7 +339,7 @@ impl State {
         net: &str,
         ip: IpAddr,
         r: Option<&Remote>,
-        out: &mut Vec<Change>,
+        out: &mut Vec<LearntChange>,
     ) -> Result<(), Whole> {
         let len = if ip.is_ipv4() { 32 } else { 128 };
         if let Ok(p) = IpPrefix::new(ip, len)
@@ -365,24 +362,39 @@ impl State {
         if let Some(o) = &old {
             self.count(o, false, false)?;
         }
-        let len = if ip.is_ipv4() { 32 } else { 128 };
         let Ok(p) = IpPrefix::new(ip, len) else {
             return Ok(());
         };
-        let entry = |nh: &String| {
-            Object::Route(RouteConfig {
-                network: net.to_string(),
-                prefix: Prefix(p),
-                nexthop: nh.clone(),
-            })
-        };
-        out.extend(entry_change(old.as_ref(), new.as_ref(), entry, || {
-            Key::Route {
-                network: net.to_string(),
-                prefix: Prefix(p),
-            }
-        }));
+        out.extend(self.change(net, LearntKey::Route(p), old.as_ref(), new.as_ref()));
         Ok(())
+    }
+
+    /// The change from an entry installed through `old` to one through `new`, if any.
+    fn change(
+        &self,
+        net: &str,
+        key: LearntKey,
+        old: Option<&Outcome>,
+        new: Option<&Outcome>,
+    ) -> Option<LearntChange> {
+        fn via(o: Option<&Outcome>) -> Option<&Arc<str>> {
+            match o {
+                Some(Outcome::Via(nh)) => Some(nh),
+                _ => None,
+            }
+        }
+        let nexthop = match (via(old), via(new)) {
+            (None, None) => return None,
+            (Some(a), Some(b)) if a == b => return None,
+            (_, b) => b.cloned(),
+        };
+        // A network an entry was installed in is the intent's: it is there.
+        let (network, _) = self.networks.get_key_value(net)?;
+        Some(LearntChange {
+            network: Arc::clone(network),
+            key,
+            nexthop,
+        })
     }
 
     /// The VTEPs waiting for their MAC.
@@ -392,38 +404,18 @@ impl State {
 }
 
 /// The name of the next hop through `r`'s VTEP with its VNI or label.
-fn nexthop_name(r: &Remote) -> String {
+fn nexthop_name(r: &Remote) -> Arc<str> {
     let (vtep, label) = (r.vtep, r.label);
-    match r.encap {
+    Arc::from(match r.encap {
         Encap::Vxlan => format!("{PREFIX}{vtep}:{label}"),
         Encap::MplsOverUdp => format!("{PREFIX}{vtep}:mpls_udp:{label}"),
         Encap::MplsOverGre => format!("{PREFIX}{vtep}:mpls_gre:{label}"),
-    }
-}
-
-/// The change from an entry installed through `old` to one through `new`.
-fn entry_change<'a>(
-    old: Option<&'a Outcome>,
-    new: Option<&'a Outcome>,
-    entry: impl Fn(&String) -> Object,
-    key: impl Fn() -> Key,
-) -> Option<Change> {
-    // Borrowed: a withdrawn entry needs no copy of the name it was installed through.
-    let via = |o: Option<&'a Outcome>| match o {
-        Some(Outcome::Via(nh)) => Some(nh),
-        _ => None,
-    };
-    match (via(old), via(new)) {
-        (None, None) => None,
-        (Some(a), Some(b)) if a == b => None,
-        (Some(_), Some(b)) => Some(Change::Replace(entry(b))),
-        (None, Some(b)) => Some(Change::Create(entry(b))),
-        (Some(_), None) => Some(Change::Delete(key())),
-    }
+    })
 }
 
 struct Builder<'a> {
     c: Config,
+    learnt: Learnt,
     out: Layered,
     /// Tunnels by remote VTEP: the intent's and those made here.
     tunnels: BTreeMap<IpAddr, String>,
@@ -439,6 +431,13 @@ impl Builder<'_> {
 
     fn has_network(&self, net: &str) -> bool {
         self.s.networks.contains_key(net)
+    }
+
+    /// A learnt entry of `net` (one of the intent's networks) through `nh`.
+    fn learn(&mut self, net: &str, key: LearntKey, nh: &Arc<str>) {
+        if let Some((network, _)) = self.s.networks.get_key_value(net) {
+            self.learnt.set(network, key, Some(Arc::clone(nh)));
+        }
     }
 
     /// The tunnel to `vtep`: the intent's, or one made here once its MAC is known.
@@ -469,7 +468,7 @@ impl Builder<'_> {
 
     /// The next hop through `r` for `net` (VXLAN with its VNI, MPLS with its label),
     /// made on first use; counted as used.
-    fn nexthop(&mut self, net: &str, r: &Remote) -> Result<String, &'static str> {
+    fn nexthop(&mut self, net: &str, r: &Remote) -> Result<Arc<str>, &'static str> {
         if self.s.networks.get(net) != Some(&r.encap) {
             return Err("wrong_encap");
         }
@@ -486,7 +485,7 @@ impl Builder<'_> {
                 encap: Some(r.encap.into()),
                 vni,
                 label,
-                ..NextHopConfig::new(name.clone(), NextHopKindConfig::Tunnel)
+                ..NextHopConfig::new(name.to_string(), NextHopKindConfig::Tunnel)
             });
         }
         self.s.use_nexthop(&name);
@@ -537,7 +536,7 @@ impl Builder<'_> {
                 if let Outcome::Via(nh) = self.outcome(net, r)
                     && let Some(n) = self.c.networks.iter_mut().find(|n| &n.name == net)
                 {
-                    n.flood.push(nh);
+                    n.flood.push(nh.to_string());
                     self.out.installed.flood += 1;
                 }
             }
@@ -554,11 +553,7 @@ impl Builder<'_> {
                 _ => self.outcome(net, r),
             };
             if let Outcome::Via(nh) = &o {
-                self.c.bridge.push(BridgeConfig {
-                    network: net.clone(),
-                    mac: Mac(ovr_wire::ethernet::MacAddr(mac.0)),
-                    nexthop: nh.clone(),
-                });
+                self.learn(net, LearntKey::Bridge(MacAddr(mac.0)), nh);
                 self.out.installed.macs += 1;
             }
             self.s.macs.insert(net, *mac, o);
@@ -584,11 +579,7 @@ impl Builder<'_> {
             if let Outcome::Via(nh) = &o {
                 let len = if ip.is_ipv4() { 32 } else { 128 };
                 if let Ok(p) = IpPrefix::new(*ip, len) {
-                    self.c.routes.push(RouteConfig {
-                        network: net.clone(),
-                        prefix: Prefix(p),
-                        nexthop: nh.clone(),
-                    });
+                    self.learn(net, LearntKey::Route(p), nh);
                     self.out.installed.hosts += 1;
                 }
             }
@@ -631,11 +622,11 @@ impl Builder<'_> {
             }
             let nexthop = match members.len() {
                 0 => continue,
-                1 => members.remove(0),
+                1 => members.remove(0).to_string(),
                 _ => {
                     let name = format!("{PREFIX}ecmp:{net}:{addr}/{len}");
                     self.c.nexthops.push(NextHopConfig {
-                        members: Some(members),
+                        members: Some(members.iter().map(|m| m.to_string()).collect()),
                         ..NextHopConfig::new(name.clone(), NextHopKindConfig::Ecmp)
                     });
                     name

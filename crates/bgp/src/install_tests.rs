@@ -81,8 +81,20 @@ fn learnt_reachability_becomes_tunnels_flood_bridge_host_routes_and_ecmp_routes(
         c.networks[0].flood,
         ["evpn:192.0.2.2:100", "evpn:192.0.2.3:100"]
     );
-    assert_eq!(c.bridge.len(), 1);
-    assert_eq!(c.bridge[0].nexthop, "evpn:192.0.2.2:100");
+    // The MAC and the host route are learnt entries, beside the configuration.
+    assert!(c.bridge.is_empty());
+    let bridge: Vec<_> = l.learnt.bridge().map(|(n, _, nh)| (&**n, &**nh)).collect();
+    assert_eq!(bridge, [("red", "evpn:192.0.2.2:100")]);
+    let hosts: Vec<_> = l
+        .learnt
+        .routes()
+        .map(|(n, p, nh)| (&**n, p.to_string(), &**nh))
+        .collect();
+    assert_eq!(
+        hosts,
+        [("red", "10.1.0.20/32".into(), "evpn:192.0.2.2:100")]
+    );
+    // The type 5 prefix is the configuration's.
     let routes: Vec<_> = c
         .routes
         .iter()
@@ -90,10 +102,7 @@ fn learnt_reachability_becomes_tunnels_flood_bridge_host_routes_and_ecmp_routes(
         .collect();
     assert_eq!(
         routes,
-        [
-            ("10.1.0.20/32".to_string(), "evpn:192.0.2.2:100"),
-            ("10.9.0.0/24".to_string(), "evpn:ecmp:red:10.9.0.0/24"),
-        ]
+        [("10.9.0.0/24".to_string(), "evpn:ecmp:red:10.9.0.0/24")]
     );
     let ecmp = c
         .nexthops
@@ -121,7 +130,7 @@ fn an_unresolved_vtep_installs_nothing_through_it_until_its_mac_is_known() {
     let c = &l.config;
     assert_eq!(c.tunnels.len(), 1);
     assert_eq!(c.networks[0].flood, ["evpn:192.0.2.3:100"]);
-    assert!(c.bridge.is_empty());
+    assert!(l.learnt.is_empty());
     // The prefix goes through the one VTEP that is resolved.
     assert_eq!(c.routes.len(), 1);
     assert_eq!(c.routes[0].nexthop, "evpn:192.0.2.3:5000");
@@ -156,6 +165,7 @@ routes:
     let c = &l.config;
     assert_eq!(c.tunnels.len(), 1);
     assert_eq!(c.bridge.len(), 1);
+    assert!(l.learnt.is_empty(), "{:?}", l.learnt);
     assert_eq!(c.networks[0].flood, ["h2:red"]);
     // The prefix through h2 reuses the intent's tunnel.
     let nh = c.nexthops.iter().find(|n| n.name == "evpn:192.0.2.2:5000");
@@ -239,8 +249,17 @@ fn an_mpls_networks_routes_become_mpls_next_hops_with_their_labels() {
         ]
     );
     assert_eq!(c.networks[0].flood, ["evpn:192.0.2.2:mpls_udp:100000"]);
-    let bridge: Vec<_> = c.bridge.iter().map(|b| b.nexthop.as_str()).collect();
+    let bridge: Vec<_> = l.learnt.bridge().map(|(_, _, nh)| &**nh).collect();
     assert_eq!(bridge, ["evpn:192.0.2.2:mpls_udp:100000"; 2]);
+    let hosts: Vec<_> = l
+        .learnt
+        .routes()
+        .map(|(_, p, nh)| (p.to_string(), &**nh))
+        .collect();
+    assert_eq!(
+        hosts,
+        [("10.1.0.20/32".into(), "evpn:192.0.2.2:mpls_udp:100001")]
+    );
     let routes: Vec<_> = c
         .routes
         .iter()
@@ -248,10 +267,7 @@ fn an_mpls_networks_routes_become_mpls_next_hops_with_their_labels() {
         .collect();
     assert_eq!(
         routes,
-        [
-            ("10.1.0.20/32".into(), "evpn:192.0.2.2:mpls_udp:100001"),
-            ("10.9.0.0/24".into(), "evpn:ecmp:red:10.9.0.0/24"),
-        ]
+        [("10.9.0.0/24".into(), "evpn:ecmp:red:10.9.0.0/24")]
     );
     assert_eq!(l.skipped["wrong_encap"], 2);
     assert_eq!(l.skipped["no_routed_label"], 1);

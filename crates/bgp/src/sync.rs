@@ -16,7 +16,7 @@ use crate::install::{self, Layered, State};
 use crate::learnt::{Reach, Remote, Rib};
 use crate::pernet::{ByNet, PerNetSet};
 use core::net::IpAddr;
-use ovr_agent::change::Change;
+use ovr_agent::learnt::LearntChange;
 use ovr_config::Config;
 use ovr_config::values::Mac;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,10 +33,10 @@ pub struct Context {
 pub enum Install {
     /// Nothing changed (or there is no intent yet).
     Nothing,
-    /// The whole configuration: the intent with what is learnt.
-    Whole(Box<Config>),
-    /// Changes to bridge entries and routes, to apply as one batch.
-    Changes(Vec<Change>),
+    /// The whole configuration, the intent with what is learnt, and the learnt entries.
+    Whole(Box<Layered>),
+    /// Changes to learnt bridge entries and host routes, to apply as one batch.
+    Changes(Vec<LearntChange>),
 }
 
 impl Install {
@@ -48,8 +48,10 @@ impl Install {
     ) -> Result<Option<ovr_agent::Applied>, ovr_agent::error::ApiError> {
         match self {
             Install::Nothing => Ok(None),
-            Install::Whole(c) if *c == *agent.config() => Ok(None),
-            Install::Whole(c) => agent.replace(*c).map(Some),
+            Install::Whole(l) if l.config == *agent.config() && l.learnt == *agent.learnt() => {
+                Ok(None)
+            }
+            Install::Whole(l) => agent.replace_layered(l.config, l.learnt).map(Some),
             Install::Changes(cs) => agent.apply_learnt(cs).map(Some),
         }
     }
@@ -72,7 +74,7 @@ pub struct Installer {
     whole: bool,
     /// `reach` and `vteps` were made again for it already (`refresh`).
     fresh: bool,
-    changes: Vec<Change>,
+    changes: Vec<LearntChange>,
 }
 
 impl Installer {
@@ -308,7 +310,7 @@ impl Installer {
             self.changes.clear();
             let (l, state) = install::layer_kept(intent, &self.reach, &self.neighbours);
             self.state = Some(state);
-            return Install::Whole(Box::new(l.config));
+            return Install::Whole(Box::new(l));
         }
         if self.intent.is_none() || self.changes.is_empty() {
             return Install::Nothing;

@@ -61,11 +61,13 @@ fn find<'a, T: PartialEq>(m: &'a BTreeMap<String, T>, v: &T) -> Option<&'a str> 
 /// section's entry at an index (`routes[3]`), kept as the two: a table of a million
 /// routes then holds no path string per entry (the agent keeps each installed entry's
 /// origin for as long as the entry is; 24 bytes, as a `String`'s inline part). Anything
-/// else is its path.
+/// else is its path. An entry learnt from a peer (the agent's, not the document's) is
+/// `Learnt`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Entry(Section, usize),
     Path(String),
+    Learnt,
 }
 
 /// The sections of table entries.
@@ -91,6 +93,7 @@ impl core::fmt::Display for Origin {
         match self {
             Origin::Entry(section, i) => write!(f, "{}[{i}]", section.name()),
             Origin::Path(p) => f.write_str(p),
+            Origin::Learnt => f.write_str("(learnt)"),
         }
     }
 }

@@ -1,11 +1,12 @@
 //! BGP as this ovrd's speaker sees it (`ovrd --bgp`): its neighbors with their sessions,
 //! and the EVPN routes out (advertised for this host) and in (learnt, with why ovr
-//! refuses those it does not use). The speaker is behind a small trait (`BgpView`):
+//! refuses those it does not use), and the entries learnt from them. The speaker is behind a small trait (`BgpView`):
 //! ovrd gives the API one that asks its gobgpd.
 
 use super::AppState;
 use super::intent::Pending;
 use crate::error::{ApiError, ErrorBody};
+use crate::learnt::LearntKey;
 use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
@@ -54,4 +55,61 @@ pub async fn routes(State(s): State<AppState>) -> Result<Json<Value>, ApiError> 
         (status = 404, description = "ovrd speaks no BGP", body = ErrorBody)))]
 pub async fn installed(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(view(&s)?.installed()))
+}
+
+/// A learnt bridge entry.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct LearntBridge {
+    pub network: String,
+    pub mac: String,
+    pub nexthop: String,
+    /// False while a configured entry has its key, or its network or next hop is not
+    /// there (yet).
+    pub installed: bool,
+}
+
+/// A learnt host route.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct LearntRoute {
+    pub network: String,
+    pub prefix: String,
+    pub nexthop: String,
+    /// As for a bridge entry.
+    pub installed: bool,
+}
+
+/// The entries learnt from peers, kept beside the configuration.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct LearntEntries {
+    pub bridge: Vec<LearntBridge>,
+    pub routes: Vec<LearntRoute>,
+}
+
+#[utoipa::path(get, path = "/api/v1/bgp/learnt", tag = "bgp",
+    responses((status = 200, description = "the bridge entries and host routes learnt \
+        from peers (EVPN type 2), which the configuration does not hold", body = LearntEntries),
+        (status = 404, description = "ovrd speaks no BGP", body = ErrorBody)))]
+pub async fn learnt(State(s): State<AppState>) -> Result<Json<LearntEntries>, ApiError> {
+    view(&s)?;
+    s.read(|a| {
+        let l = a.learnt();
+        let bridge = l.bridge().map(|(n, mac, nh)| LearntBridge {
+            network: n.to_string(),
+            mac: mac.to_string(),
+            nexthop: nh.to_string(),
+            installed: a.learnt_installed(n, LearntKey::Bridge(mac)),
+        });
+        let routes = l.routes().map(|(n, p, nh)| LearntRoute {
+            network: n.to_string(),
+            prefix: p.to_string(),
+            nexthop: nh.to_string(),
+            installed: a.learnt_installed(n, LearntKey::Route(p)),
+        });
+        LearntEntries {
+            bridge: bridge.collect(),
+            routes: routes.collect(),
+        }
+    })
+    .await
+    .map(Json)
 }

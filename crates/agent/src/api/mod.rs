@@ -134,11 +134,28 @@ impl AppState {
     /// Installs a whole configuration for a caller outside the API (the cluster member):
     /// like `PUT /api/v1/config`, on the calling thread.
     pub fn install(&self, config: ovr_config::Config) -> Result<Applied, ApiError> {
+        self.install_with(|a| a.replace(config))
+    }
+
+    /// Installs a whole configuration and the entries learnt beside it (`Agent::
+    /// replace_layered`), as `install` does.
+    pub fn install_layered(
+        &self,
+        config: ovr_config::Config,
+        learnt: crate::learnt::Learnt,
+    ) -> Result<Applied, ApiError> {
+        self.install_with(|a| a.replace_layered(config, learnt))
+    }
+
+    fn install_with<T>(
+        &self,
+        replace: impl FnOnce(&mut Agent) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
         let mut a = self
             .agent
             .lock()
             .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
-        let r = a.replace(config);
+        let r = replace(&mut a);
         *self
             .names
             .lock()
@@ -149,29 +166,17 @@ impl AppState {
         r
     }
 
-    /// Installs what `f` makes of the installed configuration (None: nothing to change),
-    /// holding the agent meanwhile so that no change through the API comes between: how
-    /// ovrd adds what BGP learnt to a configuration the API writes.
+    /// Installs the configuration and learnt entries `f` makes of the installed ones
+    /// (None: nothing to change), holding the agent meanwhile so that no change through
+    /// the API comes between.
     pub fn update(
         &self,
-        f: impl FnOnce(&ovr_config::Config) -> Option<ovr_config::Config>,
+        f: impl FnOnce(&Agent) -> Option<(ovr_config::Config, crate::learnt::Learnt)>,
     ) -> Result<Option<Applied>, ApiError> {
-        let mut a = self
-            .agent
-            .lock()
-            .map_err(|_| ApiError::Internal("the agent failed earlier".into()))?;
-        let Some(config) = f(a.config()) else {
-            return Ok(None);
-        };
-        let r = a.replace(config);
-        *self
-            .names
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = a.shared_names();
-        if let Some(w) = &self.worker {
-            w.wake_all();
-        }
-        r.map(Some)
+        self.install_with(|a| match f(a) {
+            Some((config, learnt)) => a.replace_layered(config, learnt).map(Some),
+            None => Ok(None),
+        })
     }
 
     /// Runs `f` on the agent (holding it, so that no change through the API comes
@@ -347,6 +352,7 @@ impl AppState {
         bgp::neighbors,
         bgp::routes,
         bgp::installed,
+        bgp::learnt,
         diagnose::trace,
         diagnose::trace_add,
         diagnose::trace_clear,
@@ -546,6 +552,7 @@ pub fn router(state: AppState, body_limit: usize, token: Option<Arc<str>>) -> Ro
         .route("/api/v1/bgp/neighbors", g(bgp::neighbors))
         .route("/api/v1/bgp/routes", g(bgp::routes))
         .route("/api/v1/bgp/installed", g(bgp::installed))
+        .route("/api/v1/bgp/learnt", g(bgp::learnt))
         .route("/metrics", g(observe::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)

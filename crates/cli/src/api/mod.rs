@@ -525,6 +525,9 @@ pub enum Bgp {
     /// What of the learnt routes is installed: the remote VTEPs and their underlay MACs
     /// (unresolved ones with the reason), with --json also entries, skips and refusals.
     Installed,
+    /// The bridge entries and host routes learnt (EVPN type 2), each with its next hop
+    /// and whether it is installed (a configured entry with the same key wins).
+    Learnt,
 }
 
 pub fn bgp(what: Bgp, c: &Conn) -> Result<(), Failure> {
@@ -534,6 +537,14 @@ pub fn bgp(what: Bgp, c: &Conn) -> Result<(), Failure> {
             print(c, &v, |v| {
                 outln!("source: {}", v["source"].as_str().unwrap_or("?"));
                 show::table(&["vtep", "state", "mac", "reason"], &v["vteps"]);
+            });
+            return Ok(());
+        }
+        Bgp::Learnt => {
+            let v = call(c, "GET", "/api/v1/bgp/learnt", None)?;
+            print(c, &v, |v| {
+                show::table(&["network", "mac", "nexthop", "installed"], &v["bridge"]);
+                show::table(&["network", "prefix", "nexthop", "installed"], &v["routes"]);
             });
             return Ok(());
         }

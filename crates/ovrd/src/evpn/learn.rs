@@ -144,8 +144,8 @@ impl Learning {
         };
         g.installer.set_intent(config.clone(), ctx);
         match g.installer.take() {
-            Install::Whole(c) => {
-                let r = self.state.install(*c);
+            Install::Whole(l) => {
+                let r = self.state.install_layered(l.config, l.learnt);
                 if r.is_err() {
                     g.installer.again();
                 }
@@ -163,7 +163,7 @@ impl Learning {
         if cluster {
             let r = match g.installer.take() {
                 Install::Nothing => return true,
-                Install::Whole(c) => self.state.install(*c),
+                Install::Whole(l) => self.state.install_layered(l.config, l.learnt),
                 Install::Changes(cs) => self
                     .state
                     .with_agent(|a| a.apply_learnt(cs))
