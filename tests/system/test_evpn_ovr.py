@@ -6,7 +6,8 @@ workload MAC and host route from the routes it learns; the workloads ping each o
 A BGP session lost (h2's gobgpd killed, or the speakers' link cut silently) removes
 what came through it within the hold time; gobgpd started again is configured by ovrd
 again, or the link mended, and the routes come back. A workload whose interface goes is
-withdrawn and the other host removes what it had installed for it."""
+withdrawn and the other host removes what it had installed for it. ovrd restarted (its
+learnt entries are not in its state file) learns them again from its gobgpd."""
 
 import os
 import signal
@@ -60,12 +61,14 @@ networks:
             gobgpd.log = tmp / f"gobgpd{n}.log"
             started.append(gobgpd)
             other = 3 - n
-            ovrd = Ovrd(h, tmp / f"h{n}.log", "--config", tmp / f"h{n}.yaml",
-                        "--bgp", gobgpd.api, "--bgp-peer", f"192.0.2.10{other}",
-                        "--bgp-address", f"192.0.2.10{n}", "--reach", "evpn",
-                        "--fast-path-pin-dir", tmp / f"pins{n}")
+            args = ("--config", tmp / f"h{n}.yaml",
+                    "--bgp", gobgpd.api, "--bgp-peer", f"192.0.2.10{other}",
+                    "--bgp-address", f"192.0.2.10{n}", "--reach", "evpn",
+                    "--fast-path-pin-dir", tmp / f"pins{n}")
+            ovrd = Ovrd(h, tmp / f"h{n}.log", *args)
             started.append(ovrd)
-            out.update({f"h{n}": h, f"w{n}": w, f"ovrd{n}": ovrd, f"gobgpd{n}": gobgpd})
+            out.update({f"h{n}": h, f"w{n}": w, f"ovrd{n}": ovrd, f"gobgpd{n}": gobgpd,
+                        f"ovrd{n}_args": args})
         yield out
     finally:
         for s in reversed(started):
@@ -166,6 +169,24 @@ def old_log(g):
     return g.log.with_name(g.log.stem + "-again.log")
 
 
+def test_a_restarted_ovrd_learns_again_from_the_gobgpd_that_kept_running(hosts):
+    o1 = hosts["ovrd1"]
+    until("h2's workload at h1", lambda: has_mac(o1, HOSTS[2]))
+    state = o1.log.with_suffix(".state.json").read_text()
+    assert HOSTS[2] not in state.lower(), "learnt entries are not saved"
+    o1.stop()
+    # The same state file (and log) as before: a restart, not a first start.
+    new = Ovrd(hosts["h1"], o1.log, *hosts["ovrd1_args"])
+    hosts["ovrd1"] = new
+    hosts["started"].append(new)
+    until("h2's workload at h1 again", lambda: has_mac(new, HOSTS[2]), timeout=30)
+    routes = learnt(new)["routes"]
+    assert any(r["prefix"] == "10.1.0.12/32" and r["installed"] for r in routes), routes
+    assert not config(new).get("bridge"), "learnt, not configured"
+    r = sh("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.12", ns=hosts["w1"], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_a_workload_deleted_on_one_host_is_withdrawn_and_unreachable_on_the_other(hosts):
     o1 = hosts["ovrd1"]
     until("h2's workload at h1", lambda: has_mac(o1, HOSTS[2]))
@@ -178,3 +199,4 @@ def test_a_workload_deleted_on_one_host_is_withdrawn_and_unreachable_on_the_othe
     assert nothing_learnt(o1) and not c["networks"][0]["flood"], (c, learnt(o1))
     r = sh("ping", "-c", "2", "-W", "1", "10.1.0.12", ns=hosts["w1"], check=False)
     assert r.returncode != 0, r.stdout
+

@@ -24,7 +24,7 @@ use ovr_agent::api::AppState;
 use ovr_agent::error::ApiError;
 use ovr_bgp::evpn::RouteTarget;
 use ovr_bgp::gobgp::{BgpError, GoBgp, Learnt};
-use ovr_bgp::install::{self, Layered};
+use ovr_bgp::install;
 use ovr_bgp::sync::{Context, Install, Installer, Newer};
 use ovr_config::Config;
 use serde_json::{Value, json};
@@ -171,7 +171,7 @@ impl Learning {
             };
             return match r {
                 Ok(a) => {
-                    report(&g.installer.report(), a.table_changes);
+                    report(&g.installer, &a);
                     true
                 }
                 Err(e) => {
@@ -189,7 +189,7 @@ impl Learning {
             Ok((Ok(applied), generation)) => {
                 g.seen = Some(generation);
                 if let Some(a) = applied {
-                    report(&g.installer.report(), a.table_changes);
+                    report(&g.installer, &a);
                 }
                 true
             }
@@ -296,7 +296,15 @@ fn context(intent: &Config, asn: u16) -> Option<Context> {
     })
 }
 
-fn report(l: &Layered, changes: usize) {
+fn report(installer: &Installer, applied: &Applied) {
+    let changes = applied.table_changes;
+    // Entry by entry, rounds come hundreds a second during a burst: a line each at debug
+    // only (bench/RESULTS.md: at info they cost ovrd CPU while it learnt a table).
+    if applied.incremental {
+        debug!(table_changes = changes, "bgp: learnt changes installed");
+        return;
+    }
+    let l = installer.report();
     let i = l.installed;
     info!(
         tunnels = i.tunnels,
