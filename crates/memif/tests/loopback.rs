@@ -5,10 +5,14 @@
 use ovr_memif::{Config, LinkState, Manager, Port, Role, SocketAddr};
 use std::time::{Duration, Instant};
 
-fn sock(name: &str) -> SocketAddr {
-    let dir = std::env::temp_dir().join(format!("ovr-memif-{}-{name}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    SocketAddr::Path(dir.join("memif.sock"))
+/// A socket path in a directory of its own, removed with the returned guard.
+fn sock(name: &str) -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ovr-memif-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("memif.sock");
+    (dir, SocketAddr::Path(path))
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
@@ -58,7 +62,7 @@ fn exchange(tx: &mut Port, rx: &mut Port, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
 #[test]
 fn server_and_client_exchange_frames() {
     let m = Manager::start().unwrap();
-    let a = sock("xchg");
+    let (_dir, a) = sock("xchg");
     let mut sc = Config::new("srv", Role::Server, a.clone(), 3);
     sc.secret = "topsecret".into();
     let srv = m.add(sc).unwrap();
@@ -116,7 +120,7 @@ fn server_and_client_exchange_frames() {
 #[test]
 fn server_restart_client_reconnects() {
     let m = Manager::start().unwrap();
-    let a = sock("restart");
+    let (_dir, a) = sock("restart");
     let srv = m
         .add(Config::new("srv", Role::Server, a.clone(), 0))
         .unwrap();
@@ -141,7 +145,7 @@ fn server_restart_client_reconnects() {
 #[test]
 fn refusals_are_named() {
     let m = Manager::start().unwrap();
-    let a = sock("refuse");
+    let (_dir, a) = sock("refuse");
     let mut sc = Config::new("srv", Role::Server, a.clone(), 1);
     sc.secret = "right".into();
     let srv = m.add(sc).unwrap();
@@ -181,7 +185,7 @@ fn refusals_are_named() {
 #[test]
 fn ip_mode_carries_packets_without_ethernet() {
     let m = Manager::start().unwrap();
-    let a = sock("ip");
+    let (_dir, a) = sock("ip");
     let mut sc = Config::new("srv", Role::Server, a.clone(), 0);
     sc.mode = ovr_memif::Mode::Ip;
     sc.mac = [2, 0, 0, 0, 0, 0x11];
