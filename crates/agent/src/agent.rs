@@ -433,18 +433,15 @@ impl Agent {
             )
         };
         // The entry's place and next hop in the model, if it is there; else a learnt
-        // one's (installed if its next hop is there).
+        // one's (`learnt`: its network and key; installed if its next hop is there).
         let found = self.model.entry_nexthop(key);
-        let learnt = |network: &str, k: LearntKey| {
-            let nh = self.learnt.get(network, k)?;
-            let id = self.names.nexthops.get(&**nh)?;
-            Some((*id, ovr_config::Origin::Learnt))
-        };
-        let want = |section: ovr_config::Section, learnt: Option<_>| -> Result<Wanted, ApiError> {
-            match found {
-                Some((i, nh)) => Ok(Some((nexthop(nh)?, ovr_config::Origin::Entry(section, i)))),
-                None => Ok(learnt),
-            }
+        let want = |section, learnt: Option<(&str, LearntKey)>| -> Result<Wanted, ApiError> {
+            let Some((i, nh)) = found else {
+                let learnt_nh = learnt.and_then(|(n, k)| self.learnt.get(n, k));
+                let id = learnt_nh.and_then(|nh| self.names.nexthops.get(&**nh));
+                return Ok(id.map(|id| (*id, ovr_config::Origin::Learnt)));
+            };
+            Ok(Some((nexthop(nh)?, ovr_config::Origin::Entry(section, i))))
         };
         let vrf = |n: &str| match (network(n), found) {
             (Some(v), _) => Ok(Some(v)),
@@ -457,14 +454,14 @@ impl Agent {
                 prefix: p,
             } => match vrf(n)? {
                 Some(v) => {
-                    let l = learnt(n, LearntKey::Route(p.0));
+                    let l = Some((n.as_str(), LearntKey::Route(p.0)));
                     Some((Entry::Route(v, p.0), want(ovr_config::Section::Routes, l)?))
                 }
                 None => None,
             },
             Key::Bridge { network: n, mac } => match vrf(n)? {
                 Some(v) => {
-                    let l = learnt(n, LearntKey::Bridge(mac.0));
+                    let l = Some((n.as_str(), LearntKey::Bridge(mac.0)));
                     Some((
                         Entry::Bridge(v, mac.0),
                         want(ovr_config::Section::Bridge, l)?,
@@ -604,8 +601,9 @@ impl Agent {
         spent.diff = lap(&mut t);
         if n > 0 {
             self.writer.commit(d.ops).map_err(|e| {
-                let origin = d.origins.get(e.index).map_or("", String::as_str);
-                let path = ovr_config::refused_at(origin, origin.ends_with(']'), &e.error);
+                let origin = d.origins.get(e.index).map(ToString::to_string);
+                let origin = origin.unwrap_or_default();
+                let path = ovr_config::refused_at(&origin, origin.ends_with(']'), &e.error);
                 config_error(
                     &ConfigError::Invalid {
                         path,

@@ -19,17 +19,18 @@ use ovr_wire::ethernet::MacAddr;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A batch of table changes and, for each, the document path it came from.
+/// A batch of table changes and, for each, where in the document it came from (written
+/// out only for an error: a whole install of 100,000 learnt entries makes no string).
 #[derive(Debug, Default)]
 pub struct Diff {
     pub ops: Vec<TableOp>,
-    pub origins: Vec<String>,
+    pub origins: Vec<Origin>,
 }
 
 impl Diff {
     fn push(&mut self, origin: &Origin, op: TableOp) {
         self.ops.push(op);
-        self.origins.push(origin.to_string());
+        self.origins.push(origin.clone());
     }
 }
 
@@ -137,9 +138,7 @@ impl Entry {
             (Entry::Label(label), None) => TableOp::RemoveLabel(label),
         }
     }
-}
 
-impl Entry {
     /// The entry a learnt one is in network `vrf`.
     pub fn learnt(vrf: VrfId, key: LearntKey) -> Self {
         match key {

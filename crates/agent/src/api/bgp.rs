@@ -1,7 +1,7 @@
 //! BGP as this ovrd's speaker sees it (`ovrd --bgp`): its neighbors with their sessions,
-//! and the EVPN routes out (advertised for this host) and in (learnt, with why ovr
-//! refuses those it does not use), and the entries learnt from them. The speaker is behind a small trait (`BgpView`):
-//! ovrd gives the API one that asks its gobgpd.
+//! the EVPN routes out (advertised for this host) and in (learnt, with why ovr refuses
+//! those it does not use), and the entries the agent installs from them. The speaker is
+//! behind a small trait (`BgpView`): ovrd gives the API one that asks its gobgpd.
 
 use super::AppState;
 use super::intent::Pending;
