@@ -21,7 +21,7 @@ use ovr_bgp::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
 use ovr_bgp::gobgp::Learnt;
 use ovr_bgp::install;
 use ovr_bgp::learnt::Rib;
-use ovr_bgp::sync::{Context, Installer};
+use ovr_bgp::sync::{Context, Installer, learnt};
 use ovr_config::{Config, Names};
 use ovr_tables::state::new_tables;
 use std::collections::BTreeMap;
@@ -215,7 +215,7 @@ impl Path {
 
     fn batch_whole(&mut self, ls: Vec<(usize, Learnt)>) {
         for (i, l) in ls {
-            if l.withdrawn {
+            if l.is_withdrawn() {
                 self.table.remove(&i);
             } else {
                 self.table.insert(i, l);
@@ -265,16 +265,7 @@ fn phase(path: &mut Path, ids: &[usize], batch: usize, withdrawn: bool, max: Dur
     for chunk in ids.chunks(batch) {
         let ls = chunk
             .iter()
-            .map(|&i| {
-                (
-                    i,
-                    Learnt {
-                        route: Ok(route(i)),
-                        withdrawn,
-                        neighbor: "192.0.2.250".into(),
-                    },
-                )
-            })
+            .map(|&i| (i, learnt("192.0.2.250", route(i), withdrawn)))
             .collect();
         path.batch(ls);
         done += chunk.len();

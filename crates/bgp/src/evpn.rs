@@ -213,6 +213,53 @@ impl Nlri {
             Nlri::Imet { rd, .. } | Nlri::MacIp { rd, .. } | Nlri::Prefix { rd, .. } => *rd,
         }
     }
+
+    /// Which route this is, as BGP compares routes (its labels and gateway aside).
+    pub fn key(&self) -> RouteKey {
+        match *self {
+            Nlri::Imet {
+                rd,
+                tag,
+                originator,
+            } => RouteKey::Imet {
+                rd,
+                tag,
+                originator,
+            },
+            Nlri::MacIp {
+                rd, tag, mac, ip, ..
+            } => RouteKey::MacIp { rd, tag, mac, ip },
+            Nlri::Prefix {
+                rd, tag, addr, len, ..
+            } => RouteKey::Prefix { rd, tag, addr, len },
+        }
+    }
+}
+
+/// A route's key: the fields of its NLRI that say which route it is. The labels (RFC
+/// 7432 section 7.2) and a prefix route's gateway (RFC 9136 section 3.1) are attributes:
+/// a route announced again with other ones replaces the one before (GoBGP keys its
+/// table so too), and a withdrawal names a route by its key alone. Ordered as the NLRIs
+/// it comes from (a MAC-only route before the MAC/IP ones of its MAC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteKey {
+    Imet {
+        rd: Rd,
+        tag: u32,
+        originator: IpAddr,
+    },
+    MacIp {
+        rd: Rd,
+        tag: u32,
+        mac: Mac,
+        ip: Option<IpAddr>,
+    },
+    Prefix {
+        rd: Rd,
+        tag: u32,
+        addr: IpAddr,
+        len: u8,
+    },
 }
 
 /// A route with the attributes ovr reads and writes.

@@ -9,11 +9,13 @@
 
 use crate::api;
 use crate::api::gobgp_api_client::GobgpApiClient;
-use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
+use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteKey, RouteTarget};
 use core::net::{IpAddr, Ipv4Addr};
-use fields::{AnyRef, Malformed, anys};
+use fields::{AnyRef, Malformed, Value, anys, fields};
 use prost::Name;
+use prost::encoding::decode_varint;
 use prost_types::Any;
+use smallvec::SmallVec;
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
@@ -41,13 +43,45 @@ fn refuse<T>(reason: &'static str, detail: impl Into<String>) -> Result<T, Refus
     })
 }
 
-/// What GoBGP said about one path: learnt or withdrawn, from which neighbor.
+/// What GoBGP said about one path, from which neighbor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Learnt {
-    pub route: Result<Route, Refusal>,
-    pub withdrawn: bool,
+    /// The route announced or withdrawn; why it is not used if it is refused.
+    pub change: Result<Change, Refusal>,
     /// The neighbor it came from (empty: GoBGP's own, i.e. one ovr added).
     pub neighbor: String,
+}
+
+/// A route announced (new, or replacing the one of its key), or withdrawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Announced(Route),
+    /// A withdrawal names its route by key: its attributes are not read (they are most
+    /// of a path's bytes, and a withdrawal stands whatever they say).
+    Withdrawn(RouteKey),
+}
+
+impl Learnt {
+    /// The route announced (None: withdrawn, or refused).
+    pub fn route(&self) -> Option<&Route> {
+        match &self.change {
+            Ok(Change::Announced(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The key of the route announced or withdrawn (None: refused).
+    pub fn key(&self) -> Option<RouteKey> {
+        match &self.change {
+            Ok(Change::Announced(r)) => Some(r.nlri.key()),
+            Ok(Change::Withdrawn(k)) => Some(*k),
+            Err(_) => None,
+        }
+    }
+
+    pub fn is_withdrawn(&self) -> bool {
+        matches!(self.change, Ok(Change::Withdrawn(_)))
+    }
 }
 
 fn evpn_family() -> api::Family {
@@ -223,34 +257,77 @@ struct MpReachNextHops {
     next_hops: Vec<String>,
 }
 
-/// What ovr reads of an `api::EvpnmacipAdvertisementRoute`: all but the ESI (ovr's
-/// routes are single-homed; the ESI would be a buffer copied per route).
-#[derive(Clone, PartialEq, prost::Message)]
-struct MacIpRoute {
-    #[prost(message, optional, tag = "1")]
-    rd: Option<Any>,
-    #[prost(uint32, tag = "3")]
+/// What ovr reads of an `api::EvpnmacipAdvertisementRoute` (all but the ESI), borrowed
+/// from its buffer: prost would allocate its RD's `Any`, its strings and its labels, six
+/// allocations for every route learnt or withdrawn (a tenth of ovrd's CPU per route).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct MacIpRoute<'a> {
+    rd: Option<AnyRef<'a>>,
     ethernet_tag: u32,
-    #[prost(string, tag = "4")]
-    mac_address: String,
-    #[prost(string, tag = "5")]
-    ip_address: String,
-    #[prost(uint32, repeated, tag = "6")]
-    labels: Vec<u32>,
+    mac_address: &'a str,
+    ip_address: &'a str,
+    labels: SmallVec<[u32; 2]>,
 }
 
-fn decode_rd(a: Option<&Any>) -> Result<Rd, Refusal> {
-    let a = a.map(AnyRef::from);
+impl<'a> MacIpRoute<'a> {
+    /// `a` read as one if it is one; None if it is not, or not valid protobuf (as prost
+    /// would refuse it: a string not UTF-8, a field of the wrong wire type).
+    fn of(a: AnyRef<'a>) -> Option<Self> {
+        if !is::<api::EvpnmacipAdvertisementRoute>(a) {
+            return None;
+        }
+        let text = |b| core::str::from_utf8(b).ok();
+        let mut r = Self::default();
+        for f in fields(a.value) {
+            match f.ok()? {
+                (1, Value::Bytes(b)) => r.rd = Some(AnyRef::parse(b).ok()?),
+                // uint32 fields keep a varint's low 32 bits, as prost does.
+                (3, Value::Varint(v)) => r.ethernet_tag = v as u32,
+                (4, Value::Bytes(b)) => r.mac_address = text(b)?,
+                (5, Value::Bytes(b)) => r.ip_address = text(b)?,
+                (6, Value::Varint(v)) => r.labels.push(v as u32),
+                // Packed, as proto3 writes repeated numbers.
+                (6, Value::Bytes(mut b)) => {
+                    while !b.is_empty() {
+                        r.labels.push(decode_varint(&mut b).ok()? as u32);
+                    }
+                }
+                (1 | 3..=6, _) => return None,
+                _ => {}
+            }
+        }
+        Some(r)
+    }
+}
+
+/// An `api::RouteDistinguisherIpAddress`'s admin and assigned number, read in place
+/// like `MacIpRoute` (most routes' RD: prost would allocate the address's string).
+fn ip_rd(a: AnyRef<'_>) -> Option<(&str, u32)> {
+    if !is::<api::RouteDistinguisherIpAddress>(a) {
+        return None;
+    }
+    let (mut admin, mut assigned) = ("", 0);
+    for f in fields(a.value) {
+        match f.ok()? {
+            (1, Value::Bytes(b)) => admin = core::str::from_utf8(b).ok()?,
+            (2, Value::Varint(v)) => assigned = v as u32,
+            (1 | 2, _) => return None,
+            _ => {}
+        }
+    }
+    Some((admin, assigned))
+}
+
+fn decode_rd(a: Option<AnyRef>) -> Result<Rd, Refusal> {
     let Some(a) = a else {
         return refuse("bad_rd", "no route distinguisher");
     };
-    if let Some(r) = msg::<api::RouteDistinguisherIpAddress>(a) {
-        let router = r
-            .admin
+    if let Some((admin, assigned)) = ip_rd(a) {
+        let router = admin
             .parse()
-            .or_else(|_| refuse("bad_rd", format!("'{}' is not an IPv4 address", r.admin)))?;
-        let assigned = u16::try_from(r.assigned)
-            .or_else(|_| refuse("bad_rd", format!("{} is over 16 bits", r.assigned)))?;
+            .or_else(|_| refuse("bad_rd", format!("'{admin}' is not an IPv4 address")))?;
+        let assigned = u16::try_from(assigned)
+            .or_else(|_| refuse("bad_rd", format!("{assigned} is over 16 bits")))?;
         return Ok(Rd::Ip { router, assigned });
     }
     if let Some(r) = msg::<api::RouteDistinguisherTwoOctetAsn>(a) {
@@ -278,7 +355,7 @@ fn address(field: &str, s: &str) -> Result<IpAddr, Refusal> {
 }
 
 fn decode_nlri(a: AnyRef) -> Result<Nlri, Refusal> {
-    if let Some(r) = msg_as::<api::EvpnmacipAdvertisementRoute, MacIpRoute>(a) {
+    if let Some(r) = MacIpRoute::of(a) {
         let (label, routed) = match r.labels[..] {
             [label] => (label, None),
             [label, routed] => (label, Some(routed)),
@@ -294,12 +371,12 @@ fn decode_nlri(a: AnyRef) -> Result<Nlri, Refusal> {
             .parse()
             .or_else(|e: String| refuse("bad_mac", e))?;
         // GoBGP lists a MAC-only route's address as "<nil>".
-        let ip = match r.ip_address.as_str() {
+        let ip = match r.ip_address {
             "" | "<nil>" | "0.0.0.0" | "::" => None,
             s => Some(address("ip_address", s)?),
         };
         return Ok(Nlri::MacIp {
-            rd: decode_rd(r.rd.as_ref())?,
+            rd: decode_rd(r.rd)?,
             tag: r.ethernet_tag,
             mac,
             ip,
@@ -309,7 +386,7 @@ fn decode_nlri(a: AnyRef) -> Result<Nlri, Refusal> {
     }
     if let Some(r) = msg::<api::EvpnInclusiveMulticastEthernetTagRoute>(a) {
         return Ok(Nlri::Imet {
-            rd: decode_rd(r.rd.as_ref())?,
+            rd: decode_rd(r.rd.as_ref().map(AnyRef::from))?,
             tag: r.ethernet_tag,
             originator: address("ip_address", &r.ip_address)?,
         });
@@ -334,7 +411,7 @@ fn decode_nlri(a: AnyRef) -> Result<Nlri, Refusal> {
             s => address("gw_address", s)?,
         };
         return Ok(Nlri::Prefix {
-            rd: decode_rd(r.rd.as_ref())?,
+            rd: decode_rd(r.rd.as_ref().map(AnyRef::from))?,
             tag: r.ethernet_tag,
             addr,
             len,
@@ -354,13 +431,23 @@ fn addr_unspecified(like: IpAddr) -> IpAddr {
 
 /// What GoBGP says it has, as ovr's route, or why ovr does not use it.
 pub fn decode(p: &api::Path) -> Result<Route, Refusal> {
+    decode_parts(evpn_nlri(p)?, p.pattrs.iter().map(|a| Ok(a.into())))
+}
+
+/// A path's NLRI, if it is an EVPN one.
+fn evpn_nlri(p: &api::Path) -> Result<AnyRef<'_>, Refusal> {
     if p.family.as_ref() != Some(&evpn_family()) {
         return refuse("wrong_family", format!("{:?}", p.family));
     }
     let Some(nlri) = &p.nlri else {
         return refuse("unknown_route_type", "no NLRI");
     };
-    decode_parts(nlri.into(), p.pattrs.iter().map(|a| Ok(a.into())))
+    Ok(nlri.into())
+}
+
+/// The key of a withdrawn route: its NLRI alone is read.
+fn decode_withdrawn(nlri: AnyRef) -> Result<Change, Refusal> {
+    decode_nlri(nlri).map(|n| Change::Withdrawn(n.key()))
 }
 
 /// A malformed message inside a path is refused like any other bad route.
@@ -771,9 +858,13 @@ impl GoBgp {
 }
 
 fn learnt(p: api::Path) -> Learnt {
+    let change = if p.is_withdraw {
+        evpn_nlri(&p).and_then(decode_withdrawn)
+    } else {
+        decode(&p).map(Change::Announced)
+    };
     Learnt {
-        route: decode(&p),
-        withdrawn: p.is_withdraw,
+        change,
         neighbor: neighbor_of(&p.neighbor_ip).to_string(),
     }
 }

@@ -5,8 +5,8 @@
 //! and host routes from type 2 (a moved MAC follows the highest mobility sequence), and
 //! prefixes from type 5 with every VTEP that advertises one (ECMP).
 
-use crate::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
-use crate::gobgp::Learnt;
+use crate::evpn::{Encap, Mac, Nlri, Route, RouteKey, RouteTarget};
+use crate::gobgp::{Change, Learnt};
 use crate::pernet::ByNet;
 use core::net::IpAddr;
 use ovr_tables::fasthash::FastMap;
@@ -82,8 +82,8 @@ impl Reach {
     }
 }
 
-/// A route as the indexes name it: the neighbor it came from and its NLRI.
-type Key = (Arc<str>, Nlri);
+/// A route as the indexes name it: the neighbor it came from and its key.
+type Key = (Arc<str>, RouteKey);
 
 /// The keys under one MAC or address: one mostly, kept in the index's own slot (no
 /// allocation of its own, no second cache line to fetch when a route comes or goes:
@@ -92,12 +92,12 @@ type Keys = SmallVec<[Key; 1]>;
 
 /// The routes learnt, and the refusals counted by reason.
 ///
-/// Routes are hashed by NLRI under their neighbor (a batch of 64 changes in a table of
-/// 100,000 costs 64 lookups, not 64 searches comparing NLRIs); what depends on their
-/// order (`reach`, the indexes) reads them sorted by neighbor, then NLRI.
+/// Routes are hashed by key under their neighbor (a batch of 64 changes in a table of
+/// 100,000 costs 64 lookups, not 64 searches comparing keys); what depends on their
+/// order (`reach`, the indexes) reads them sorted by neighbor, then key.
 #[derive(Debug, Default)]
 pub struct Rib {
-    routes: BTreeMap<Arc<str>, FastMap<Nlri, Route>>,
+    routes: BTreeMap<Arc<str>, FastMap<RouteKey, Route>>,
     /// The type 2 routes by MAC and by address, sorted: what one MAC or address depends
     /// on (one or two routes each, mostly).
     by_mac: FastMap<Mac, Keys>,
@@ -119,63 +119,63 @@ impl Rib {
         if l.neighbor.is_empty() {
             return None;
         }
-        let route = match &l.route {
-            Ok(r) => r,
+        let route = match &l.change {
+            Ok(Change::Announced(r)) => r,
+            Ok(Change::Withdrawn(key)) => {
+                let table = self.routes.get_mut(l.neighbor.as_str())?;
+                let old = table.remove(key)?;
+                if table.is_empty() {
+                    self.routes.remove(l.neighbor.as_str());
+                }
+                self.unindex(l.neighbor.as_str(), key);
+                return Some(Some(old));
+            }
             Err(refusal) => {
                 *self.refused.entry(refusal.reason).or_default() += 1;
                 return None;
             }
         };
-        if l.withdrawn {
-            let table = self.routes.get_mut(l.neighbor.as_str())?;
-            let old = table.remove(&route.nlri)?;
-            if table.is_empty() {
-                self.routes.remove(l.neighbor.as_str());
-            }
-            self.unindex(l.neighbor.as_str(), &route.nlri);
-            Some(Some(old))
-        } else {
-            if !self.routes.contains_key(l.neighbor.as_str()) {
-                self.routes
-                    .insert(Arc::from(l.neighbor.as_str()), FastMap::default());
-            }
-            let (neighbor, _) = self.routes.get_key_value(l.neighbor.as_str())?;
-            let neighbor = Arc::clone(neighbor);
-            let table = self.routes.get_mut(l.neighbor.as_str())?;
-            let old = match table.entry(route.nlri.clone()) {
-                Entry::Occupied(mut o) => {
-                    if o.get() == route {
-                        return None;
-                    }
-                    Some(o.insert(route.clone()))
+        if !self.routes.contains_key(l.neighbor.as_str()) {
+            self.routes
+                .insert(Arc::from(l.neighbor.as_str()), FastMap::default());
+        }
+        let (neighbor, _) = self.routes.get_key_value(l.neighbor.as_str())?;
+        let neighbor = Arc::clone(neighbor);
+        let table = self.routes.get_mut(l.neighbor.as_str())?;
+        let key = route.nlri.key();
+        let old = match table.entry(key) {
+            Entry::Occupied(mut o) => {
+                if o.get() == route {
+                    return None;
                 }
-                Entry::Vacant(v) => {
-                    v.insert(route.clone());
-                    None
-                }
-            };
-            if old.is_none() {
-                self.index(&neighbor, &route.nlri);
+                Some(o.insert(route.clone()))
             }
-            Some(old)
+            Entry::Vacant(v) => {
+                v.insert(route.clone());
+                None
+            }
+        };
+        if old.is_none() {
+            self.index(&neighbor, key);
+        }
+        Some(old)
+    }
+
+    fn index(&mut self, neighbor: &Arc<str>, key: RouteKey) {
+        if let RouteKey::MacIp { mac, ip, .. } = key {
+            let k = (Arc::clone(neighbor), key);
+            if let Some(ip) = ip {
+                remember(self.by_ip.entry(ip).or_default(), k.clone());
+            }
+            remember(self.by_mac.entry(mac).or_default(), k);
         }
     }
 
-    fn index(&mut self, neighbor: &Arc<str>, nlri: &Nlri) {
-        if let Nlri::MacIp { mac, ip, .. } = nlri {
-            let key = (Arc::clone(neighbor), nlri.clone());
+    fn unindex(&mut self, neighbor: &str, key: &RouteKey) {
+        if let RouteKey::MacIp { mac, ip, .. } = key {
+            forget(&mut self.by_mac, mac, neighbor, key);
             if let Some(ip) = ip {
-                remember(self.by_ip.entry(*ip).or_default(), key.clone());
-            }
-            remember(self.by_mac.entry(*mac).or_default(), key);
-        }
-    }
-
-    fn unindex(&mut self, neighbor: &str, nlri: &Nlri) {
-        if let Nlri::MacIp { mac, ip, .. } = nlri {
-            forget(&mut self.by_mac, mac, neighbor, nlri);
-            if let Some(ip) = ip {
-                forget(&mut self.by_ip, ip, neighbor, nlri);
+                forget(&mut self.by_ip, ip, neighbor, key);
             }
         }
     }
@@ -185,24 +185,24 @@ impl Rib {
         let Some(gone) = self.routes.remove(neighbor) else {
             return 0;
         };
-        for nlri in gone.keys() {
-            self.unindex(neighbor, nlri);
+        for key in gone.keys() {
+            self.unindex(neighbor, key);
         }
         gone.len()
     }
 
-    /// The routes learnt, by the neighbor they came from and their NLRI (in no order).
-    pub fn entries(&self) -> impl Iterator<Item = (&str, &Nlri, &Route)> {
+    /// The routes learnt, by the neighbor they came from and their key (in no order).
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &RouteKey, &Route)> {
         self.routes
             .iter()
-            .flat_map(|(n, t)| t.iter().map(move |(nlri, r)| (&**n, nlri, r)))
+            .flat_map(|(n, t)| t.iter().map(move |(key, r)| (&**n, key, r)))
     }
 
-    /// The routes sorted by neighbor, then NLRI (the order `reach` decides in).
+    /// The routes sorted by neighbor, then key (the order `reach` decides in).
     fn sorted(&self) -> Vec<&Route> {
         let mut v = Vec::with_capacity(self.len());
         for t in self.routes.values() {
-            let mut rs: Vec<(&Nlri, &Route)> = t.iter().collect();
+            let mut rs: Vec<(&RouteKey, &Route)> = t.iter().collect();
             rs.sort_unstable_by(|a, b| a.0.cmp(b.0));
             v.extend(rs.into_iter().map(|(_, r)| r));
         }
@@ -215,8 +215,8 @@ impl Rib {
             .get(&mac)
             .into_iter()
             .flatten()
-            .filter_map(|(_, nlri)| match nlri {
-                Nlri::MacIp { ip, .. } => *ip,
+            .filter_map(|(_, key)| match key {
+                RouteKey::MacIp { ip, .. } => *ip,
                 _ => None,
             })
     }
@@ -281,7 +281,7 @@ impl Rib {
             .get(k)
             .into_iter()
             .flatten()
-            .filter_map(|(n, nlri)| self.routes.get(n)?.get(nlri))
+            .filter_map(|(n, key)| self.routes.get(n)?.get(key))
             .filter(move |r| r.next_hop != own)
             .filter(move |r| {
                 r.targets
@@ -391,10 +391,10 @@ fn forget<K: core::hash::Hash + Eq>(
     index: &mut FastMap<K, Keys>,
     k: &K,
     neighbor: &str,
-    nlri: &Nlri,
+    key: &RouteKey,
 ) {
     if let Some(keys) = index.get_mut(k) {
-        keys.retain(|(n, x)| !(**n == *neighbor && x == nlri));
+        keys.retain(|(n, x)| !(**n == *neighbor && x == key));
         if keys.is_empty() {
             index.remove(k);
         }
@@ -467,11 +467,7 @@ mod tests {
     }
 
     fn learnt(neighbor: &str, r: Route, withdrawn: bool) -> Learnt {
-        Learnt {
-            route: Ok(r),
-            withdrawn,
-            neighbor: neighbor.into(),
-        }
+        crate::sync::learnt(neighbor, r, withdrawn)
     }
 
     fn imports() -> BTreeMap<RouteTarget, String> {
@@ -529,6 +525,27 @@ mod tests {
         assert_eq!(vteps(ecmp), [vtep(2), vtep(3)]);
         // VNI 200's route: imported by no network here, counted.
         assert_eq!(rib.refused["unknown_route_target"], 1);
+    }
+
+    #[test]
+    fn a_route_announced_again_with_other_labels_replaces_the_one_before() {
+        let mut rib = Rib::default();
+        let first = mac_ip(2, 10, Some("10.1.0.10"), None);
+        let mut again = first.clone();
+        if let Nlri::MacIp { label, .. } = &mut again.nlri {
+            *label = 200;
+        }
+        assert!(rib.apply(&learnt("rr", first.clone(), false)));
+        assert_eq!(
+            rib.change(&learnt("rr", again.clone(), false)),
+            Some(Some(first.clone()))
+        );
+        assert_eq!(rib.len(), 1);
+        let reach = rib.reach(&imports(), vtep(1));
+        assert_eq!(reach.macs.get("red", &mac(10)).unwrap().label, 200);
+        // A withdrawal names the route by its key: whatever labels it was sent with.
+        assert_eq!(rib.change(&learnt("rr", first, true)), Some(Some(again)));
+        assert!(rib.is_empty() && rib.ips_of(mac(10)).next().is_none());
     }
 
     #[test]
@@ -609,11 +626,10 @@ mod tests {
     fn refused_routes_are_counted_by_reason_and_never_kept() {
         let mut rib = Rib::default();
         let bad = Learnt {
-            route: Err(Refusal {
+            change: Err(Refusal {
                 reason: "bad_label",
                 detail: "x".into(),
             }),
-            withdrawn: false,
             neighbor: "rr".into(),
         };
         assert!(!rib.apply(&bad));

@@ -10,8 +10,8 @@
 //! change that needs a tunnel or next hop that is not there, removes the last use of one,
 //! adds or removes a VTEP, or touches a type 3 or type 5 route (few: per VTEP and network).
 
-use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteTarget};
-use crate::gobgp::Learnt;
+use crate::evpn::{Mac as EvpnMac, Nlri, Route, RouteKey, RouteTarget};
+use crate::gobgp::{Change, Learnt};
 use crate::install::{self, Layered, State};
 use crate::learnt::{Reach, Remote, Rib};
 use crate::pernet::{ByNet, PerNetSet};
@@ -129,17 +129,16 @@ impl Installer {
     /// are counted again from this listing.
     pub fn resync(&mut self, listed: &[Learnt], newer: &Newer) {
         self.rib.refused.retain(|k, _| *k == "unknown_route_target");
-        let present: BTreeSet<(&str, &Nlri)> = listed
+        let present: BTreeSet<(&str, RouteKey)> = listed
             .iter()
-            .filter_map(|l| Some((l.neighbor.as_str(), &l.route.as_ref().ok()?.nlri)))
+            .filter_map(|l| Some((l.neighbor.as_str(), l.key()?)))
             .collect();
         let gone: Vec<Learnt> = self
             .rib
             .entries()
-            .filter(|(n, nlri, _)| !present.contains(&(*n, *nlri)) && !newer.has(n, nlri))
-            .map(|(n, _, r)| Learnt {
-                route: Ok(r.clone()),
-                withdrawn: true,
+            .filter(|(n, key, _)| !present.contains(&(*n, **key)) && !newer.has(n, key))
+            .map(|(n, key, _)| Learnt {
+                change: Ok(Change::Withdrawn(*key)),
                 neighbor: n.to_string(),
             })
             .collect();
@@ -170,11 +169,7 @@ impl Installer {
             let Some(old) = self.rib.change(l) else {
                 continue;
             };
-            let new = if l.withdrawn {
-                None
-            } else {
-                l.route.as_ref().ok()
-            };
+            let new = l.route();
             self.fresh = false;
             if self.whole {
                 continue;
@@ -328,14 +323,14 @@ impl Installer {
 /// The routes the watch changed since a listing was asked for, by neighbor: newer than
 /// what the listing will say of them.
 #[derive(Debug, Default)]
-pub struct Newer(PerNetSet<Nlri>);
+pub struct Newer(PerNetSet<RouteKey>);
 
 impl Newer {
     /// Notes the routes of a batch the watch brought.
     pub fn saw(&mut self, batch: &[Learnt]) {
         for l in batch {
-            if let Ok(r) = &l.route {
-                self.0.insert(&l.neighbor, r.nlri.clone(), ());
+            if let Some(key) = l.key() {
+                self.0.insert(&l.neighbor, key, ());
             }
         }
     }
@@ -349,22 +344,24 @@ impl Newer {
         self.0.len()
     }
 
-    fn has(&self, neighbor: &str, nlri: &Nlri) -> bool {
-        self.0.contains(neighbor, nlri)
+    fn has(&self, neighbor: &str, key: &RouteKey) -> bool {
+        self.0.contains(neighbor, key)
     }
 
     fn of(&self, l: &Learnt) -> bool {
-        l.route
-            .as_ref()
-            .is_ok_and(|r| self.has(&l.neighbor, &r.nlri))
+        l.key().is_some_and(|k| self.has(&l.neighbor, &k))
     }
 }
 
 /// A route, for tests and benchmarks: `Learnt` of `route` from `neighbor`.
 pub fn learnt(neighbor: &str, route: Route, withdrawn: bool) -> Learnt {
+    let change = if withdrawn {
+        Change::Withdrawn(route.nlri.key())
+    } else {
+        Change::Announced(route)
+    };
     Learnt {
-        route: Ok(route),
-        withdrawn,
+        change: Ok(change),
         neighbor: neighbor.into(),
     }
 }

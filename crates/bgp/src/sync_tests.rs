@@ -296,12 +296,12 @@ fn a_listing_does_not_undo_what_the_watch_changed_while_it_was_under_way() {
     let mut left: Vec<_> = inst
         .rib()
         .entries()
-        .map(|(n, nlri, _)| (n.to_string(), nlri.clone()))
+        .map(|(n, key, _)| (n.to_string(), *key))
         .collect();
     left.sort();
     assert_eq!(
         left,
-        [("a".to_string(), c.nlri)],
+        [("a".to_string(), c.nlri.key())],
         "a stays withdrawn, c stays, b goes"
     );
 }

@@ -1,6 +1,7 @@
 //! Routes through GoBGP's messages and back, and what a peer could get wrong.
 
 use super::*;
+use prost::Message;
 
 fn rd() -> Rd {
     Rd::Ip {
@@ -330,7 +331,7 @@ proptest::proptest! {
         next_hops: Vec<String>,
         nlris: Vec<(String, Vec<u8>)>,
     ) {
-        let rd = any(&api::RouteDistinguisherIpAddress { admin, assigned });
+        let rd = any(&api::RouteDistinguisherIpAddress { admin: admin.clone(), assigned });
         let whole = api::EvpnmacipAdvertisementRoute {
             rd: Some(rd.clone()),
             esi: Some(api::EthernetSegmentIdentifier { r#type: 1, value: esi }),
@@ -339,11 +340,16 @@ proptest::proptest! {
             ip_address: ip.clone(),
             labels: labels.clone(),
         };
-        let part: MacIpRoute = msg_as::<api::EvpnmacipAdvertisementRoute, _>((&any(&whole)).into()).unwrap();
+        let whole = any(&whole);
+        let part = MacIpRoute::of((&whole).into()).unwrap();
+        proptest::prop_assert_eq!(part.rd, Some((&rd).into()));
         proptest::prop_assert_eq!(
-            part,
-            MacIpRoute { rd: Some(rd), ethernet_tag: tag, mac_address: mac, ip_address: ip, labels }
+            (part.ethernet_tag, part.mac_address, part.ip_address, &part.labels[..]),
+            (tag, &mac[..], &ip[..], &labels[..])
         );
+        proptest::prop_assert_eq!(ip_rd((&rd).into()), Some((&admin[..], assigned)));
+        // Another message's name is not read as this one.
+        proptest::prop_assert!(MacIpRoute::of((&rd).into()).is_none());
         let whole = api::MpReachNlriAttribute {
             family: Some(evpn_family()),
             next_hops: next_hops.clone(),
@@ -354,4 +360,34 @@ proptest::proptest! {
         // Another message's name is not read as this one.
         proptest::prop_assert!(msg_as::<api::NextHopAttribute, MpReachNextHops>((&any(&whole)).into()).is_none());
     }
+}
+
+#[test]
+fn labels_are_read_packed_or_not_and_a_field_of_the_wrong_wire_type_refuses_the_route() {
+    let route = api::EvpnmacipAdvertisementRoute {
+        mac_address: "02:00:00:00:00:01".into(),
+        ..Default::default()
+    };
+    let mut value = route.encode_to_vec();
+    // Labels 100 and 200 as two unpacked fields 6 (varints).
+    value.extend([0x30, 100, 0x30, 0xc8, 0x01]);
+    let mut a = any(&route);
+    a.value = value.clone();
+    let r = MacIpRoute::of((&a).into()).unwrap();
+    assert_eq!(
+        (r.mac_address, &r.labels[..]),
+        ("02:00:00:00:00:01", &[100, 200][..])
+    );
+    // prost reads them alike.
+    assert_eq!(
+        api::EvpnmacipAdvertisementRoute::decode(&value[..])
+            .unwrap()
+            .labels,
+        [100, 200]
+    );
+    // The tag (field 3) as bytes: not a route prost would read either.
+    value.extend([0x1a, 0x01, 0x00]);
+    a.value = value.clone();
+    assert!(MacIpRoute::of((&a).into()).is_none());
+    assert!(api::EvpnmacipAdvertisementRoute::decode(&value[..]).is_err());
 }

@@ -4,7 +4,9 @@
 //! is still prost's.
 
 use super::fields::{AnyRef, Malformed, Value, anys, fields};
-use super::{Learnt, decode_parts, evpn_family, malformed, neighbor_of, refuse};
+use super::{
+    Change, Learnt, decode_parts, decode_withdrawn, evpn_family, malformed, neighbor_of, refuse,
+};
 use crate::api;
 use prost::bytes::Buf;
 use tonic::Status;
@@ -65,15 +67,18 @@ fn path_of(buf: &[u8]) -> Result<Option<Learnt>, Malformed> {
     if (afi, safi) != (evpn.afi as u64, evpn.safi as u64) {
         return Ok(None);
     }
-    let route = match nlri {
-        Some(b) => AnyRef::parse(b)
-            .map_err(malformed)
-            .and_then(|nlri| decode_parts(nlri, anys(buf, 2))),
+    let change = match nlri {
+        Some(b) => AnyRef::parse(b).map_err(malformed).and_then(|nlri| {
+            if withdrawn {
+                decode_withdrawn(nlri)
+            } else {
+                decode_parts(nlri, anys(buf, 2)).map(Change::Announced)
+            }
+        }),
         None => refuse("unknown_route_type", "no NLRI"),
     };
     Ok(Some(Learnt {
-        route,
-        withdrawn,
+        change,
         neighbor: neighbor_of(neighbor).to_string(),
     }))
 }
@@ -172,9 +177,9 @@ mod tests {
         assert_eq!(read.len(), 4);
         assert_eq!(read[0].neighbor, "192.0.2.9");
         assert_eq!(read[1].neighbor, "");
-        assert!(read[2].withdrawn);
+        assert_eq!(read[2].change, Ok(Change::Withdrawn(prefix().nlri.key())));
         assert_eq!(
-            read[3].route.as_ref().unwrap_err().reason,
+            read[3].change.as_ref().unwrap_err().reason,
             "no_route_target"
         );
         // A peer event has no path; one after a table event replaces it (a oneof).
@@ -213,14 +218,41 @@ mod tests {
         bytes.extend(wrap(0x1a, &wrap(0x12, &path)));
         let read = decode_event(&bytes).unwrap();
         assert_eq!(read.len(), 2);
-        assert_eq!(read[0].route.as_ref().unwrap_err().reason, "malformed");
-        assert_eq!(read[1].route.as_ref().unwrap_err().reason, "malformed");
+        assert_eq!(read[0].change.as_ref().unwrap_err().reason, "malformed");
+        assert_eq!(read[1].change.as_ref().unwrap_err().reason, "malformed");
         let whole = event(vec![encode(&mac_ip())]).encode_to_vec();
         for cut in 1..whole.len() {
             // Never a panic; a cut inside a path's bytes is caught by a length.
             let _ = decode_event(&whole[..cut]);
         }
         assert!(decode_event(&whole[..whole.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_withdrawal_is_read_by_its_key_whatever_its_attributes_say() {
+        let mut p = encode(&mac_ip());
+        p.is_withdraw = true;
+        // Attributes a route would be refused for: a malformed community, no next hop.
+        for a in &mut p.pattrs {
+            if a.type_url.ends_with("ExtendedCommunitiesAttribute") {
+                a.value = vec![0x0a, 0x05, 0x0a];
+            }
+        }
+        p.pattrs
+            .retain(|a| !a.type_url.ends_with("MpReachNlriAttribute"));
+        let e = event(vec![p]);
+        let read = decode_event(&e.encode_to_vec()).unwrap();
+        assert_eq!(read, through_prost(&e));
+        assert_eq!(read[0].change, Ok(Change::Withdrawn(mac_ip().nlri.key())));
+        // Its NLRI is still read: one that is not EVPN's is refused.
+        let mut q = encode(&mac_ip());
+        q.is_withdraw = true;
+        q.nlri.as_mut().unwrap().type_url = "type.googleapis.com/apipb.IPAddressPrefix".into();
+        let read = decode_event(&event(vec![q]).encode_to_vec()).unwrap();
+        assert_eq!(
+            read[0].change.as_ref().unwrap_err().reason,
+            "unknown_route_type"
+        );
     }
 
     proptest::proptest! {

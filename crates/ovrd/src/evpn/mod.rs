@@ -20,7 +20,7 @@ use ovr_agent::api::intent::Pending;
 use ovr_agent::error::ApiError;
 use ovr_bgp::advertise::{self, LocalNetwork, LocalPort};
 use ovr_bgp::evpn::{Encap, Mac, Nlri, Route, RouteTarget};
-use ovr_bgp::gobgp::{BgpError, Global, GoBgp, Learnt, Peer};
+use ovr_bgp::gobgp::{BgpError, Change, Global, GoBgp, Learnt, Peer};
 use ovr_config::model::{
     self, Config, InnerConfig, InterfaceKindConfig, NetworkConfig, NextHopKindConfig,
 };
@@ -252,7 +252,10 @@ fn own(listing: Vec<Learnt>) -> BTreeSet<Route> {
     listing
         .into_iter()
         .filter(|l| l.neighbor.is_empty())
-        .filter_map(|l| l.route.ok())
+        .filter_map(|l| match l.change {
+            Ok(Change::Announced(r)) => Some(r),
+            _ => None,
+        })
         .collect()
 }
 
@@ -393,12 +396,17 @@ pub fn describe(l: &Learnt) -> Value {
         "direction": if l.neighbor.is_empty() { "out" } else { "in" },
         "neighbor": l.neighbor,
     });
-    match &l.route {
+    match &l.change {
         Err(refusal) => {
             o["refused"] = refusal.reason.into();
             o["detail"] = refusal.detail.clone().into();
         }
-        Ok(r) => {
+        // A listing has none: its routes are the ones there.
+        Ok(Change::Withdrawn(key)) => {
+            o["withdrawn"] = true.into();
+            o["key"] = format!("{key:?}").into();
+        }
+        Ok(Change::Announced(r)) => {
             let (kind, fields) = match &r.nlri {
                 Nlri::Imet { originator, .. } => ("imet", json!({ "originator": originator })),
                 Nlri::MacIp {
