@@ -4,7 +4,7 @@
 //! the host's networks and ports; `changes` says what to announce and withdraw to go
 //! from what is advertised to it, so that a resync re-announces nothing unchanged.
 
-use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteTarget};
+use crate::evpn::{Encap, Mac, Nlri, Rd, Route, RouteKey, RouteTarget};
 use core::net::{IpAddr, Ipv4Addr};
 use std::collections::BTreeSet;
 
@@ -128,13 +128,14 @@ fn unspecified(like: IpAddr) -> IpAddr {
 }
 
 /// From what is advertised to what should be: the routes to announce (new, or whose
-/// attributes changed) and those to withdraw (their NLRI is no longer advertised).
+/// attributes changed: labels included, an announcement replaces the route of its key)
+/// and those to withdraw (their key is no longer advertised).
 pub fn changes(now: &BTreeSet<Route>, want: &BTreeSet<Route>) -> (Vec<Route>, Vec<Route>) {
     let announce = want.difference(now).cloned().collect();
-    let kept: BTreeSet<&Nlri> = want.iter().map(|r| &r.nlri).collect();
+    let kept: BTreeSet<RouteKey> = want.iter().map(|r| r.nlri.key()).collect();
     let withdraw = now
         .iter()
-        .filter(|r| !kept.contains(&r.nlri))
+        .filter(|r| !kept.contains(&r.nlri.key()))
         .cloned()
         .collect();
     (announce, withdraw)
@@ -268,6 +269,13 @@ mod tests {
                 .all(|r| r.targets == [RouteTarget::auto(65000, 100)])
         );
         let (announce, withdraw) = changes(&after, &auto);
+        assert_eq!((announce.len(), withdraw.len()), (after.len(), 0));
+        // So does a label (the network's VNI): an announcement replaces the route of its
+        // key (a withdrawal first would make the peers drop the MAC in between).
+        let mut n = red();
+        n.vni = 200;
+        let relabelled = routes(65000, VTEP, &[n], &[port(&["10.1.0.11"])]);
+        let (announce, withdraw) = changes(&after, &relabelled);
         assert_eq!((announce.len(), withdraw.len()), (after.len(), 0));
         // The network goes: everything withdrawn.
         let (announce, withdraw) = changes(&after, &BTreeSet::new());
