@@ -259,7 +259,7 @@ struct MpReachNextHops {
 
 /// What ovr reads of an `api::EvpnmacipAdvertisementRoute` (all but the ESI), borrowed
 /// from its buffer: prost would allocate its RD's `Any`, its strings and its labels, six
-/// allocations for every route learnt or withdrawn (a tenth of ovrd's CPU per route).
+/// allocations for every route learnt or withdrawn.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct MacIpRoute<'a> {
     rd: Option<AnyRef<'a>>,
