@@ -194,7 +194,9 @@ pub struct State {
     names: HashMap<Remote, Arc<str>>,
     /// The VTEPs without a MAC, and how many entries wait for each.
     waiting: BTreeMap<IpAddr, usize>,
-    macs: PerNet<EvpnMac, Outcome>,
+    /// Per MAC, where it is reached (what a change is compared with) and what was
+    /// decided; per address, what was decided.
+    macs: PerNet<EvpnMac, (Remote, Outcome)>,
     hosts: PerNet<IpAddr, Outcome>,
     /// The counts and reasons, as `layer` reports them (without the configuration).
     pub out: Layered,
@@ -313,17 +315,18 @@ impl State {
         out: &mut Vec<LearntChange>,
     ) -> Result<(), Whole> {
         let new = r.map(|r| self.decide_mac(net, mac, r)).transpose()?;
-        let old = self.macs.get(net, &mac);
-        if old == new.as_ref() {
+        // The remote is kept even when the decision stays (its routing label may change).
+        let old = match (r, &new) {
+            (Some(r), Some(n)) => self.macs.insert(net, mac, (*r, n.clone())),
+            _ => self.macs.remove(net, &mac),
+        }
+        .map(|(_, o)| o);
+        if old == new {
             return Ok(());
         }
-        let old = match &new {
-            Some(n) => {
-                self.count(n, true, true)?;
-                self.macs.insert(net, mac, n.clone())
-            }
-            None => self.macs.remove(net, &mac),
-        };
+        if let Some(n) = &new {
+            self.count(n, true, true)?;
+        }
         if let Some(o) = &old {
             self.count(o, false, true)?;
         }
@@ -395,6 +398,11 @@ impl State {
             key,
             nexthop,
         })
+    }
+
+    /// Where MAC `mac` of `net` is reached, as last decided.
+    pub fn remote(&self, net: &str, mac: EvpnMac) -> Option<Remote> {
+        self.macs.get(net, &mac).map(|(r, _)| *r)
     }
 
     /// The VTEPs waiting for their MAC.
@@ -556,7 +564,7 @@ impl Builder<'_> {
                 self.learn(net, LearntKey::Bridge(MacAddr(mac.0)), nh);
                 self.out.installed.macs += 1;
             }
-            self.s.macs.insert(net, *mac, o);
+            self.s.macs.insert(net, *mac, (*r, o));
         }
     }
 

@@ -64,6 +64,8 @@ pub struct Installer {
     intent: Option<Config>,
     context: Option<Context>,
     neighbours: BTreeMap<IpAddr, Mac>,
+    /// The reachability the next whole layering is made of (`refresh`), empty once made:
+    /// entry by entry, `state` keeps each MAC's remote.
     reach: Reach,
     state: Option<State>,
     /// How many MACs, flood list entries and prefixes each VTEP is used by (VXLAN).
@@ -80,10 +82,6 @@ pub struct Installer {
 impl Installer {
     pub fn rib(&self) -> &Rib {
         &self.rib
-    }
-
-    pub fn reach(&self) -> &Reach {
-        &self.reach
     }
 
     /// The VTEPs what is learnt goes through (VXLAN ones), to resolve (after `refresh`).
@@ -231,7 +229,7 @@ impl Installer {
         };
         for (net, mac, ()) in macs.iter() {
             let new = self.rib.mac_reach(&ctx.imports, ctx.own, net, *mac);
-            let old = self.reach.macs.get(net, mac).copied();
+            let old = state.remote(net, *mac);
             if new == old {
                 continue;
             }
@@ -247,10 +245,6 @@ impl Installer {
                     return Err(install::Whole);
                 }
             }
-            match new {
-                Some(r) => self.reach.macs.insert(net, *mac, r),
-                None => self.reach.macs.remove(net, mac),
-            };
             state.mac(net, *mac, new.as_ref(), &mut self.changes)?;
             // Its host routes go through it.
             for ip in self.rib.ips_of(*mac) {
@@ -258,18 +252,16 @@ impl Installer {
             }
         }
         for (net, &ip, ()) in hosts.iter() {
-            let mac = self.rib.host_reach(&ctx.imports, ctx.own, net, ip);
-            match mac {
-                Some(m) => self.reach.hosts.insert(net, ip, m),
-                None => self.reach.hosts.remove(net, &ip),
-            };
-            let remote = mac.and_then(|m| self.reach.macs.get(net, &m).copied());
+            let remote = self
+                .rib
+                .host_reach(&ctx.imports, ctx.own, net, ip)
+                .and_then(|m| state.remote(net, m));
             state.host(net, ip, remote.as_ref(), &mut self.changes)?;
         }
         Ok(())
     }
 
-    /// Makes the reachability again if the whole way is next (else it is up to date).
+    /// Makes the reachability again if the whole way is next (else it is not needed).
     pub fn refresh(&mut self) {
         let Some(ctx) = &self.context else {
             return;
@@ -303,7 +295,8 @@ impl Installer {
             self.whole = false;
             self.fresh = false;
             self.changes.clear();
-            let (l, state) = install::layer_kept(intent, &self.reach, &self.neighbours);
+            let reach = core::mem::take(&mut self.reach);
+            let (l, state) = install::layer_kept(intent, &reach, &self.neighbours);
             self.state = Some(state);
             return Install::Whole(Box::new(l));
         }
