@@ -1,6 +1,8 @@
 //! Routes through GoBGP's messages and back, and what a peer could get wrong.
 
+use super::decode::*;
 use super::*;
+use crate::evpn::RouteTarget;
 use prost::Message;
 
 fn rd() -> Rd {

@@ -3,10 +3,9 @@
 //! `WatchEventResponse` with its owned `Any`s. A custom tonic codec does it; the request
 //! is still prost's.
 
+use super::decode::{decode_parts, decode_withdrawn, malformed};
 use super::fields::{AnyRef, Malformed, Value, anys, fields};
-use super::{
-    Change, Learnt, decode_parts, decode_withdrawn, evpn_family, malformed, neighbor_of, refuse,
-};
+use super::{Change, Learnt, evpn_family, neighbor_of, refuse};
 use crate::api;
 use prost::bytes::Buf;
 use tonic::Status;
