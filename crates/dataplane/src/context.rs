@@ -255,7 +255,13 @@ impl Cx {
 
     #[inline]
     pub(crate) fn transmit(&mut self, pkt: u32, iface: u32) {
-        let len = self.pool.len(pkt) as u64;
+        self.transmit_len(pkt, iface, self.pool.len(pkt));
+    }
+
+    /// [`Self::transmit`] of a packet whose length the caller has at hand.
+    #[inline]
+    pub(crate) fn transmit_len(&mut self, pkt: u32, iface: u32, len: usize) {
+        let len = len as u64;
         let i = iface as usize;
         if self.interfaces.len() <= i || self.tx.len() <= i {
             self.grow_interfaces(i);

@@ -128,6 +128,31 @@ impl<M: Copy + Default> PacketPool<M> {
         (&mut h.meta, &mut self.mem[start..start + h.len as usize])
     }
 
+    /// Metadata and bytes to read at once (one look at the packet's header).
+    #[inline]
+    pub fn view(&self, pkt: u32) -> (&M, &[u8]) {
+        let h = &self.headers[pkt as usize];
+        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+        (&h.meta, &self.mem[start..start + h.len as usize])
+    }
+
+    /// Cuts the packet to its first `len` bytes and grows it at the front by `push`
+    /// (room for headers to be written), then lends its metadata and bytes: what
+    /// [`Self::truncate`], [`Self::push_front`] and [`Self::split_mut`] do, with one look
+    /// at the packet's header, for a path that does all three per packet. `None`, and
+    /// nothing changed, if the packet is shorter than `len` or the headroom than `push`.
+    #[inline]
+    pub fn reframe(&mut self, pkt: u32, push: usize, len: usize) -> Option<(&mut M, &mut [u8])> {
+        let h = &mut self.headers[pkt as usize];
+        if len > h.len as usize || push > h.offset as usize {
+            return None;
+        }
+        h.offset -= push as u16;
+        h.len = (push + len) as u16;
+        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+        Some((&mut h.meta, &mut self.mem[start..start + h.len as usize]))
+    }
+
     /// Grows the packet at the front by `n` bytes (for headers to be written); false if
     /// the headroom is too small.
     #[inline]
@@ -176,14 +201,19 @@ impl<M: Copy + Default> PacketPool<M> {
         true
     }
 
-    /// Asks the CPU to start loading a packet's first bytes and header.
+    /// Asks the CPU to start loading a packet's header and first bytes. Where a received
+    /// packet starts (after the headroom) stands for where it starts now: reading its
+    /// offset would wait for the header line this is to prefetch (a stall the size of
+    /// a cache miss, per packet); a packet's first bytes moved by a header or two are
+    /// on that line or the next.
     #[inline]
     pub fn prefetch(&self, pkt: u32) {
         let i = pkt as usize;
-        if i < self.headers.len() {
-            let h = &self.headers[i];
+        if let Some(h) = self.headers.get(i) {
             ovr_tables::prefetch::prefetch(h);
-            ovr_tables::prefetch::prefetch(&self.mem[i * FRAME_STRIDE + h.offset as usize]);
+        }
+        if let Some(b) = self.mem.get(i * FRAME_STRIDE + HEADROOM) {
+            ovr_tables::prefetch::prefetch(b);
         }
     }
 }
@@ -220,5 +250,26 @@ mod tests {
         assert!(p.alloc_with(&[1]).is_none());
         assert!(p.duplicate(a).is_none());
         assert!(p.truncate(a, 60) && p.len(a) == 60);
+    }
+
+    #[test]
+    fn reframe_cuts_and_grows_as_truncate_and_push_front_do() {
+        let mut p: PacketPool<u32> = PacketPool::new(2);
+        let a = p.alloc_with(&[1, 2, 3, 4, 5]).unwrap();
+        *p.meta_mut(a) = 7;
+        assert_eq!(p.view(a), (&7, &[1u8, 2, 3, 4, 5][..]));
+        // Longer than the packet, or more than the headroom: refused, nothing changed.
+        assert!(p.reframe(a, 0, 6).is_none());
+        assert!(p.reframe(a, HEADROOM + 1, 5).is_none());
+        assert_eq!(p.data(a), &[1, 2, 3, 4, 5]);
+        let (meta, data) = p.reframe(a, 2, 3).unwrap();
+        assert_eq!(*meta, 7);
+        assert_eq!(data.len(), 5);
+        data[..2].copy_from_slice(&[9, 8]);
+        assert_eq!(p.data(a), &[9, 8, 1, 2, 3]);
+        let b = p.alloc_with(&[1, 2, 3, 4, 5]).unwrap();
+        assert!(p.truncate(b, 3) && p.push_front(b, 2));
+        p.data_mut(b)[..2].copy_from_slice(&[9, 8]);
+        assert_eq!(p.data(a), p.data(b));
     }
 }

@@ -10,6 +10,7 @@
 use super::drop;
 use crate::context::Cx;
 use crate::drop::Reason;
+use crate::meta::Meta;
 use core::net::IpAddr;
 use ovr_graph::{Vector, next_nodes};
 use ovr_tables::ids::NextHopId;
@@ -193,11 +194,19 @@ impl Head4 {
     #[inline(always)]
     pub fn apply(&self, cx: &mut Cx, p: u32) -> Result<(), Reason> {
         let inner_len = cx.pool.len(p);
+        let (meta, data) = cx
+            .pool
+            .reframe(p, self.len(), inner_len)
+            .ok_or(Reason::NoHeadroom)?;
+        self.write(meta, data)
+    }
+
+    /// [`Self::apply`] on a packet already grown at the front by [`Self::len`] bytes
+    /// (`data`, whose `meta` says the flow's hash).
+    #[inline(always)]
+    pub fn write(&self, meta: &mut Meta, data: &mut [u8]) -> Result<(), Reason> {
         let len = self.len();
-        if !cx.pool.push_front(p, len) {
-            return Err(Reason::NoHeadroom);
-        }
-        let (meta, data) = cx.pool.split_mut(p);
+        let inner_len = data.len() - len;
         meta.tx_if = self.underlay;
         meta.l3 = HEADER_LEN as u16;
         if inner_len + len - HEADER_LEN > usize::from(u16::MAX) {
