@@ -203,7 +203,7 @@ fn candidate(
     }
     let sum_ok = match ihl {
         20 => checksum::verify_ipv4_header(h),
-        _ => header_with_options_sums(&l3[..ihl]),
+        _ => options_header_verifies(&l3[..ihl]),
     };
     if !sum_ok {
         return None;
@@ -251,10 +251,11 @@ fn candidate(
     Some(((HEADER_LEN + ihl) as u16, (HEADER_LEN + total) as u16))
 }
 
-/// The checksum of an IPv4 header with options (rare: kept out of the common path's code).
+/// Whether an IPv4 header with options sums right (rare: kept out of the common path's
+/// code).
 #[cold]
 #[inline(never)]
-fn header_with_options_sums(h: &[u8]) -> bool {
+fn options_header_verifies(h: &[u8]) -> bool {
     checksum::verify(h)
 }
 
@@ -471,7 +472,8 @@ fn forward(
         }
     };
     // The tunnel's headers go in front; MPLS carries a routed packet without its
-    // Ethernet header, which they then cover (they are longer: IPv4 alone is 20 bytes).
+    // Ethernet header, which they then cover (they hold an Ethernet and an IPv4 header:
+    // never shorter than the one they cover).
     let grow = head.map_or(0, |h| {
         h.len() - if routed && h.is_mpls() { HEADER_LEN } else { 0 }
     });
