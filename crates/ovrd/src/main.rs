@@ -257,7 +257,6 @@ fn run(a: &Args) -> Result<(), String> {
     } else {
         vec![None]
     };
-    let settings = per_worker(agent.flows.dataplane(), n);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
@@ -277,6 +276,12 @@ fn run(a: &Args) -> Result<(), String> {
         OffloadArg::Xdp => Some(ovr_offload::bpf::Hook::Xdp),
         OffloadArg::Tc => Some(ovr_offload::bpf::Hook::Tc),
         OffloadArg::Off => None,
+    };
+    // The kernel fast path learns flows from the metadata of transmitted packets;
+    // without it nothing reads them (`Settings::tx_observed`).
+    let settings = ovr_dataplane::Settings {
+        tx_observed: hook.is_some(),
+        ..per_worker(agent.flows.dataplane(), n)
     };
     if hook == Some(ovr_offload::bpf::Hook::Tc) && matches!(a.driver, DriverArg::AfXdp) {
         return Err(

@@ -114,6 +114,7 @@ impl Node<Cx, ForwardingState> for Established {
         // vector: the graph may take the flow's decision again for it (another
         // destination MAC, changed tables), and later packets must see that decision.
         let epoch = st.epoch();
+        let observed = cx.settings.tx_observed;
         self.passed_on.clear();
         let mut via = Via::default();
         for j in 0..n {
@@ -142,7 +143,7 @@ impl Node<Cx, ForwardingState> for Established {
             } else {
                 None
             };
-            v.next[usize::from(at)] = forward(head, cx, p, id, key, l4, len, out);
+            v.next[usize::from(at)] = forward(head, cx, p, id, key, l4, len, out, observed);
         }
     }
 }
@@ -448,7 +449,8 @@ fn resolve(
 }
 
 /// Forwards packet `p` of flow `id` as the graph would: what ip-input, the flow node,
-/// ip-rewrite, the encapsulation and interface-output record and do.
+/// ip-rewrite, the encapsulation and interface-output do, and what they record in its
+/// metadata if anything reads it after (`observed`).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn forward(
@@ -460,6 +462,7 @@ fn forward(
     l4: u16,
     len: u16,
     out: Out,
+    observed: bool,
 ) -> u16 {
     cx.flows.touch(id, u64::from(len), cx.now);
     let routed = !key.bridged;
@@ -481,16 +484,22 @@ fn forward(
     let Some((meta, data)) = cx.pool.reframe(p, grow, usize::from(len)) else {
         return super::drop(cx.pool.meta_mut(p), Reason::NoHeadroom, Next::Drop).into();
     };
-    meta.key = *key;
+    // The hash picks the tunnel's UDP source port; the rest is for whatever reads the
+    // metadata of transmitted packets (`Settings::tx_observed`).
     meta.hash = key.symmetric_hash();
-    meta.l3 = HEADER_LEN as u16;
-    meta.l4 = l4;
-    meta.flags |= flags::FLOW_HIT;
-    meta.next_hop = out.next_hop.0;
-    meta.tx_if = out.tx_if.0;
+    if observed {
+        meta.key = *key;
+        meta.l3 = HEADER_LEN as u16;
+        meta.l4 = l4;
+        meta.flags |= flags::FLOW_HIT;
+        meta.next_hop = out.next_hop.0;
+        meta.tx_if = out.tx_if.0;
+        if routed {
+            meta.flags |= flags::ROUTED;
+        }
+    }
     let frame = &mut data[grow..];
     if routed {
-        meta.flags |= flags::ROUTED;
         // The TTL goes down once, where the packet enters the overlay (`candidate`
         // left only TTLs above 1).
         if !meta.has(flags::FROM_TUNNEL) {
