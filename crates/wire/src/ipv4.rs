@@ -23,8 +23,7 @@ mod field {
 pub const HEADER_LEN: usize = 20;
 const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
-/// The fragment offset within the flags and offset field (in 8-byte units).
-pub const FRAG_OFFSET: u16 = 0x1fff;
+const FRAG_OFFSET: u16 = 0x1fff;
 
 view! {
     /// A view of an IPv4 packet.

@@ -25,17 +25,16 @@ use super::outer::{Head4, Rewrites};
 use crate::context::Cx;
 use crate::drop::Reason;
 use crate::meta::flags;
-use core::net::Ipv4Addr;
 use ovr_graph::{CONSUMED, Node, VECTOR_SIZE, Vector, next_nodes};
 use ovr_tables::chain::{into_key_vrf, key_port, key_vrf};
 use ovr_tables::flow::{FlowAction, FlowId, FlowKey};
 use ovr_tables::ids::{InterfaceId, NextHopId, VrfId};
 use ovr_tables::nexthop::{Encap, NextHop, Tunnel};
 use ovr_tables::state::ForwardingState;
-use ovr_wire::checksum;
 use ovr_wire::ethernet::{EthernetFrame, HEADER_LEN, MacAddr, ethertype};
 use ovr_wire::ip_proto;
-use ovr_wire::ipv4::{FRAG_OFFSET, Ipv4Packet};
+use ovr_wire::ipv4::Ipv4Packet;
+use ovr_wire::udp::UdpPacket;
 
 next_nodes! { pub enum Next { Ethernet = "ethernet-input", Drop = "drop" } }
 
@@ -179,64 +178,41 @@ fn candidate(
     key: &mut FlowKey,
 ) -> Option<(u16, u16)> {
     let (meta, data) = cx.pool.view(p);
-    // The Ethernet header and a 20-byte IPv4 header as arrays: every field below is read
-    // at a fixed offset, without a bounds check each.
+    // The Ethernet header as an array: its fields are read without a bounds check each.
     let (eth, l3) = data.split_first_chunk::<HEADER_LEN>()?;
-    let h = l3.first_chunk::<20>()?;
     // A multicast or broadcast destination is flooded; a tag is refused by ethernet-input.
-    if meta.trace != 0
-        || eth[0] & 1 != 0
-        || eth[12..14] != ethertype::IPV4.to_be_bytes()
-        || h[0] >> 4 != 4
-    {
+    if meta.trace != 0 || eth[0] & 1 != 0 || eth[12..14] != ethertype::IPV4.to_be_bytes() {
         return None;
     }
     let vrf = st.vrf(VrfId(meta.vrf))?;
     let routed = eth[..6] == vrf.router_mac.0;
     // Options (a header longer than 20 bytes) are rare, but taking their packets to the
     // graph would let a flow's later packets overtake them.
-    let (ihl, total) = (
-        usize::from(h[0] & 0x0f) * 4,
-        usize::from(u16::from_be_bytes([h[2], h[3]])),
-    );
-    if ihl < h.len() || total < ihl || l3.len() < total {
+    let ip = Ipv4Packet::new_checked(l3).ok()?;
+    let (ihl, total) = (ip.header_len(), usize::from(ip.total_len()));
+    if !ip.verify_checksum() {
         return None;
     }
-    let sum_ok = match ihl {
-        20 => checksum::verify_ipv4_header(h),
-        _ => options_header_verifies(&l3[..ihl]),
-    };
-    if !sum_ok {
-        return None;
-    }
-    let l3 = &l3[..total];
-    let protocol = h[9];
+    let protocol = ip.protocol();
+    let l4 = &l3[ihl..total];
     // A non-first fragment has no transport header: ports 0, as ip-input keys it.
-    let l4 = &l3[ihl..];
-    let be = |b: &[u8; 8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
-    let (sport, dport) = match (
-        u16::from_be_bytes([h[6], h[7]]) & FRAG_OFFSET,
-        l4.first_chunk(),
-    ) {
+    let (sport, dport) = match ip.frag_offset() {
         // UDP (the tunnels' and most tenants' traffic) read here as `ports` reads it:
         // the call and its other protocols cost ~30 instructions a packet.
-        (0, Some(u)) if protocol == ip_proto::UDP => {
-            let n = usize::from(be(u, 4));
-            if n < u.len() || n > l4.len() {
-                return None;
-            }
-            (be(u, 0), be(u, 2))
+        0 if protocol == ip_proto::UDP => {
+            let u = UdpPacket::new_checked(l4).ok()?;
+            (u.src_port(), u.dst_port())
         }
-        (0, _) => ports(protocol, l4).ok()?,
+        0 => ports(protocol, l4).ok()?,
         _ => (0, 0),
     };
     let from_tunnel = meta.has(flags::FROM_TUNNEL);
     // For the gateway itself, or expiring here: ip-input's to sort out.
-    let (src, dst) = ([h[12], h[13], h[14], h[15]], [h[16], h[17], h[18], h[19]]);
-    if routed && (vrf.is_gateway(Ipv4Addr::from(dst).into()) || (!from_tunnel && h[8] <= 1)) {
+    let (src, dst) = (ip.src(), ip.dst());
+    if routed && (vrf.is_gateway(dst.into()) || (!from_tunnel && ip.ttl() <= 1)) {
         return None;
     }
-    *key = FlowKey::v4(vrf.id, src, dst, protocol, sport, dport);
+    *key = FlowKey::v4(vrf.id, src.octets(), dst.octets(), protocol, sport, dport);
     // Out of a network function: keyed by its port, as ip-input keys it.
     if !from_tunnel && rx.is_service_port(st, meta.rx_if) {
         key.vrf = key_vrf(InterfaceId(meta.rx_if));
@@ -250,14 +226,6 @@ fn candidate(
     }
     key.bridged = !routed;
     Some(((HEADER_LEN + ihl) as u16, (HEADER_LEN + total) as u16))
-}
-
-/// Whether an IPv4 header with options sums right (rare: kept out of the common path's
-/// code).
-#[cold]
-#[inline(never)]
-fn options_header_verifies(h: &[u8]) -> bool {
-    checksum::verify(h)
 }
 
 /// Where a packet of an established flow leaves, and what routing writes over its
@@ -466,14 +434,11 @@ fn forward(
 ) -> u16 {
     cx.flows.touch(id, u64::from(len), cx.now);
     let routed = !key.bridged;
-    // (`action` leaves no tunnel without its headers.)
-    let head = match (out.tunnel, head) {
-        (false, _) => None,
-        (true, Some(h)) => Some(h),
-        (true, None) => {
-            return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop).into();
-        }
-    };
+    // (`action` leaves no tunnel without its headers; `head` is None out of a local
+    // interface.)
+    if out.tunnel && head.is_none() {
+        return super::drop(cx.pool.meta_mut(p), Reason::NextHopUnsupported, Next::Drop).into();
+    }
     // The tunnel's headers go in front; MPLS carries a routed packet without its
     // Ethernet header, which they then cover (they hold an Ethernet and an IPv4 header:
     // never shorter than the one they cover).
