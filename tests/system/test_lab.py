@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from system.capture import Capture
 from system.procfs import cpu_seconds
 
 OVRCTL = ROOT / "target" / "debug" / "ovrctl"
@@ -76,15 +77,11 @@ OUTER = {"vxlan": "vxlan", "mpls-udp": "mpls", "mpls-gre": "gre"}
                          indirect=True)
 def test_tenants_reach_their_own_workloads_across_hosts(lab, tmp_path):
     encap = lab
-    cap = tmp_path / "underlay.pcap"
-    sniff = subprocess.Popen(["ip", "netns", "exec", "ovrlab-underlay", "tshark", "-q", "-i", "br0",
-                              "-w", str(cap), "-a", "duration:8"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sniff = Capture("ovrlab-underlay", "br0", tmp_path / "underlay.pcap")
     servers = [subprocess.Popen(["ip", "netns", "exec", f"ovrlab-{w}", "timeout", "20",
                                  "python3", "-c", WHOAMI, w])
                for w in ("h2-t1-w1", "h2-t2-w1")]
     try:
-        time.sleep(1.5)
         for w in ("h1-t1-w1", "h1-t2-w1"):
             r = run_in(w, "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.21")
             assert r.returncode == 0, r.stdout + r.stderr
@@ -96,7 +93,7 @@ def test_tenants_reach_their_own_workloads_across_hosts(lab, tmp_path):
     finally:
         for s in servers:
             s.kill()
-        sniff.wait(timeout=20)
+        cap = sniff.stop()
     text = subprocess.run(["tshark", "-r", str(cap), "-V", *TSHARK_HINTS[encap]],
                           capture_output=True, text=True).stdout
     assert "Malformed" not in text
@@ -108,14 +105,12 @@ def test_tenants_reach_their_own_workloads_across_hosts(lab, tmp_path):
 @pytest.mark.parametrize("lab", ["vxlan"], indirect=True)
 def test_a_workload_never_sees_another_tenants_traffic(lab, tmp_path):
     # Capture on tenant 2's workload on host 2 while tenant 1 talks to the same address.
-    cap = tmp_path / "t2.pcap"
-    sniff = subprocess.Popen(["ip", "netns", "exec", "ovrlab-h2-t2-w1", "tshark", "-q", "-i", "eth0",
-                              "-w", str(cap), "-a", "duration:4"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
-    r = run_in("h1-t1-w1", "ping", "-c", "5", "-i", "0.2", "-p", "c0ffee", "10.1.0.21")
-    assert r.returncode == 0, r.stdout
-    sniff.wait(timeout=20)
+    sniff = Capture("ovrlab-h2-t2-w1", "eth0", tmp_path / "t2.pcap")
+    try:
+        r = run_in("h1-t1-w1", "ping", "-c", "5", "-i", "0.2", "-p", "c0ffee", "10.1.0.21")
+        assert r.returncode == 0, r.stdout
+    finally:
+        cap = sniff.stop()
     seen = subprocess.run(["tshark", "-r", str(cap), "-Y", "icmp"], capture_output=True, text=True).stdout
     assert seen.strip() == "", f"tenant 2 saw tenant 1's pings:\n{seen}"
 

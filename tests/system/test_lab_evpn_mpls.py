@@ -10,15 +10,15 @@ frame inside. The kernel here has neither MPLS nor GRE: only ovr hosts take part
 
 import os
 import subprocess
-import time
 from functools import partial
 
 import pytest
-from scapy.all import GRE, IP, UDP, Ether, ICMP, rdpcap
+from scapy.all import GRE, IP, UDP, Ether, ICMP
 from scapy.contrib.mpls import MPLS
 
 from conftest import ROOT
 from system import netns
+from system.capture import Capture
 from system.overlay_lab import OverlayLab, sh
 
 # BGP converges in seconds, not milliseconds.
@@ -89,12 +89,8 @@ def test_mpls_routes_carry_their_encapsulation_and_labels_and_are_installed(lab)
 
 
 def test_workloads_ping_over_mpls_and_the_underlay_carries_the_label(lab, tmp_path):
-    cap = tmp_path / "underlay.pcap"
-    sniff = subprocess.Popen(["ip", "netns", "exec", lab.ns("underlay"), "tshark", "-q", "-i", "br0",
-                              "-w", str(cap), "-a", "duration:12"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sniff = Capture(lab.ns("underlay"), "br0", tmp_path / "underlay.pcap")
     try:
-        time.sleep(4)  # tshark takes its time to start capturing
         ping = lambda src, dst: sh("ping", "-c", "3", "-i", "0.2", "-W", "2", dst,
                                    ns=lab.ns(src), check=False)
         r = until("h1-t1-w1 reaches h2-t1-w1", lambda: (lambda p: p if p.returncode == 0 else None)(
@@ -102,9 +98,9 @@ def test_workloads_ping_over_mpls_and_the_underlay_carries_the_label(lab, tmp_pa
         r = ping("h2-t1-w1", "10.1.0.11")
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
-        sniff.wait(timeout=20)
+        captured = sniff.packets()
     seen = []
-    for p in rdpcap(str(cap)):
+    for p in captured:
         if IP not in p:
             continue
         if lab.encap == "mpls_udp":

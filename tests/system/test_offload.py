@@ -17,9 +17,10 @@ import subprocess
 import time
 
 import pytest
-from scapy.all import IP, TCP, UDP, Ether, Raw, VXLAN, rdpcap  # noqa: F401 (VXLAN binds 4789)
+from scapy.all import IP, TCP, UDP, Ether, Raw, VXLAN  # noqa: F401 (VXLAN binds 4789)
 
 from conftest import ROOT
+from system.capture import Capture
 from system.overlay_lab import OverlayLab, sh
 
 ROUTER_MAC = "00:00:5e:00:01:00"
@@ -59,28 +60,6 @@ def user_space_share(lab, host, iface, node):
     rx = next((i["rx_packets"] for i in c["interfaces"] if i["name"] == iface), 0)
     seen = next((n["packets"] for n in c["nodes"] if n["name"] == node), 0)
     return rx, seen
-
-
-class Capture:
-    """tshark on an interface of a namespace, written to a pcap."""
-
-    def __init__(self, ns, iface, bpf, path):
-        self.path = path
-        self.p = subprocess.Popen(["ip", "netns", "exec", ns, "tshark", "-q", "-i", iface,
-                                   "-f", bpf, "-w", path],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 10
-        while time.time() < deadline:  # tshark says "Capturing on ..." when it is ready
-            if os.path.exists(path) and os.path.getsize(path) > 0:
-                break
-            time.sleep(0.1)
-        time.sleep(0.5)
-
-    def stop(self):
-        time.sleep(0.5)
-        self.p.terminate()
-        self.p.wait(timeout=10)
-        return list(rdpcap(self.path)) if os.path.getsize(self.path) > 0 else []
 
 
 SEND = r"""
@@ -125,13 +104,13 @@ def run_frames(hook, tmp_path, workers=1):
         # h1 routes to the remote workload's address over VXLAN (the lab bridges it).
         lab.api("h1", "routes", "add", "network=t1", f"prefix={W2_IP}/32", "nexthop=h2-t1")
         # Only what h1 sends and what w2 receives (not w2's own RSTs and ICMP errors).
-        under = Capture(lab.ns("underlay"), "h1", "udp port 4789 and src host 192.0.2.1",
-                        str(tmp_path / f"u{hook}.pcap"))
-        work = Capture(lab.ns("h2-t1-w1"), "eth0", f"not ether src {W2_MAC}",
-                       str(tmp_path / f"w{hook}.pcap"))
+        under = Capture(lab.ns("underlay"), "h1", tmp_path / f"u{hook}.pcap",
+                        bpf="udp port 4789 and src host 192.0.2.1")
+        work = Capture(lab.ns("h2-t1-w1"), "eth0", tmp_path / f"w{hook}.pcap",
+                       bpf=f"not ether src {W2_MAC}")
         sh("python3", "-c", SEND, ns=lab.ns("h1-t1-w1"), timeout=120)
-        u, w = [p for p in under.stop() if ours(p[VXLAN].payload)], [
-            p for p in work.stop() if ours(p)]
+        u, w = [p for p in under.packets() if ours(p[VXLAN].payload)], [
+            p for p in work.packets() if ours(p)]
         shares = (user_space_share(lab, "h1", "t1w1", "established"),
                   user_space_share(lab, "h2", "uplink", "underlay-input"))
         flows = {h: lab.json(h, "flows", "--port", "9999")["flows"] +
@@ -408,7 +387,7 @@ def test_tc_fast_path_carries_tcp_as_large_vxlan_frames(tmp_path, workers):
     intact; what is not IPv4 (ARP) still reaches ovrd behind the program."""
     with Lab(tag("g", workers, "tc"), "--offload=tc", *workers_args(workers)) as lab:
         pcap = str(tmp_path / "under.pcap")
-        under = Capture(lab.ns("underlay"), "h1", "udp port 4789 and src host 192.0.2.1", pcap)
+        under = Capture(lab.ns("underlay"), "h1", pcap, bpf="udp port 4789 and src host 192.0.2.1")
         sent, got, n = transfer(lab, "h1-t1-w1", lab.ns("h2-t1-w1"), W2_IP, "up")
         under.stop()
         arp = sh("ip", "neigh", "show", W2_IP, ns=lab.ns("h1-t1-w1")).stdout
