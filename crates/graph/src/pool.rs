@@ -21,6 +21,13 @@ pub struct Header<M> {
     pub meta: M,
 }
 
+/// Where packet `pkt`'s bytes are in the pool's memory.
+#[inline(always)]
+fn span<M>(pkt: u32, h: &Header<M>) -> core::ops::Range<usize> {
+    let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
+    start..start + h.len as usize
+}
+
 /// A fixed set of frames and their headers; the free list is a stack, so the frames used
 /// most recently (warm in cache) are used again first.
 pub struct PacketPool<M> {
@@ -98,16 +105,12 @@ impl<M: Copy + Default> PacketPool<M> {
 
     #[inline]
     pub fn data(&self, pkt: u32) -> &[u8] {
-        let h = &self.headers[pkt as usize];
-        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
-        &self.mem[start..start + h.len as usize]
+        &self.mem[span(pkt, &self.headers[pkt as usize])]
     }
 
     #[inline]
     pub fn data_mut(&mut self, pkt: u32) -> &mut [u8] {
-        let h = &self.headers[pkt as usize];
-        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
-        &mut self.mem[start..start + h.len as usize]
+        &mut self.mem[span(pkt, &self.headers[pkt as usize])]
     }
 
     #[inline]
@@ -124,16 +127,15 @@ impl<M: Copy + Default> PacketPool<M> {
     #[inline]
     pub fn split_mut(&mut self, pkt: u32) -> (&mut M, &mut [u8]) {
         let h = &mut self.headers[pkt as usize];
-        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
-        (&mut h.meta, &mut self.mem[start..start + h.len as usize])
+        let at = span(pkt, h);
+        (&mut h.meta, &mut self.mem[at])
     }
 
     /// Metadata and bytes to read at once (one look at the packet's header).
     #[inline]
     pub fn view(&self, pkt: u32) -> (&M, &[u8]) {
         let h = &self.headers[pkt as usize];
-        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
-        (&h.meta, &self.mem[start..start + h.len as usize])
+        (&h.meta, &self.mem[span(pkt, h)])
     }
 
     /// Cuts the packet to its first `len` bytes and grows it at the front by `push`
@@ -149,8 +151,8 @@ impl<M: Copy + Default> PacketPool<M> {
         }
         h.offset -= push as u16;
         h.len = (push + len) as u16;
-        let start = pkt as usize * FRAME_STRIDE + h.offset as usize;
-        Some((&mut h.meta, &mut self.mem[start..start + h.len as usize]))
+        let at = span(pkt, h);
+        Some((&mut h.meta, &mut self.mem[at]))
     }
 
     /// Grows the packet at the front by `n` bytes (for headers to be written); false if
