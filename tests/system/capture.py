@@ -21,20 +21,25 @@ class Capture:
         self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
         self._said = []
-        self._ready = threading.Event()
+        self._capturing = False
+        self._heard = threading.Event()
         # Keeps reading after the line so tshark never blocks on a full pipe.
         threading.Thread(target=self._read_stderr, daemon=True).start()
-        if not self._ready.wait(ready_within):
+        self._heard.wait(ready_within)
+        if not self._capturing:
             self.p.kill()
             self.p.wait()
-            raise RuntimeError(f"tshark on {ns}/{iface} did not start capturing within "
-                               f"{ready_within} s: {''.join(self._said)}")
+            raise RuntimeError(f"tshark on {ns}/{iface} did not start capturing (waited up to "
+                               f"{ready_within} s): {''.join(self._said)}")
 
     def _read_stderr(self):
         for line in self.p.stderr:
             self._said.append(line)
             if line.startswith("Capturing on"):
-                self._ready.set()
+                self._capturing = True
+                self._heard.set()
+        # tshark ended: whoever waits for it to capture need not wait longer.
+        self._heard.set()
 
     def stop(self, settle=0.5):
         """Ends the capture (after `settle` seconds for frames still in flight); returns the
